@@ -1,0 +1,141 @@
+"""What a consumer (dashboard, stream, record) sees of a running probe set.
+
+A `Feed` is the one interface between the pipeline and its consumers: the
+live kernel session and a replayed recording both provide it, and UI tests
+use a fake one. It is polled: `drain()` returns every event since the last
+call as one batch (never one call per event), and `stats()` reads the
+in-kernel counters. Nothing here imports Textual or Rich.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from .model import Probe, ProbeSet
+
+HIST_SLOTS = 64  # log2 latency buckets: slot k counts latencies in [2^k, 2^(k+1)) ns
+
+
+class ProbeState(enum.Enum):
+    PENDING = "pending"  # not yet compiled / attached
+    ATTACHED = "attached"
+    OFF = "off"  # switched off by the user: detached from the kernel
+    FAILED = "failed"  # could not attach; `ProbeStatus.reason` says why
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    probe_id: int
+    probe: Probe
+    state: ProbeState
+    reason: str = ""  # why it failed, one line
+
+
+@dataclass(frozen=True)
+class Event:
+    """One kernel event, built only for events that are shown or written."""
+
+    probe_id: int
+    ts_ns: int  # CLOCK_MONOTONIC (bpf_ktime_get_ns)
+    cpu: int
+    pid: int
+    tid: int
+    comm: str
+    latency_ns: int | None  # return probes: time since the matching entry
+    values: tuple  # one per fetch of the probe, typed (int or str)
+
+
+class EventBatch(Protocol):
+    """Events that arrived together. Decoding into `Event`s is lazy."""
+
+    def __len__(self) -> int: ...
+
+    def probe_counts(self) -> dict[int, int]:
+        """Events per probe id in this batch."""
+        ...
+
+    def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
+        """Build `Event` objects for a slice of the batch only."""
+        ...
+
+
+@dataclass(frozen=True)
+class ListBatch:
+    """An `EventBatch` over ready-made events (tests, small replays)."""
+
+    items: Sequence[Event] = ()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def probe_counts(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for e in self.items:
+            counts[e.probe_id] = counts.get(e.probe_id, 0) + 1
+        return counts
+
+    def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
+        return list(self.items[start:stop])
+
+
+@dataclass(frozen=True)
+class ProbeStats:
+    """Cumulative in-kernel counters of one probe, read from BPF maps."""
+
+    probe_id: int
+    hits: int = 0  # calls (or returns) that passed the filter
+    lost: int = 0  # events the kernel could not put in the buffer
+    emitted: int = 0  # events put in the buffer
+    hist: tuple[int, ...] = ()  # HIST_SLOTS log2 latency buckets (return probes)
+    errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
+    top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    time: float  # time.monotonic() when read
+    probes: dict[int, ProbeStats] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    kernel: str = ""
+    kprobes: bool = False
+    btf: bool = False
+    root: bool = False
+    buffer: str = ""  # "ringbuf" / "perf" / "replay"
+    notes: tuple[str, ...] = ()  # preflight warnings, one line each
+
+
+class FeedError(Exception):
+    """An action the feed cannot do (e.g. adding a probe to a replay)."""
+
+
+class Feed(Protocol):
+    probeset: ProbeSet
+
+    def statuses(self) -> dict[int, ProbeStatus]: ...
+
+    def drain(self) -> EventBatch:
+        """Every event since the last call; never blocks."""
+        ...
+
+    def stats(self) -> StatsSnapshot: ...
+
+    def system_info(self) -> SystemInfo: ...
+
+    async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:
+        """Attach or detach a probe (the kernel cost goes away when off)."""
+        ...
+
+    async def add_probe(self, probe: Probe) -> ProbeStatus:
+        """Compile and attach a new probe; raises FeedError if not possible."""
+        ...
+
+    async def remove_probe(self, probe_id: int) -> None: ...
+
+    def close(self) -> None:
+        """Detach everything. Safe to call twice."""
+        ...

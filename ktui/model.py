@@ -1,0 +1,334 @@
+"""The parsed, frozen data model shared by every layer of ktui.
+
+Text (a spec string, a YAML file) is parsed into these dataclasses by
+`ktui.spec` and `ktui.probeset`; `ktui.codegen` turns them into C. Nothing
+here imports Textual or Rich, and nothing here knows about the kernel.
+
+Every node prints back to its canonical text with `str()`, and parsing that
+text again gives an equal object (the round-trip property the tests check).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+
+class KtuiError(Exception):
+    """Every error ktui reports to a user: one line, optionally located.
+
+    `str(err)` gives `file:line:col: message` when a location is known, so
+    the CLI and the dashboard can print it as is, never a traceback.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        col: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.source = source
+        self.line = line
+        self.col = col
+
+    def located(
+        self, *, source: str | None = None, line: int | None = None, col: int | None = None
+    ) -> "KtuiError":
+        """A copy of this error with a location filled in where it had none."""
+        return type(self)(
+            self.message,
+            source=self.source if self.source is not None else source,
+            line=self.line if self.line is not None else line,
+            col=self.col if self.col is not None else col,
+        )
+
+    def __str__(self) -> str:
+        where = [str(p) for p in (self.source, self.line, self.col) if p is not None]
+        return ":".join(where + [" " + self.message]) if where else self.message
+
+
+class SpecError(KtuiError):
+    """A probe spec or filter expression does not parse. `col` is 1-based."""
+
+
+class ProbeSetError(KtuiError):
+    """A YAML probe set is invalid."""
+
+
+class Kind(enum.Enum):
+    CALL = "c"  # kprobe at function entry (or at an offset / address)
+    RETURN = "r"  # kretprobe (ktui adds an entry kprobe to measure latency)
+
+
+# Fetch types, as in the kernel's kprobe_events syntax. None means "default":
+# u64 for arguments and registers, s64 for retval (so errnos show negative).
+INT_TYPES = ("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "x8", "x16", "x32", "x64")
+STRING_TYPES = ("string", "ustring")  # kernel / user memory, NUL-terminated, bounded
+FETCH_TYPES = INT_TYPES + STRING_TYPES + ("symbol",)
+
+# x86-64 registers by their pt_regs field name (what the C code uses).
+# The parser accepts rax/eax-style names and the short pt_regs names.
+REGISTERS = (
+    "ax", "bx", "cx", "dx", "si", "di", "bp", "sp",
+    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+    "ip", "flags",
+)
+# The x86-64 SysV calling convention: a1..a6.
+ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
+BUILTINS = ("comm", "pid", "tid", "cpu")
+
+STRING_MAX = 64  # bytes kept of a string fetch, NUL included
+
+
+def reg_display(name: str) -> str:
+    """`ax` -> `rax`, `r8` -> `r8`, `flags` -> `flags`: the canonical spelling."""
+    if name in ("ip", "flags") or name.startswith("r"):
+        return "rip" if name == "ip" else name
+    return "r" + name
+
+
+# ---------------------------------------------------------------- fetches
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The n-th function argument, 1-based (`a1` .. `a6`)."""
+
+    index: int
+
+    def __str__(self) -> str:
+        return f"a{self.index}"
+
+
+@dataclass(frozen=True)
+class Reg:
+    """A register, by pt_regs field name (`di`, `r8`, `ip`)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return reg_display(self.name)
+
+
+@dataclass(frozen=True)
+class RetVal:
+    """The return value (return probes only)."""
+
+    def __str__(self) -> str:
+        return "retval"
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """Process context every event carries anyway: comm, pid, tid, cpu."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Deref:
+    """`+OFFSET(INNER)`: memory at INNER + OFFSET (kernel memory unless the
+    fetch type is `ustring`)."""
+
+    offset: int
+    inner: "FetchExpr"
+
+    def __str__(self) -> str:
+        sign = "-" if self.offset < 0 else "+"
+        return f"{sign}{abs(self.offset)}({self.inner})"
+
+
+FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref]
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """One value a probe captures: `[label=]EXPR[:type]`."""
+
+    expr: FetchExpr
+    type: str | None = None  # one of FETCH_TYPES, None = default
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What the value is called in events, filters and the UI."""
+        return self.label if self.label is not None else str(self.expr)
+
+    @property
+    def effective_type(self) -> str:
+        if self.type is not None:
+            return self.type
+        if isinstance(self.expr, RetVal):
+            return "s64"
+        if isinstance(self.expr, Builtin):
+            return "string" if self.expr.name == "comm" else "u32"
+        return "u64"
+
+    def __str__(self) -> str:
+        text = str(self.expr)
+        if self.label is not None:
+            text = f"{self.label}={text}"
+        if self.type is not None:
+            text = f"{text}:{self.type}"
+        return text
+
+
+# ---------------------------------------------------------------- filters
+
+
+@dataclass(frozen=True)
+class Field:
+    """A name in a filter: a fetch label, `aN`, `retval`, comm/pid/tid/cpu,
+    or a register. Resolved against the probe by codegen."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class IntLit:
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class StrLit:
+    value: str
+
+    def __str__(self) -> str:
+        escaped = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+
+
+Operand = Union[Field, IntLit, StrLit]
+COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str  # one of COMPARE_OPS
+    left: Operand
+    right: Operand
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True)
+class And:
+    left: "FilterExpr"
+    right: "FilterExpr"
+
+    def __str__(self) -> str:
+        return f"{_paren(self.left, And)} && {_paren(self.right, And, right=True)}"
+
+
+@dataclass(frozen=True)
+class Or:
+    left: "FilterExpr"
+    right: "FilterExpr"
+
+    def __str__(self) -> str:
+        return f"{_paren(self.left, Or)} || {_paren(self.right, Or, right=True)}"
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: "FilterExpr"
+
+    def __str__(self) -> str:
+        inner = self.operand
+        if isinstance(inner, (Compare, And, Or)):
+            return f"!({inner})"
+        return f"!{inner}"
+
+
+FilterExpr = Union[Compare, And, Or, Not]
+
+
+def _paren(node: "FilterExpr", parent: type, *, right: bool = False) -> str:
+    # Parenthesise a child whose operator differs from its parent's, so the
+    # printed text parses back to the same tree whatever the precedence.
+    # A right child with the same operator too: the parser groups a chain to
+    # the left, so a && (b && c) must not print as a && b && c.
+    if isinstance(node, (And, Or)) and (right or not isinstance(node, parent)):
+        return f"({node})"
+    return str(node)
+
+
+# ---------------------------------------------------------------- probes
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a probe attaches: `symbol[+offset]` or a raw kernel address."""
+
+    symbol: str | None = None
+    offset: int = 0
+    address: int | None = None
+
+    def __str__(self) -> str:
+        if self.address is not None:
+            return f"0x{self.address:x}"
+        if self.offset:
+            return f"{self.symbol}+0x{self.offset:x}"
+        return str(self.symbol)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One kprobe or kretprobe with what it fetches and when it fires.
+
+    `spec_text` is the compact form `TARGET:KIND[:FETCH,...]`; the filter and
+    the rest live beside it (in YAML, or `--filter` on the command line).
+    """
+
+    target: Target
+    kind: Kind
+    fetches: tuple[Fetch, ...] = ()
+    filter: FilterExpr | None = None
+    label: str | None = None
+    enabled: bool = True
+    sample: int = 1  # emit one event in `sample` (stats still count all)
+    rate_limit: int | None = None  # max events/s emitted per CPU, None = no cap
+
+    @property
+    def spec_text(self) -> str:
+        text = f"{self.target}:{self.kind.value}"
+        if self.fetches:
+            text += ":" + ",".join(str(f) for f in self.fetches)
+        return text
+
+    @property
+    def name(self) -> str:
+        return self.label if self.label is not None else self.spec_text
+
+    @property
+    def emits_events(self) -> bool:
+        """A probe without fetches only counts (stats-only, nothing streamed)."""
+        return bool(self.fetches)
+
+    def __str__(self) -> str:
+        return self.spec_text
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    name: str
+    description: str = ""
+    probes: tuple[Probe, ...] = ()
+    pid: int | None = None  # set-wide filters, applied in the kernel
+    comm: str | None = None
+    source: str | None = field(default=None, compare=False)  # file it came from

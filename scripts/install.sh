@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Idempotent set-up for ktui on Debian bookworm, as root.
+# Installs only what is missing: apt packages, the venv, ktui in editable mode.
+#   scripts/install.sh          what `make run` needs
+#   scripts/install.sh --test   plus the test and VM tooling
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+apt_pkgs=(python3-venv python3-bpfcc bpfcc-tools python3-numpy linux-headers-amd64
+          tmux bpftool)
+if [ "$want_test" = 1 ] || [ "${KTUI_WANT_VM:-0}" = 1 ]; then
+    # The VM rig: a stock Debian kernel booted under software emulation.
+    apt_pkgs+=(qemu-system-x86 linux-image-amd64 linux-image-6.12-amd64
+               linux-headers-6.12-amd64 busybox-static bpftrace)
+fi
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "install: apt packages: ${missing[*]}"
+    if [ "$(id -u)" != 0 ]; then
+        echo "install: need root to apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# bcc lives in the system Python's dist-packages: the venv must see them.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; then
+    echo "install: creating .venv (with system site packages for bcc)"
+    rm -rf .venv
+    /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+
+stamp=.venv/.ktui-installed
+[ "$want_test" = 1 ] && stamp=.venv/.ktui-installed-test
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "install: pip install ktui (editable)"
+    .venv/bin/pip install -q --disable-pip-version-check --upgrade pip
+    if [ "$want_test" = 1 ]; then
+        .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' virtme-ng==1.42
+    else
+        .venv/bin/pip install -q --disable-pip-version-check -e .
+    fi
+    touch "$stamp"
+fi

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Run a command as root inside a throwaway VM booting a stock Debian kernel.
+#
+#   scripts/vm.sh [--kernel VERSION] [--shell] -- COMMAND...
+#
+# Our build and CI machines run a kernel without kprobes (and locked down), so
+# everything that touches the kernel runs here: virtme-ng boots Debian's
+# kernel under software emulation (TCG; nested KVM hangs on these hosts) with
+# the host's root filesystem shared read-only and the repo writable.
+# COMMAND runs from the repo root; its exit status is this script's.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+kernel="${KTUI_VM_KERNEL:-}"
+shell=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kernel) kernel="$2"; shift 2 ;;
+        --shell) shell=1; shift ;;
+        --) shift; break ;;
+        *) break ;;
+    esac
+done
+if [ -z "$kernel" ]; then
+    # The newest installed 6.1 kernel: Debian bookworm's stock kernel.
+    kernel="$(ls /boot/vmlinuz-6.1.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')"
+fi
+[ -n "$kernel" ] && [ -e "/boot/vmlinuz-$kernel" ] || {
+    echo "vm: no kernel image /boot/vmlinuz-${kernel:-?} (run scripts/install.sh --test)" >&2; exit 2; }
+[ -d "/lib/modules/$kernel/build" ] || {
+    echo "vm: headers for $kernel missing (apt-get install linux-headers-$kernel)" >&2; exit 2; }
+export PATH="$repo/.venv/bin:$PATH"
+command -v vng >/dev/null || { echo "vm: vng missing (run scripts/install.sh --test)" >&2; exit 2; }
+
+cmd="$*"
+[ -n "$cmd" ] || cmd="bash"
+# The guest's console is noisy: the command's own output goes to a file in
+# the shared, writable repo and is printed afterwards.
+out="$repo/.vmout"
+mkdir -p "$out"
+log="$out/guest-$$.log"
+rc_file="$out/rc-$$"
+rm -f "$rc_file"
+inner="cd '$repo' && mount -t debugfs none /sys/kernel/debug 2>/dev/null; export PATH='$repo/.venv/bin':\$PATH; ( $cmd ) > '$log' 2>&1; echo \$? > '$rc_file'"
+if [ "$shell" = 1 ]; then
+    exec vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" --rwdir /tmp \
+        --exec "cd '$repo' && mount -t debugfs none /sys/kernel/debug 2>/dev/null; export PATH='$repo/.venv/bin':\$PATH; $cmd"
+fi
+set +e
+timeout "${KTUI_VM_TIMEOUT:-2400}" vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 \
+    --rwdir "$repo" -- "$inner" > "$out/console-$$.log" 2>&1
+vng_rc=$?
+set -e
+cat "$log" 2>/dev/null || true
+if [ ! -f "$rc_file" ]; then
+    echo "vm: the guest did not finish (vng exit $vng_rc); console log:" >&2
+    tail -n 40 "$out/console-$$.log" >&2
+    exit 3
+fi
+rc="$(cat "$rc_file")"
+rm -f "$rc_file" "$log" "$out/console-$$.log"
+exit "$rc"
