@@ -1,0 +1,89 @@
+"""The binary layout of an event record, shared by codegen and the decoders.
+
+Every record of a probe set has the same size (so a batch of them decodes
+with one numpy structured view): a 48-byte header, then a payload laid out
+per probe. Integers take an 8-byte slot (sign- or zero-extended in the kernel
+to the fetch type's width), strings a STRING_MAX-byte slot. Builtins (comm,
+pid, tid, cpu) are read from the header and take no payload space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import STRING_MAX, STRING_TYPES, Builtin, Fetch, Probe
+
+HEADER_SIZE = 48
+# (name, numpy format, C declaration) in record order.
+HEADER_FIELDS = (
+    ("ts", "<u8", "u64 ts;"),
+    ("latency", "<u8", "u64 latency;"),
+    ("probe", "<u4", "u32 probe;"),
+    ("cpu", "<u4", "u32 cpu;"),
+    ("pid", "<u4", "u32 pid;"),
+    ("tid", "<u4", "u32 tid;"),
+    ("comm", "S16", "char comm[16];"),
+)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one fetch's value lives in a record."""
+
+    fetch: Fetch
+    kind: str  # "uint", "sint", "str", "header"
+    offset: int  # byte offset within the payload (or header field name for "header")
+    header_field: str = ""
+
+    @property
+    def numpy_format(self) -> str:
+        return {"uint": "<u8", "sint": "<i8", "str": f"S{STRING_MAX}"}[self.kind]
+
+
+def slot_kind(fetch: Fetch) -> str:
+    if isinstance(fetch.expr, Builtin):
+        return "header"
+    t = fetch.effective_type
+    if t in STRING_TYPES:
+        return "str"
+    if t.startswith("s"):
+        return "sint"
+    return "uint"  # u*, x*, symbol
+
+
+@dataclass(frozen=True)
+class ProbeLayout:
+    slots: tuple[Slot, ...]
+    payload_size: int
+
+
+def probe_layout(probe: Probe) -> ProbeLayout:
+    slots = []
+    offset = 0
+    for fetch in probe.fetches:
+        kind = slot_kind(fetch)
+        if kind == "header":
+            slots.append(Slot(fetch, kind, 0, header_field=fetch.expr.name))
+            continue
+        slots.append(Slot(fetch, kind, offset))
+        offset += STRING_MAX if kind == "str" else 8
+    return ProbeLayout(tuple(slots), offset)
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """Layout of every record of one compiled probe set."""
+
+    probes: tuple[ProbeLayout, ...]
+    payload_size: int
+
+    @property
+    def record_size(self) -> int:
+        return HEADER_SIZE + self.payload_size
+
+
+def record_layout(probes: tuple[Probe, ...] | list[Probe]) -> RecordLayout:
+    layouts = tuple(probe_layout(p) for p in probes)
+    payload = max((lay.payload_size for lay in layouts), default=0)
+    payload = max(8, (payload + 7) // 8 * 8)  # keep records 8-byte aligned
+    return RecordLayout(layouts, payload)

@@ -1,0 +1,412 @@
+"""A live probe set in the kernel: compile, attach, toggle, read, detach.
+
+`Session` is the live `Feed`. The set is compiled once (one clang run for
+every probe); each probe is then attached through the kprobe PMU
+(`kprobe_pmu`), so switching it off closes its perf fds and the kernel drops
+the probe, and switching it on again re-attaches the already-loaded program
+without recompiling. A probe added later is compiled on its own into a
+second program ("unit"), so adding never disturbs what is running.
+
+Every attachment is an fd owned by this process: `close()` releases them
+all, and if the process dies (even by SIGKILL) the kernel does it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import dataclasses
+import errno
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import kprobe_pmu
+from .codegen import PERF, RINGBUF, Program, generate
+from .decode import Decoder, EmptyBatch, MultiBatch
+from .feed import (
+    HIST_SLOTS,
+    EventBatch,
+    FeedError,
+    ProbeState,
+    ProbeStats,
+    ProbeStatus,
+    StatsSnapshot,
+    SystemInfo,
+)
+from .ksyms import KernelSymbols
+from .model import Kind, KtuiError, Probe, ProbeSet
+from .quiet import captured_stderr, log_line, open_log
+from .ringbuf import RingBufReader
+
+TOP_COMMS = 5
+
+
+@dataclass
+class SessionOptions:
+    buffer: str = "auto"  # "auto" (ring buffer where the kernel has it), "ringbuf", "perf"
+    ringbuf_pages: int = 2048  # 8 MiB of 4 KiB pages; a power of two
+    perf_pages: int = 256  # per CPU; a power of two
+    log_path: Path | None = None
+
+
+def kernel_has_ringbuf(release: str | None = None) -> bool:
+    release = release or os.uname().release
+    try:
+        major, minor = (int(x) for x in release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 8)
+
+
+@dataclass
+class _Unit:
+    """One compiled BPF program and its readers."""
+
+    bpf: object
+    program: Program
+    ids: list[int]  # session probe id by local index
+    decoder: Decoder
+    reader: object
+    live: set[int] = field(default_factory=set)  # local indices not removed
+
+
+class Session:
+    def __init__(self, probeset: ProbeSet, options: SessionOptions | None = None) -> None:
+        self.options = options or SessionOptions()
+        self.probeset = probeset
+        self.symbols = KernelSymbols()
+        self._log_fd = -1
+        self._units: list[_Unit] = []
+        self._where: dict[int, tuple[_Unit, int]] = {}
+        self._probes: dict[int, Probe] = {}
+        self._status: dict[int, ProbeStatus] = {}
+        self._fds: dict[int, list[int]] = {}
+        self._next_id = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self.buffer = self._pick_buffer()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> "Session":
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Compile the whole set once and attach every enabled probe."""
+        if self._log_fd < 0:
+            self._log_fd = open_log(self.options.log_path)
+        probes = list(self.probeset.probes)
+        ids = [self._new_id(p) for p in probes]
+        try:
+            self._compile_unit(probes, ids)
+        except KtuiError:
+            self.close()
+            raise
+        for pid_ in ids:
+            if self._probes[pid_].enabled:
+                self._attach(pid_)
+            else:
+                self._set_status(pid_, ProbeState.OFF)
+
+    def close(self) -> None:
+        """Detach everything and free the programs. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for pid_ in list(self._fds):
+                self._detach(pid_)
+            for unit in self._units:
+                self._close_unit(unit)
+            self._units.clear()
+            if self._log_fd >= 0:
+                os.close(self._log_fd)
+                self._log_fd = -1
+
+    def _close_unit(self, unit: _Unit) -> None:
+        try:
+            unit.reader.close()
+        finally:
+            with captured_stderr(self._log_fd):
+                unit.bpf.cleanup()
+
+    # ------------------------------------------------------------ compile
+
+    def _pick_buffer(self) -> str:
+        choice = self.options.buffer
+        if choice == "auto":
+            return RINGBUF if kernel_has_ringbuf() else PERF
+        if choice not in (RINGBUF, PERF):
+            raise KtuiError(f"unknown buffer kind {choice!r}: use auto, ringbuf or perf")
+        return choice
+
+    def _new_id(self, probe: Probe) -> int:
+        pid_ = self._next_id
+        self._next_id += 1
+        self._probes[pid_] = probe
+        self._status[pid_] = ProbeStatus(pid_, probe, ProbeState.PENDING)
+        return pid_
+
+    def _compile_unit(self, probes: list[Probe], ids: list[int]) -> _Unit:
+        from bcc import BPF  # imported late: offline commands need no bcc
+
+        program = generate(
+            probes,
+            buffer=self.buffer,
+            ringbuf_pages=self.options.ringbuf_pages,
+            pid=self.probeset.pid,
+            comm=self.probeset.comm,
+        )
+        log_line(self._log_fd, f"ktui: compiling {len(probes)} probe(s)")
+        with captured_stderr(self._log_fd) as cap:
+            try:
+                bpf = BPF(text=program.text.encode())
+            except Exception as exc:  # bcc raises bare Exception on compile errors
+                detail = cap.first_error() if cap.text else str(exc)
+                raise KtuiError(f"BPF compile failed: {detail or exc}") from exc
+        try:
+            reader = self._open_reader(bpf, program)
+        except Exception:
+            with captured_stderr(self._log_fd):
+                bpf.cleanup()
+            raise
+        unit = _Unit(bpf, program, list(ids), Decoder(program.layout, probes, ids), reader,
+                     live=set(range(len(ids))))
+        with self._lock:
+            self._units.append(unit)
+            for local, pid_ in enumerate(ids):
+                self._where[pid_] = (unit, local)
+        return unit
+
+    def _open_reader(self, bpf, program: Program):
+        size = program.layout.record_size
+        if program.buffer == RINGBUF:
+            table = bpf["ktui_events"]
+            return RingBufReader(table.map_fd, self.options.ringbuf_pages * 4096, size)
+        from .perfbuf import PerfBufReader
+
+        return PerfBufReader(bpf, "ktui_events", size, self.options.perf_pages)
+
+    # ------------------------------------------------------------ attach
+
+    def _set_status(self, pid_: int, state: ProbeState, reason: str = "") -> ProbeStatus:
+        status = ProbeStatus(pid_, self._probes[pid_], state, reason)
+        self._status[pid_] = status
+        return status
+
+    def _attach(self, pid_: int) -> ProbeStatus:
+        with self._lock:
+            if pid_ in self._fds:
+                return self._status[pid_]
+            probe = self._probes[pid_]
+            reason = self._precheck(probe)
+            if reason:
+                return self._set_status(pid_, ProbeState.FAILED, reason)
+            unit, local = self._where[pid_]
+            symbol, offset, address = self._location(probe)
+            fds: list[int] = []
+            try:
+                with captured_stderr(self._log_fd) as cap:
+                    try:
+                        if probe.kind is Kind.RETURN:
+                            entry = unit.bpf.load_func(unit.program.entry_fn(local), 2).fd
+                            fds.append(kprobe_pmu.attach(entry, symbol, offset, False, address))
+                        fn = unit.bpf.load_func(unit.program.probe_fn(local), 2).fd
+                        retprobe = probe.kind is Kind.RETURN
+                        fds.append(kprobe_pmu.attach(fn, symbol, offset, retprobe, address))
+                    except Exception as exc:
+                        raise _AttachError(self._explain(probe, exc, cap)) from exc
+            except _AttachError as exc:
+                for fd in fds:
+                    os.close(fd)
+                log_line(self._log_fd, f"ktui: {probe.spec_text}: {exc}")
+                return self._set_status(pid_, ProbeState.FAILED, str(exc))
+            self._fds[pid_] = fds
+            return self._set_status(pid_, ProbeState.ATTACHED)
+
+    def _detach(self, pid_: int) -> None:
+        for fd in self._fds.pop(pid_, []):
+            try:
+                os.close(fd)  # closing the perf fd removes the kprobe
+            except OSError:
+                pass
+
+    def _location(self, probe: Probe) -> tuple[str | None, int, int | None]:
+        t = probe.target
+        if t.address is not None:
+            found = self.symbols.resolve(t.address)
+            if found is not None:
+                return found[0], found[1], None
+            return None, 0, t.address
+        return t.symbol, t.offset, None
+
+    def _precheck(self, probe: Probe) -> str:
+        """Reasons to refuse a probe before asking the kernel."""
+        t = probe.target
+        if probe.kind is Kind.RETURN and (t.address is not None or t.offset):
+            return "a return probe needs a function entry: drop the address/offset or use :c"
+        if t.symbol is not None and self.symbols.available:
+            if not self.symbols.exists(t.symbol):
+                close = self.symbols.close_names(t.symbol)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                return f"unknown kernel function {t.symbol!r}{hint}"
+            if self.symbols.blacklisted(t.symbol):
+                return f"{t.symbol} is on the kernel's kprobe blacklist: it cannot be probed"
+        return ""
+
+    def _explain(self, probe: Probe, exc: Exception, cap) -> str:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            where = str(probe.target)
+            reasons = {
+                errno.ENOENT: f"{where}: no such probe point (not found, or inlined away)",
+                errno.EILSEQ: f"{where}: offset is not on an instruction boundary",
+                errno.EINVAL: f"{where}: cannot be probed (notrace, blacklisted, or a bad offset)",
+                errno.EPERM: "permission denied (need root or CAP_PERFMON; kernel lockdown?)",
+                errno.EACCES: "permission denied (need root or CAP_PERFMON; kernel lockdown?)",
+                errno.EBUSY: f"{where}: busy (another probe owns this point?)",
+                errno.EMFILE: "too many open files: raise `ulimit -n` for this many probes",
+            }
+            return reasons.get(exc.errno, f"{where}: {os.strerror(exc.errno)}")
+        detail = cap.first_error() if cap.text else ""
+        return f"{exc}" + (f": {detail}" if detail else "")
+
+    # ------------------------------------------------------------ Feed API
+
+    def statuses(self) -> dict[int, ProbeStatus]:
+        return dict(self._status)
+
+    def system_info(self) -> SystemInfo:
+        return SystemInfo(
+            kernel=os.uname().release,
+            kprobes=kprobe_pmu.pmu_available(),
+            btf=Path("/sys/kernel/btf/vmlinux").exists(),
+            root=os.geteuid() == 0,
+            buffer=self.buffer,
+        )
+
+    def symbolize(self, addr: int) -> str:
+        return self.symbols.symbolize(addr)
+
+    def drain(self) -> EventBatch:
+        parts = []
+        for unit in list(self._units):
+            raw = unit.reader.drain()
+            if len(raw):
+                parts.append(unit.decoder.batch(raw))
+        if not parts:
+            return EmptyBatch()
+        return parts[0] if len(parts) == 1 else MultiBatch(parts)
+
+    def stats(self) -> StatsSnapshot:
+        now = time.monotonic()
+        out: dict[int, ProbeStats] = {}
+        for unit in list(self._units):
+            out.update(_read_unit_stats(unit))
+        return StatsSnapshot(now, out)
+
+    def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
+        with self._lock:
+            if probe_id not in self._probes or probe_id not in self._where:
+                raise FeedError(f"no probe {probe_id}")
+            probe = dataclasses.replace(self._probes[probe_id], enabled=enabled)
+            self._probes[probe_id] = probe
+            self._sync_probeset()
+            if enabled:
+                return self._attach(probe_id)
+            self._detach(probe_id)
+            return self._set_status(probe_id, ProbeState.OFF)
+
+    async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:
+        return await asyncio.to_thread(self.set_enabled_now, probe_id, enabled)
+
+    def add_probe_now(self, probe: Probe) -> ProbeStatus:
+        with self._lock:
+            pid_ = self._new_id(probe)
+        try:
+            self._compile_unit([probe], [pid_])
+        except KtuiError as exc:
+            with self._lock:
+                del self._probes[pid_]
+                del self._status[pid_]
+            raise FeedError(str(exc)) from exc
+        self._sync_probeset()
+        if probe.enabled:
+            return self._attach(pid_)
+        return self._set_status(pid_, ProbeState.OFF)
+
+    async def add_probe(self, probe: Probe) -> ProbeStatus:
+        return await asyncio.to_thread(self.add_probe_now, probe)
+
+    def remove_probe_now(self, probe_id: int) -> None:
+        with self._lock:
+            if probe_id not in self._where:
+                raise FeedError(f"no probe {probe_id}")
+            self._detach(probe_id)
+            unit, local = self._where.pop(probe_id)
+            del self._probes[probe_id]
+            del self._status[probe_id]
+            unit.live.discard(local)
+            if not unit.live:
+                self._units.remove(unit)
+                self._close_unit(unit)
+            self._sync_probeset()
+
+    async def remove_probe(self, probe_id: int) -> None:
+        await asyncio.to_thread(self.remove_probe_now, probe_id)
+
+    def _sync_probeset(self) -> None:
+        self.probeset = dataclasses.replace(
+            self.probeset, probes=tuple(self._probes[i] for i in sorted(self._probes))
+        )
+
+
+class _AttachError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- map reads
+
+
+def _percpu_sum(table, key: int) -> int:
+    try:
+        return int(sum(table[ctypes.c_int(key)]))
+    except KeyError:
+        return 0
+
+
+def _read_unit_stats(unit: _Unit) -> dict[int, ProbeStats]:
+    bpf = unit.bpf
+    hits_t, emit_t, lost_t = bpf["ktui_hits"], bpf["ktui_emitted"], bpf["ktui_lost"]
+    hist_t = bpf["ktui_hist"]
+    errnos: dict[int, list[tuple[int, int]]] = {}
+    for k, v in bpf["ktui_errnos"].items():
+        errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
+    comms: dict[int, list[tuple[str, int]]] = {}
+    for k, v in bpf["ktui_comms"].items():
+        name = bytes(k.comm).split(b"\0", 1)[0].decode("utf-8", "replace")
+        comms.setdefault(k.probe, []).append((name, int(v.value)))
+    out = {}
+    for local in sorted(unit.live):
+        probe = unit.program.probes[local]
+        hist: tuple[int, ...] = ()
+        if probe.kind is Kind.RETURN:
+            base = local * HIST_SLOTS
+            hist = tuple(_percpu_sum(hist_t, base + s) for s in range(HIST_SLOTS))
+        pid_ = unit.ids[local]
+        out[pid_] = ProbeStats(
+            probe_id=pid_,
+            hits=_percpu_sum(hits_t, local),
+            lost=_percpu_sum(lost_t, local),
+            emitted=_percpu_sum(emit_t, local),
+            hist=hist,
+            errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
+            top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
+        )
+    return out
