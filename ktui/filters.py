@@ -1,0 +1,409 @@
+"""The filter language: when a probe's event is emitted.
+
+    a3 > 4096 && comm == "dd"
+    !(retval >= 0) || fname != "/dev/null"
+
+`parse_filter(text)` turns such text into the frozen `model.FilterExpr`
+tree with a hand-written tokenizer and a recursive-descent parser; codegen
+builds C from that tree, never from the text. Precedence, tightest first:
+`!` (which takes a parenthesised condition or another `!`), comparisons,
+`&&`, `||`. `&&` and `||` group to the left.
+
+This module also owns the vocabulary of predefined names (a1..a6, retval,
+comm/pid/tid/cpu, registers) because the spec language in `ktui.spec`
+shares it; whether a name exists *in a given probe* is checked by
+`ktui.spec.validate_probe`, which knows the probe's fetches and kind.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from .model import (
+    BUILTINS,
+    COMPARE_OPS,
+    REGISTERS,
+    STRING_MAX,
+    And,
+    Compare,
+    Field,
+    FilterExpr,
+    IntLit,
+    Not,
+    Operand,
+    Or,
+    SpecError,
+    StrLit,
+    reg_display,
+)
+
+MAX_TEXT = 4096  # characters of filter text
+MAX_DEPTH = 32  # nested parentheses and `!`
+MAX_COMPARES = 64  # comparisons in one filter: keeps the generated C small
+MAX_STRING = STRING_MAX - 1  # a string fetch keeps 63 characters plus NUL
+COMM_MAX = 15  # the kernel's comm is 16 bytes, NUL included
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1  # u64 values are compared as such
+LABEL_MAX = 32
+ARG_COUNT = 6
+
+# ---------------------------------------------------------------- names
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+_DIGITS = "0123456789"
+_HEX = "0123456789abcdefABCDEF"
+IDENT_START = frozenset(_LETTERS)
+IDENT_CHARS = frozenset(_LETTERS + _DIGITS)
+
+# Every accepted spelling of a register -> its pt_regs field name.
+REGISTER_SPELLINGS: dict[str, str] = {
+    **{reg: reg for reg in REGISTERS},
+    **{reg_display(reg): reg for reg in REGISTERS},
+    "eflags": "flags",
+}
+# 32-bit names are refused rather than silently read as 64 bits.
+_NARROW_REGISTERS: dict[str, str] = {
+    **{"e" + reg: "r" + reg for reg in ("ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "ip")},
+    **{f"r{n}d": f"r{n}" for n in range(8, 16)},
+}
+ARG_NAMES = tuple(f"a{n}" for n in range(1, ARG_COUNT + 1))
+# Canonical names a probe always has (retval only in return probes).
+PREDEFINED = ARG_NAMES + ("retval",) + BUILTINS + tuple(reg_display(r) for r in REGISTERS)
+
+
+def _ascii_int(text: str) -> int | None:
+    return int(text) if text and all(c in _DIGITS for c in text) else None
+
+
+def _arg_number(word: str) -> int | None:
+    """`a3` / `arg3` -> 3 (any number, range checked by the caller)."""
+    for prefix in ("arg", "a"):
+        if word.startswith(prefix):
+            number = _ascii_int(word[len(prefix):])
+            if number is not None:
+                return number
+    return None
+
+
+def canonical_name(word: str) -> str | None:
+    """The canonical spelling of a predefined name, None for any other word.
+
+    `arg3` -> `a3`, `di` -> `rdi`, `eflags` -> `flags`, `comm` -> `comm`.
+    A register's canonical name is what an unlabelled register fetch is
+    called (`str(Reg("di"))`), so filters and fetch names agree.
+    """
+    number = _arg_number(word)
+    if number is not None:
+        return f"a{number}" if 1 <= number <= ARG_COUNT else None
+    if word == "retval" or word in BUILTINS:
+        return word
+    if word in REGISTER_SPELLINGS:
+        return reg_display(REGISTER_SPELLINGS[word])
+    return None
+
+
+def name_problem(word: str) -> str | None:
+    """Why a word that looks like a predefined name is not one, or None."""
+    number = _arg_number(word)
+    if number is not None and not 1 <= number <= ARG_COUNT:
+        return f'there is no argument "{word}": arguments are a1..a6'
+    if word in _NARROW_REGISTERS:
+        wide = _NARROW_REGISTERS[word]
+        return f'32-bit register names are not supported; use {wide}:u32 (or {wide}:s32)'
+    return None
+
+
+def is_reserved(word: str) -> bool:
+    """True for words that cannot be labels: every predefined spelling."""
+    return canonical_name(word) is not None or name_problem(word) is not None
+
+
+def show_char(c: str) -> str:
+    """A character for a one-line message: `"x"`, or escaped (`'\\n'`)."""
+    return f'"{c}"' if " " <= c <= "~" else ascii(c)
+
+
+def suggest(word: str, candidates) -> str:
+    """` did you mean X?` for a close match, else an empty string."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f" did you mean {close[0]}?" if close else ""
+
+
+# ---------------------------------------------------------------- tokens
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # name, int, str, op (comparison), &&, ||, !, (, ), end, error
+    text: str
+    col: int  # 1-based
+    value: object = None  # int, str, canonical name, or the error message
+
+
+def _describe(tok: _Token) -> str:
+    return "end of filter" if tok.kind == "end" else f'"{tok.text}"'
+
+
+def _scan_word(text: str, i: int) -> int:
+    while i < len(text) and text[i] in IDENT_CHARS:
+        i += 1
+    return i
+
+
+def _number_token(text: str, start: int, i: int) -> _Token:
+    """An integer from text[i:], negative when text[start] is `-`."""
+    end = _scan_word(text, i)
+    digits = text[i:end]
+    if digits[:2] in ("0x", "0X"):
+        body = digits[2:]
+        value = int(body, 16) if body and all(c in _HEX for c in body) else None
+    else:
+        value = _ascii_int(digits)
+    if value is None:
+        return _Token("error", text[start:end], start + 1, f'bad number "{text[start:end]}"')
+    if start != i:
+        value = -value
+    if not INT_MIN <= value <= INT_MAX:
+        return _Token("error", text[start:end], start + 1, "integer out of 64-bit range")
+    return _Token("int", text[start:end], start + 1, value)
+
+
+def _string_token(text: str, start: int) -> _Token:
+    chars: list[str] = []
+    i = start + 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            if len(chars) > MAX_STRING:
+                return _Token("error", '"', start + 1, f"string longer than {MAX_STRING} characters")
+            return _Token("str", text[start : i + 1], start + 1, "".join(chars))
+        if c == "\\":
+            nxt = text[i + 1 : i + 2]
+            if nxt not in ('"', "\\"):
+                return _Token("error", "\\", i + 1, 'only \\" and \\\\ escapes are allowed in strings')
+            chars.append(nxt)
+            i += 2
+            continue
+        if not " " <= c <= "~":
+            return _Token("error", c, i + 1, "strings hold printable ASCII characters only")
+        chars.append(c)
+        i += 1
+    return _Token("error", '"', start + 1, 'unterminated string: missing closing "')
+
+
+_TWO_CHAR = {"==": "op", "!=": "op", "<=": "op", ">=": "op", "&&": "&&", "||": "||"}
+_ONE_CHAR = {"<": "op", ">": "op", "!": "!", "(": "(", ")": ")"}
+_HINTS = {"=": "use == to compare", "&": "use && for and", "|": "use || for or"}
+
+
+def _tokenize(text: str) -> list[_Token]:
+    """All tokens, ending with `end`, or with one `error` token where the
+    text stops making sense (the parser raises it when it gets there, so
+    errors come out in reading order)."""
+    tokens: list[_Token] = []
+    i = 0
+    while True:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        if i == len(text):
+            tokens.append(_Token("end", "", i + 1))
+            return tokens
+        c, pair = text[i], text[i : i + 2]
+        if c in IDENT_START:
+            end = _scan_word(text, i)
+            tok = _name_token(text[i:end], i + 1)
+        elif c in _DIGITS:
+            tok = _number_token(text, i, i)
+        elif c == "-" and i + 1 < len(text) and text[i + 1] in _DIGITS:
+            tok = _number_token(text, i, i + 1)
+        elif c == '"':
+            tok = _string_token(text, i)
+        elif pair in _TWO_CHAR:
+            tok = _Token(_TWO_CHAR[pair], pair, i + 1)
+        elif c in _ONE_CHAR:
+            tok = _Token(_ONE_CHAR[c], c, i + 1)
+        else:
+            hint = _HINTS.get(c, "")
+            message = f"unexpected character {show_char(c)}" + (f"; {hint}" if hint else "")
+            tok = _Token("error", c, i + 1, message)
+        tokens.append(tok)
+        if tok.kind == "error":
+            return tokens
+        i += len(tok.text)
+
+
+def _name_token(word: str, col: int) -> _Token:
+    problem = name_problem(word)
+    if problem is not None:
+        return _Token("error", word, col, problem)
+    if len(word) > LABEL_MAX and canonical_name(word) is None:
+        return _Token("error", word, col, f"name longer than {LABEL_MAX} characters (labels are at most {LABEL_MAX})")
+    return _Token("name", word, col, canonical_name(word) or word)
+
+
+# ---------------------------------------------------------------- parser
+
+
+@dataclass(frozen=True)
+class CompareColumns:
+    """Where one comparison's parts are in the text, 1-based."""
+
+    left: int
+    op: int
+    right: int
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _tokenize(text)
+        self.pos = 0
+        self.depth = 0
+        self.columns: list[CompareColumns] = []
+
+    def peek(self) -> _Token:
+        tok = self.tokens[self.pos]
+        if tok.kind == "error":
+            raise SpecError(str(tok.value), col=tok.col)
+        return tok
+
+    def take(self) -> _Token:
+        tok = self.peek()
+        self.pos += 1
+        return tok
+
+    def parse(self) -> FilterExpr:
+        if self.peek().kind == "end":
+            raise SpecError('empty filter; write a condition, e.g. a3 > 4096 && comm == "dd"', col=1)
+        expr = self.or_expr()
+        tok = self.peek()
+        if tok.kind != "end":
+            raise SpecError(f"unexpected {_describe(tok)}; expected && or || or end of filter", col=tok.col)
+        return expr
+
+    def or_expr(self) -> FilterExpr:
+        expr = self.and_expr()
+        while self.peek().kind == "||":
+            self.take()
+            expr = Or(expr, self.and_expr())
+        return expr
+
+    def and_expr(self) -> FilterExpr:
+        expr = self.unary()
+        while self.peek().kind == "&&":
+            self.take()
+            expr = And(expr, self.unary())
+        return expr
+
+    def enter(self, tok: _Token) -> None:
+        # Bounded so hostile text cannot exhaust the Python stack.
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise SpecError(f"filter nests deeper than {MAX_DEPTH} levels", col=tok.col)
+
+    def unary(self) -> FilterExpr:
+        tok = self.peek()
+        if tok.kind == "!":
+            self.take()
+            self.enter(tok)
+            if self.peek().kind not in ("!", "("):
+                raise SpecError("! applies to a condition in parentheses, e.g. !(a3 == 0)", col=tok.col)
+            operand = self.unary()
+            self.depth -= 1
+            return Not(operand)
+        if tok.kind == "(":
+            self.take()
+            self.enter(tok)
+            expr = self.or_expr()
+            close = self.peek()
+            if close.kind != ")":
+                raise SpecError(
+                    f"expected ) to close the ( at column {tok.col}, got {_describe(close)}", col=close.col
+                )
+            self.take()
+            self.depth -= 1
+            return expr
+        return self.comparison()
+
+    def operand(self, tok: _Token, what: str) -> Operand:
+        if tok.kind == "name":
+            return Field(str(tok.value))
+        if tok.kind == "int":
+            return IntLit(int(tok.value))  # type: ignore[arg-type]
+        if tok.kind == "str":
+            return StrLit(str(tok.value))
+        raise SpecError(f"expected {what}, got {_describe(tok)}", col=tok.col)
+
+    def comparison(self) -> Compare:
+        left_tok = self.take()
+        left = self.operand(left_tok, 'a condition (e.g. a3 > 4096 or comm == "dd")')
+        op_tok = self.peek()
+        if op_tok.kind != "op":
+            if isinstance(left, Field):
+                raise SpecError(
+                    f'"{left_tok.text}" alone is not a condition; compare it, e.g. {left.name} != 0',
+                    col=left_tok.col,
+                )
+            raise SpecError(
+                f"expected a comparison ({' '.join(COMPARE_OPS)}) after {left_tok.text}, got {_describe(op_tok)}",
+                col=op_tok.col,
+            )
+        self.take()
+        right_tok = self.take()
+        right = self.operand(right_tok, f"a name or a value after {op_tok.text}")
+        if not isinstance(left, Field) and not isinstance(right, Field):
+            raise SpecError("compares two constants; one side must be a name such as a3 or comm", col=left_tok.col)
+        if len(self.columns) == MAX_COMPARES:
+            raise SpecError(f"filter has more than {MAX_COMPARES} comparisons", col=left_tok.col)
+        self.columns.append(CompareColumns(left_tok.col, op_tok.col, right_tok.col))
+        return Compare(op_tok.text, left, right)
+
+
+def _check_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise SpecError(f"a filter must be text, got {type(text).__name__}")
+    if len(text) > MAX_TEXT:
+        raise SpecError(f"filter longer than {MAX_TEXT} characters", col=MAX_TEXT + 1)
+    return text
+
+
+def parse_filter_with_columns(text: str) -> tuple[FilterExpr, tuple[CompareColumns, ...]]:
+    """`parse_filter`, plus where each comparison is, in `comparisons()`
+    order, so later checks against a probe can point at the right column."""
+    parser = _Parser(_check_text(text))
+    expr = parser.parse()
+    return expr, tuple(parser.columns)
+
+
+def parse_filter(text: str) -> FilterExpr:
+    """Parse filter text; any problem is a SpecError with a 1-based column."""
+    return parse_filter_with_columns(text)[0]
+
+
+def comparisons(expr: FilterExpr) -> list[Compare]:
+    """Every comparison, left to right as printed (and as parsed)."""
+    found: list[Compare] = []
+    stack: list[object] = [expr]
+    while stack:  # iterative: a hand-built tree may be arbitrarily deep
+        node = stack.pop()
+        if isinstance(node, Compare):
+            found.append(node)
+        elif isinstance(node, (And, Or)):
+            stack.extend((node.right, node.left))
+        elif isinstance(node, Not):
+            stack.append(node.operand)
+    return found
+
+
+def tree_depth(expr: object) -> int:
+    """Nesting depth of a filter tree, computed without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(expr, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, (And, Or)):
+            stack.extend(((node.left, depth + 1), (node.right, depth + 1)))
+        elif isinstance(node, Not):
+            stack.append((node.operand, depth + 1))
+    return deepest
