@@ -188,11 +188,11 @@ class Session:
     def _open_reader(self, bpf, program: Program):
         size = program.layout.record_size
         if program.buffer == RINGBUF:
-            table = bpf["ktui_events"]
+            table = bpf[b"ktui_events"]
             return RingBufReader(table.map_fd, self.options.ringbuf_pages * 4096, size)
         from .perfbuf import PerfBufReader
 
-        return PerfBufReader(bpf, "ktui_events", size, self.options.perf_pages)
+        return PerfBufReader(bpf, b"ktui_events", size, self.options.perf_pages)
 
     # ------------------------------------------------------------ attach
 
@@ -216,9 +216,9 @@ class Session:
                 with captured_stderr(self._log_fd) as cap:
                     try:
                         if probe.kind is Kind.RETURN:
-                            entry = unit.bpf.load_func(unit.program.entry_fn(local), 2).fd
+                            entry = unit.bpf.load_func(unit.program.entry_fn(local).encode(), 2).fd
                             fds.append(kprobe_pmu.attach(entry, symbol, offset, False, address))
-                        fn = unit.bpf.load_func(unit.program.probe_fn(local), 2).fd
+                        fn = unit.bpf.load_func(unit.program.probe_fn(local).encode(), 2).fd
                         retprobe = probe.kind is Kind.RETURN
                         fds.append(kprobe_pmu.attach(fn, symbol, offset, retprobe, address))
                     except Exception as exc:
@@ -383,13 +383,13 @@ def _percpu_sum(table, key: int) -> int:
 
 def _read_unit_stats(unit: _Unit) -> dict[int, ProbeStats]:
     bpf = unit.bpf
-    hits_t, emit_t, lost_t = bpf["ktui_hits"], bpf["ktui_emitted"], bpf["ktui_lost"]
-    hist_t = bpf["ktui_hist"]
+    hits_t, emit_t, lost_t = bpf[b"ktui_hits"], bpf[b"ktui_emitted"], bpf[b"ktui_lost"]
+    hist_t = bpf[b"ktui_hist"]
     errnos: dict[int, list[tuple[int, int]]] = {}
-    for k, v in bpf["ktui_errnos"].items():
+    for k, v in bpf[b"ktui_errnos"].items():
         errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
     comms: dict[int, list[tuple[str, int]]] = {}
-    for k, v in bpf["ktui_comms"].items():
+    for k, v in bpf[b"ktui_comms"].items():
         name = bytes(k.comm).split(b"\0", 1)[0].decode("utf-8", "replace")
         comms.setdefault(k.probe, []).append((name, int(v.value)))
     out = {}

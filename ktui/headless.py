@@ -1,0 +1,195 @@
+"""Headless runs on the live pipeline: `ktui stream` and `ktui record`.
+
+Both drive the same Collector as the dashboard, stop cleanly on SIGINT,
+SIGTERM or SIGHUP (and after --duration), detach every probe, and end with
+a per-probe summary (hits, emitted, lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+from .collector import Collector
+from .model import KtuiError, ProbeSet
+from .ndjson import NdjsonSink, summary_of
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_RUNTIME = 4
+
+
+class _PipeClosed(Exception):
+    """stdout's reader went away (`ktui stream | head`)."""
+
+
+async def _collect(feed, sink, interval: float, duration: float | None) -> Collector:
+    collector = Collector(feed, stats_interval=interval)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, collector.stop)
+    if duration is not None:
+        loop.call_later(duration, collector.stop)
+    try:
+        await collector.run(sink)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+    return collector
+
+
+def _open_session(ps: ProbeSet, options):
+    from .session import Session
+
+    session = Session(ps, options)
+    session.open()
+    return session
+
+
+def _report_failures(session) -> None:
+    for st in session.statuses().values():
+        if st.reason:
+            print(f"ktui: {st.probe.name}: {st.reason}", file=sys.stderr)
+
+
+def _print_summary(summary: dict) -> None:
+    print(f"ktui: {summary['events']} events", file=sys.stderr)
+    for p in summary["probes"]:
+        print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}",
+              file=sys.stderr)
+
+
+class _GuardedSink:
+    """Turns a broken stdout into a clean stop."""
+
+    def __init__(self, sink, collector_ref: list) -> None:
+        self.sink = sink
+        self.ref = collector_ref
+        self.broken = False
+
+    def _guard(self, fn, arg) -> None:
+        if self.broken:
+            return
+        try:
+            fn(arg)
+        except BrokenPipeError:
+            self.broken = True
+            # Point stdout at /dev/null so the interpreter's final flush is quiet.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            if self.ref:
+                self.ref[0].stop()
+
+    def on_batch(self, batch) -> None:
+        self._guard(self.sink.on_batch, batch)
+
+    def on_stats(self, stats) -> None:
+        self._guard(self.sink.on_stats, stats)
+
+
+def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
+               with_stats: bool = True) -> int:
+    try:
+        session = _open_session(ps, options)
+    except KtuiError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    try:
+        _report_failures(session)
+        sink = NdjsonSink(sys.stdout, session, session.symbolize, with_stats=with_stats)
+        guarded = _GuardedSink(sink, [])
+
+        async def main():
+            collector = Collector(session, stats_interval=interval)
+            guarded.ref.append(collector)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(sig, collector.stop)
+            if duration is not None:
+                loop.call_later(duration, collector.stop)
+            await collector.run(guarded)
+
+        asyncio.run(main())
+        summary = sink.summary()
+        if not guarded.broken:
+            try:
+                print(json.dumps(summary), flush=True)
+            except BrokenPipeError:
+                pass
+        _print_summary(summary)
+        return EXIT_OK
+    finally:
+        session.close()
+
+
+def run_record(ps: ProbeSet, options, output: str, interval: float,
+               duration: float | None) -> int:
+    from .recording import Recorder, RecordingError
+
+    try:
+        recorder = Recorder(output, ps)
+    except RecordingError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        try:
+            session = _open_session(ps, options)
+        except KtuiError as exc:
+            print(f"ktui: {exc}", file=sys.stderr)
+            return EXIT_RUNTIME
+        try:
+            _report_failures(session)
+            last = {}
+
+            class Sink:
+                def on_batch(self, batch):
+                    recorder.on_batch(batch)
+
+                def on_stats(self, stats):
+                    last["stats"] = stats
+                    recorder.on_stats(stats)
+
+            asyncio.run(_collect(session, Sink(), interval, duration))
+            summary = summary_of(session, last.get("stats"), recorder.events)
+        finally:
+            session.close()
+    finally:
+        recorder.close()
+    _print_summary(summary)
+    print(f"ktui: recorded to {output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def replay_to_ndjson(path: str, with_stats: bool = True) -> int:
+    from .recording import RecordingError
+    from .replay import ReplayFeed
+
+    try:
+        feed = ReplayFeed(path, speed=0)
+        sink = NdjsonSink(sys.stdout, feed, None, with_stats=with_stats)
+        last = None
+        try:
+            while not feed.finished:
+                batch = feed.drain()
+                if len(batch):
+                    sink.on_batch(batch)
+                stats = feed.stats()
+                if stats is not last and stats.probes:
+                    sink.on_stats(stats)
+                    last = stats
+            print(json.dumps(sink.summary()), flush=True)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_OK
+        if feed.truncated:
+            print(f"ktui: {path}: recording was cut off; converted up to its last complete record",
+                  file=sys.stderr)
+        return EXIT_OK
+    except (RecordingError, KtuiError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_INVALID

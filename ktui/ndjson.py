@@ -1,0 +1,96 @@
+"""`ktui stream` output: one JSON object per line (NDJSON).
+
+Schema, version 1 (every object has "v": 1 and a "type"):
+  event:   {"v":1,"type":"event","probe":NAME,"probe_id":N,"ts_ns":N,"cpu":N,
+            "pid":N,"tid":N,"comm":S,"latency_ns":N|null,"values":{FETCH: VALUE}}
+           VALUE is an integer (signed for s* types and retval), a string for
+           string/ustring fetches, and "name+0xoff" for symbol fetches.
+  stats:   {"v":1,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
+            "lost","errnos":{"EBADF":N},"top_comms":{"comm":N},"hist":[...]}]}
+           (cumulative, read from the kernel's maps every --interval seconds)
+  summary: {"v":1,"type":"summary","events":N,"probes":[{"probe_id","probe",
+            "hits","emitted","lost"}]}   (last line, on exit)
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import json
+from typing import Callable, TextIO
+
+from .feed import EventBatch, Feed, StatsSnapshot
+
+SCHEMA_VERSION = 1
+
+
+def errno_name(n: int) -> str:
+    return errno_mod.errorcode.get(n, str(n))
+
+
+class NdjsonSink:
+    def __init__(self, out: TextIO, feed: Feed, symbolize: Callable[[int], str] | None = None,
+                 with_stats: bool = True) -> None:
+        self.out = out
+        self.feed = feed
+        self.symbolize = symbolize
+        self.with_stats = with_stats
+        self.events = 0
+        self._last_stats: StatsSnapshot | None = None
+
+    def _probe_info(self):
+        info = {}
+        for pid_, st in self.feed.statuses().items():
+            fetches = st.probe.fetches
+            names = [f.name for f in fetches]
+            symbols = [f.effective_type == "symbol" for f in fetches]
+            info[pid_] = (st.probe.name, names, symbols)
+        return info
+
+    def on_batch(self, batch: EventBatch) -> None:
+        info = self._probe_info()
+        lines = []
+        for e in batch.events():
+            name, names, symbols = info.get(e.probe_id, (str(e.probe_id), [], []))
+            values = {}
+            for i, v in enumerate(e.values):
+                key = names[i] if i < len(names) else f"v{i}"
+                if i < len(symbols) and symbols[i] and self.symbolize and isinstance(v, int):
+                    v = self.symbolize(v)
+                values[key] = v
+            lines.append(json.dumps({
+                "v": SCHEMA_VERSION, "type": "event", "probe": name, "probe_id": e.probe_id,
+                "ts_ns": e.ts_ns, "cpu": e.cpu, "pid": e.pid, "tid": e.tid, "comm": e.comm,
+                "latency_ns": e.latency_ns, "values": values,
+            }, ensure_ascii=False))
+        self.events += len(lines)
+        if lines:
+            self.out.write("\n".join(lines) + "\n")
+            self.out.flush()
+
+    def on_stats(self, stats: StatsSnapshot) -> None:
+        self._last_stats = stats
+        if not self.with_stats:
+            return
+        names = {k: st.probe.name for k, st in self.feed.statuses().items()}
+        probes = []
+        for pid_, s in sorted(stats.probes.items()):
+            probes.append({
+                "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "hits": s.hits,
+                "emitted": s.emitted, "lost": s.lost,
+                "errnos": {errno_name(k): v for k, v in s.errnos},
+                "top_comms": dict(s.top_comms), "hist": list(s.hist),
+            })
+        self.out.write(json.dumps({"v": SCHEMA_VERSION, "type": "stats", "probes": probes}) + "\n")
+        self.out.flush()
+
+    def summary(self) -> dict:
+        return summary_of(self.feed, self._last_stats, self.events)
+
+
+def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
+    names = {k: st.probe.name for k, st in feed.statuses().items()}
+    probes = []
+    for pid_, s in sorted((stats.probes if stats else {}).items()):
+        probes.append({"probe_id": pid_, "probe": names.get(pid_, str(pid_)),
+                       "hits": s.hits, "emitted": s.emitted, "lost": s.lost})
+    return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}

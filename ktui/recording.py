@@ -1,0 +1,211 @@
+"""Recordings: a session's raw record batches in a self-describing file.
+
+NDJSON per event cannot keep up with a kernel flood; raw batches can (one
+write per drained batch). The file is a sequence of chunks, flushed as they
+are written, so a recording cut off mid-write still replays up to its last
+complete chunk.
+
+    magic  b"KTUIREC\\x01"
+    chunk  <4s kind> <u32 length> <length bytes of body>
+      HEAD  JSON: format version, created, host kernel, probe set name
+      UNIT  JSON: unit number, probe ids, the probes as a YAML probe set
+      EVTS  <u32 unit> raw fixed-size records of that unit (one batch)
+      STAT  JSON: a stats snapshot
+      STAT/UNIT may repeat; EVTS chunks follow their UNIT.
+
+What a recording contains: kernel addresses and argument values the probes
+fetched, process names and ids, strings read from kernel and user memory.
+It is written with mode 0600 and never through a symlink.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+import time
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from .decode import Decoder, MultiBatch, RecordBatch
+from .feed import EventBatch, ProbeStats, StatsSnapshot
+from .layout import record_layout
+from .model import KtuiError, ProbeSet
+
+MAGIC = b"KTUIREC\x01"
+FORMAT_VERSION = 1
+_CHUNK = struct.Struct("<4sI")
+_UNIT = struct.Struct("<I")
+MAX_CHUNK = 256 << 20
+
+
+class RecordingError(KtuiError):
+    pass
+
+
+def open_private(path: str, *, append: bool = False) -> BinaryIO:
+    """Create a file only we can read, refusing to follow a symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: the final component is a symlink
+            raise RecordingError(f"{path}: is a symlink; refusing to write through it") from exc
+        raise RecordingError(f"{path}: {exc.strerror}") from exc
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb", buffering=1 << 20)
+
+
+class Recorder:
+    """A collector sink that appends batches and stats to a recording."""
+
+    def __init__(self, path: str, probeset: ProbeSet) -> None:
+        self.path = path
+        self.file = open_private(path)
+        self._units: dict[int, int] = {}  # id(decoder) -> unit number
+        self._decoders: list[Decoder] = []  # keep them alive: id() must stay unique
+        self.events = 0
+        self.file.write(MAGIC)
+        self._chunk(b"HEAD", json.dumps({
+            "version": FORMAT_VERSION,
+            "created": time.time(),
+            "kernel": os.uname().release,
+            "probeset": probeset.name,
+        }).encode())
+        self.file.flush()
+
+    def _chunk(self, kind: bytes, body: bytes) -> None:
+        self.file.write(_CHUNK.pack(kind, len(body)))
+        self.file.write(body)
+
+    def _unit(self, decoder: Decoder) -> int:
+        key = id(decoder)
+        if key not in self._units:
+            from .probeset import dumps_probeset
+
+            number = len(self._units)
+            self._units[key] = number
+            self._decoders.append(decoder)
+            probes = ProbeSet("unit", probes=decoder.probes)
+            self._chunk(b"UNIT", json.dumps({
+                "unit": number,
+                "ids": [int(i) for i in decoder.probe_ids],
+                "probeset": dumps_probeset(probes),
+            }).encode())
+        return self._units[key]
+
+    def on_batch(self, batch: EventBatch) -> None:
+        parts = batch.parts if isinstance(batch, MultiBatch) else [batch]
+        for part in parts:
+            if not isinstance(part, RecordBatch):
+                continue
+            unit = self._unit(part.decoder)
+            data = part.records.tobytes()
+            self._chunk(b"EVTS", _UNIT.pack(unit) + data)
+            self.events += len(part)
+        self.file.flush()
+
+    def on_stats(self, stats: StatsSnapshot) -> None:
+        self._chunk(b"STAT", json.dumps(stats_to_json(stats)).encode())
+        self.file.flush()
+
+    def close(self) -> None:
+        if not self.file.closed:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+
+
+def stats_to_json(stats: StatsSnapshot) -> dict:
+    return {
+        "time": stats.time,
+        "probes": {str(k): dataclasses.asdict(v) for k, v in stats.probes.items()},
+    }
+
+
+def stats_from_json(obj: dict) -> StatsSnapshot:
+    probes = {}
+    for key, v in obj.get("probes", {}).items():
+        probes[int(key)] = ProbeStats(
+            probe_id=int(v["probe_id"]), hits=int(v["hits"]), lost=int(v["lost"]),
+            emitted=int(v["emitted"]), hist=tuple(int(x) for x in v["hist"]),
+            errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
+            top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
+        )
+    return StatsSnapshot(float(obj.get("time", 0.0)), probes)
+
+
+@dataclass
+class Chunk:
+    kind: str  # "head", "unit", "events", "stats"
+    value: object
+
+
+class RecordingReader:
+    """Iterates a recording's chunks; `truncated` says whether it ended early."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.truncated = False
+        self.head: dict = {}
+        self.decoders: dict[int, Decoder] = {}
+        self.probesets: dict[int, ProbeSet] = {}
+
+    def chunks(self) -> Iterator[Chunk]:
+        from .probeset import loads_probeset
+
+        try:
+            f = open(self.path, "rb")
+        except OSError as exc:
+            raise RecordingError(f"{self.path}: {exc.strerror}") from exc
+        with f:
+            if f.read(len(MAGIC)) != MAGIC:
+                raise RecordingError(f"{self.path}: not a ktui recording")
+            while True:
+                header = f.read(_CHUNK.size)
+                if not header:
+                    return
+                if len(header) < _CHUNK.size:
+                    self.truncated = True
+                    return
+                kind, length = _CHUNK.unpack(header)
+                if length > MAX_CHUNK:
+                    raise RecordingError(f"{self.path}: corrupt chunk of {length} bytes")
+                body = f.read(length)
+                if len(body) < length:
+                    self.truncated = True
+                    return
+                try:
+                    chunk = self._decode(kind, body, loads_probeset)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise RecordingError(f"{self.path}: corrupt {kind!r} chunk: {exc}") from exc
+                if chunk is not None:
+                    yield chunk
+
+    def _decode(self, kind: bytes, body: bytes, loads_probeset) -> Chunk | None:
+        if kind == b"HEAD":
+            self.head = json.loads(body)
+            if self.head.get("version") != FORMAT_VERSION:
+                raise RecordingError(
+                    f"{self.path}: recording format {self.head.get('version')} is not supported"
+                )
+            return Chunk("head", self.head)
+        if kind == b"UNIT":
+            obj = json.loads(body)
+            ps = loads_probeset(obj["probeset"], source=f"{self.path}#unit{obj['unit']}")
+            layout = record_layout(ps.probes)
+            self.decoders[obj["unit"]] = Decoder(layout, ps.probes, obj["ids"])
+            self.probesets[obj["unit"]] = ps
+            return Chunk("unit", (obj["unit"], obj["ids"], ps))
+        if kind == b"EVTS":
+            (unit,) = _UNIT.unpack_from(body)
+            decoder = self.decoders[unit]
+            raw = np.frombuffer(body, dtype=decoder.dtype, offset=_UNIT.size)
+            return Chunk("events", RecordBatch(decoder, raw))
+        if kind == b"STAT":
+            return Chunk("stats", stats_from_json(json.loads(body)))
+        return None  # unknown chunk kinds from newer writers are skipped
