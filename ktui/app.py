@@ -1,0 +1,136 @@
+"""The Textual app: key bindings, the poll timer, and wiring to the Feed.
+
+The Feed is opened and closed by the caller (the Memray pattern), so kernel
+resources are released even when the UI crashes:
+
+    with Session(probeset) as feed:
+        KtuiApp(feed).run()
+
+Every 1/refresh_hz seconds the app drains the feed once and, about once a
+second, reads the stats; each poll updates the screen in one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from .feed import Feed
+from .format import Symbolize
+from .screens.dialog import Dialog
+from .screens.help import HelpScreen, Section
+from .screens.main import MainScreen
+from .widgets.event_log import EventLog
+from .widgets.event_pane import EventPane
+from .widgets.event_window import DEFAULT_WINDOW
+
+STATS_INTERVAL = 1.0  # seconds between reads of the in-kernel counters
+DIALOG_KEYS = [
+    Binding("enter", "submit", "Add / save / open / write", tooltip="Submit the dialog (errors stay inline)"),
+    Binding("tab", "focus_next", "Next field"),
+]
+
+
+class KtuiApp(App[None]):
+    TITLE = "ktui"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit", tooltip="Quit ktui"),
+        Binding("ctrl+c", "quit", "Quit", id="quit-ctrl-c", show=False, priority=True),
+        Binding("question_mark", "help", "Help", id="help", key_display="?", tooltip="Show every key"),
+    ]
+
+    def __init__(
+        self,
+        feed: Feed,
+        *,
+        refresh_hz: float = 15,
+        log_path: str | None = None,
+        probeset_path: str | None = None,
+        symbolize: Symbolize | None = None,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        """refresh_hz: polls a second; 0 means no timer (tests call `poll()`).
+        symbolize: addr -> "func+0x10" for `:symbol` fetches; by default the
+        feed's own `symbolize` method if it has one.
+        window: how many recent events the event pane keeps."""
+        super().__init__()
+        if refresh_hz < 0:
+            raise ValueError(f"refresh_hz must be >= 0, got {refresh_hz}")
+        self.feed = feed
+        self.refresh_hz = refresh_hz
+        self.log_path = log_path
+        self.main = MainScreen(
+            feed,
+            symbolize=symbolize if symbolize is not None else getattr(feed, "symbolize", None),
+            window=window,
+            probeset_path=probeset_path,
+        )
+        self._stats_at = float("-inf")
+        self._log_handler: logging.Handler | None = None
+        self._propagate = True
+
+    def get_default_screen(self) -> MainScreen:
+        return self.main
+
+    def on_mount(self) -> None:
+        self._start_logging()
+
+    def on_ready(self) -> None:
+        """The dashboard is composed: first poll, then poll on a timer."""
+        self.poll(read_stats=True)
+        if self.refresh_hz:
+            self.set_interval(1 / self.refresh_hz, self.poll, name="poll")
+
+    def on_unmount(self) -> None:
+        self._stop_logging()
+
+    def poll(self, *, read_stats: bool | None = None) -> None:
+        """Drain the feed once (and read stats when due); one screen update."""
+        if not self.main.ready:
+            return  # nothing to show events in yet: leave them in the feed
+        now = time.monotonic()
+        if read_stats is None:
+            read_stats = now - self._stats_at >= STATS_INTERVAL
+        if read_stats:
+            self._stats_at = now
+        batch = self.feed.drain()
+        snapshot = self.feed.stats() if read_stats else None
+        with self.batch_update():
+            self.main.apply(batch, snapshot)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[Section]:
+        return [
+            ("dashboard", MainScreen.BINDINGS),
+            ("event pane", EventLog.BINDINGS + EventPane.BINDINGS),
+            ("dialogs", DIALOG_KEYS + Dialog.BINDINGS),
+            ("anywhere", self.BINDINGS + [Binding("ctrl+p", "command_palette", "Command palette")]),
+        ]
+
+    # Nothing may reach stdout/stderr while the screen is up: ktui's records
+    # go to the log file, or nowhere (not even logging's last-resort stderr).
+    def _start_logging(self) -> None:
+        logger = logging.getLogger("ktui")
+        if self.log_path:
+            handler: logging.Handler = logging.FileHandler(self.log_path, encoding="utf-8")
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            logger.setLevel(logging.INFO)
+        else:
+            handler = logging.NullHandler()
+        logger.addHandler(handler)
+        self._propagate, logger.propagate = logger.propagate, False
+        self._log_handler = handler
+
+    def _stop_logging(self) -> None:
+        if self._log_handler is not None:
+            logger = logging.getLogger("ktui")
+            logger.removeHandler(self._log_handler)
+            logger.propagate = self._propagate
+            self._log_handler.close()
+            self._log_handler = None

@@ -1,0 +1,284 @@
+"""A deterministic `Feed` without a kernel, for UI tests and demos.
+
+Everything it produces is a function of how many times it was drained and
+read: fixed timestamps, values, latencies and counters, no wall clock unless
+one is passed in. Events are built lazily, like the real collector's batches,
+so a test can check that the app decodes only what it shows (`decoded`).
+No Textual here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Callable, Collection, Mapping
+
+from .feed import (
+    HIST_SLOTS,
+    Event,
+    FeedError,
+    ProbeState,
+    ProbeStats,
+    ProbeStatus,
+    StatsSnapshot,
+    SystemInfo,
+)
+from .model import Builtin, Kind, Probe, ProbeSet, RetVal
+
+COMMS = ("bash", "cat", "sshd", "kworker/0:1", "systemd-journal")
+STRINGS = ("/etc/passwd", "/proc/self/maps", "tab\there", "bin\x01\x7fary")
+ERRNOS = (9, 14, 11)  # EBADF, EFAULT, EAGAIN: every 8th return fails
+# Relative frequency of latency slots 8..15 (256ns..64us): a skewed bell.
+LATENCY_SHAPE = (2, 6, 10, 7, 4, 2, 1, 1)
+LATENCY_FIRST_SLOT = 8
+DEFAULT_INFO = SystemInfo(
+    kernel="6.1.0-fake", kprobes=True, btf=True, root=True, buffer="ringbuf"
+)
+
+
+class FakeBatch:
+    """`count` events dealt round-robin to `probes`, built only on demand."""
+
+    def __init__(self, feed: "FakeFeed", probes: tuple[tuple[int, Probe], ...], first_seq: int, count: int):
+        self._feed = feed
+        self._probes = probes
+        self._first = first_seq
+        self._count = count if probes else 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def probe_counts(self) -> dict[int, int]:
+        n, k = self._count, len(self._probes)
+        counts: dict[int, int] = {}
+        for i, (probe_id, _) in enumerate(self._probes):
+            share = n // k + (i < n % k)
+            if share:
+                counts[probe_id] = share
+        return counts
+
+    def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
+        stop = self._count if stop is None else min(stop, self._count)
+        start = max(start, 0)
+        self._feed.decoded += max(stop - start, 0)
+        k = len(self._probes)
+        return [self._feed.make_event(*self._probes[i % k], self._first + i) for i in range(start, stop)]
+
+
+class FakeFeed:
+    """A `Feed` over a ProbeSet.
+
+    events_per_drain: events every `drain()` produces, dealt to the attached
+        probes that fetch something (stats-only probes only count hits).
+    clock: gives `StatsSnapshot.time`; by default a fake one that advances
+        `stats_interval` seconds per `stats()` call, so rates are exact.
+    fail: target symbol -> reason: such probes come up FAILED.
+    lossy: probe names whose `lost` counter grows (a quarter of their events).
+    replay: behave like a recording: `add_probe` raises FeedError.
+    """
+
+    def __init__(
+        self,
+        probeset: ProbeSet,
+        *,
+        events_per_drain: int = 6,
+        start_ns: int = 4_242_000_000_000,
+        event_gap_ns: int = 1_500,
+        clock: Callable[[], float] | None = None,
+        stats_interval: float = 1.0,
+        fail: Mapping[str, str] | None = None,
+        lossy: Collection[str] = (),
+        replay: bool = False,
+        info: SystemInfo = DEFAULT_INFO,
+    ) -> None:
+        self.events_per_drain = events_per_drain
+        self.start_ns = start_ns
+        self.event_gap_ns = event_gap_ns
+        self.stats_interval = stats_interval
+        self.fail = dict(fail or {})
+        self.lossy = set(lossy)
+        self.replay = replay
+        self.info = dataclasses.replace(info, buffer="replay") if replay else info
+        self.calls: list[tuple] = []  # (method, args...) of every control call
+        self.decoded = 0  # Event objects built so far
+        self.closed = False
+        self._clock = clock
+        self._fake_time = 100.0
+        self._seq = 0
+        self._next_id = 1
+        self._statuses: dict[int, ProbeStatus] = {}
+        self._emitted: dict[int, int] = {}  # events put in the buffer, per probe
+        self._hits: dict[int, int] = {}
+        self._lost: dict[int, int] = {}
+        self.probeset = dataclasses.replace(probeset, probes=())
+        for probe in probeset.probes:
+            self._attach(probe)
+
+    # ------------------------------------------------------------ Feed
+
+    def statuses(self) -> dict[int, ProbeStatus]:
+        return dict(self._statuses)
+
+    def drain(self) -> FakeBatch:
+        attached = tuple(
+            (pid, st.probe) for pid, st in self._statuses.items() if st.state is ProbeState.ATTACHED
+        )
+        emitting = tuple((pid, p) for pid, p in attached if p.emits_events)
+        batch = FakeBatch(self, emitting, self._seq, self.events_per_drain)
+        self._seq += len(batch)
+        counts = batch.probe_counts()
+        for pid, probe in attached:
+            n = counts.get(pid, 0) if probe.emits_events else self.events_per_drain
+            lost = n // 4 if probe.name in self.lossy else 0
+            self._hits[pid] += n
+            self._lost[pid] += lost
+            self._emitted[pid] += n - lost
+        return batch
+
+    def stats(self) -> StatsSnapshot:
+        if self._clock is not None:
+            now = self._clock()
+        else:
+            self._fake_time += self.stats_interval
+            now = self._fake_time
+        return StatsSnapshot(
+            time=now, probes={pid: self._probe_stats(pid) for pid in self._statuses}
+        )
+
+    def system_info(self) -> SystemInfo:
+        return self.info
+
+    async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:
+        self.calls.append(("set_enabled", probe_id, enabled))
+        await asyncio.sleep(0)  # a real feed detaches in a thread
+        status = self._get(probe_id)
+        probe = dataclasses.replace(status.probe, enabled=enabled)
+        self._statuses[probe_id] = self._status_for(probe_id, probe)
+        self._sync_probeset()
+        return self._statuses[probe_id]
+
+    async def add_probe(self, probe: Probe) -> ProbeStatus:
+        self.calls.append(("add_probe", probe.spec_text))
+        await asyncio.sleep(0)
+        if self.replay:
+            raise FeedError("this is a recording: probes cannot be added to a replay")
+        return self._attach(probe)
+
+    async def remove_probe(self, probe_id: int) -> None:
+        self.calls.append(("remove_probe", probe_id))
+        await asyncio.sleep(0)
+        if self.replay:
+            raise FeedError("this is a recording: probes cannot be removed from a replay")
+        self._get(probe_id)
+        for table in (self._statuses, self._hits, self._lost, self._emitted):
+            del table[probe_id]
+        self._sync_probeset()
+
+    def close(self) -> None:
+        self.closed = True
+
+    # ------------------------------------------------------------ the fake
+
+    def make_event(self, probe_id: int, probe: Probe, seq: int) -> Event:
+        """Event number `seq`: every field a function of `seq`."""
+        pid = 1000 + seq % 7
+        is_return = probe.kind is Kind.RETURN
+        return Event(
+            probe_id=probe_id,
+            ts_ns=self.start_ns + seq * self.event_gap_ns,
+            cpu=seq % 4,
+            pid=pid,
+            tid=pid,
+            comm=COMMS[seq % len(COMMS)],
+            latency_ns=latency_for(seq) if is_return else None,
+            values=tuple(self._value(f.expr, f.effective_type, seq, i) for i, f in enumerate(probe.fetches)),
+        )
+
+    def _value(self, expr, ftype: str, seq: int, index: int):
+        if isinstance(expr, Builtin):
+            return {"comm": COMMS[seq % len(COMMS)], "pid": 1000 + seq % 7, "tid": 1000 + seq % 7, "cpu": seq % 4}[expr.name]
+        if isinstance(expr, RetVal):
+            return -ERRNOS[(seq // 8) % len(ERRNOS)] if seq % 8 == 7 else (seq * 37) % 4096
+        if ftype in ("string", "ustring"):
+            return STRINGS[(seq + index) % len(STRINGS)]
+        if ftype == "symbol":
+            return 0xFFFFFFFF81000000 + (seq % 16) * 0x40
+        bits = int(ftype[1:])
+        value = (seq * 2654435761 + index * 40503) % (1 << min(bits, 32))
+        return -value if ftype[0] == "s" and seq % 3 == 0 else value
+
+    def _probe_stats(self, probe_id: int) -> ProbeStats:
+        probe = self._statuses[probe_id].probe
+        hits = self._hits[probe_id]
+        hist: tuple[int, ...] = ()
+        errnos: tuple[tuple[int, int], ...] = ()
+        if probe.kind is Kind.RETURN:
+            hist = histogram_for(hits)
+            fails = hits // 8
+            split = spread(fails, (3, 2, 1))
+            errnos = tuple((e, n) for e, n in zip(ERRNOS, split) if n)
+        comms = spread(hits, (5, 4, 3, 2, 1))
+        top = tuple((c, n) for c, n in zip(COMMS, comms) if n)
+        return ProbeStats(
+            probe_id,
+            hits=hits,
+            lost=self._lost[probe_id],
+            emitted=self._emitted[probe_id],
+            hist=hist,
+            errnos=errnos,
+            top_comms=top,
+        )
+
+    def _attach(self, probe: Probe) -> ProbeStatus:
+        probe_id = self._next_id
+        self._next_id += 1
+        self._hits[probe_id] = self._lost[probe_id] = self._emitted[probe_id] = 0
+        self._statuses[probe_id] = self._status_for(probe_id, probe)
+        self._sync_probeset()
+        return self._statuses[probe_id]
+
+    def _status_for(self, probe_id: int, probe: Probe) -> ProbeStatus:
+        if not probe.enabled:
+            return ProbeStatus(probe_id, probe, ProbeState.OFF)
+        reason = self.fail.get(str(probe.target.symbol))
+        if reason is not None:
+            return ProbeStatus(probe_id, probe, ProbeState.FAILED, reason)
+        return ProbeStatus(probe_id, probe, ProbeState.ATTACHED)
+
+    def _get(self, probe_id: int) -> ProbeStatus:
+        try:
+            return self._statuses[probe_id]
+        except KeyError:
+            raise FeedError(f"no probe with id {probe_id}") from None
+
+    def _sync_probeset(self) -> None:
+        self.probeset = dataclasses.replace(
+            self.probeset, probes=tuple(st.probe for st in self._statuses.values())
+        )
+
+
+def spread(total: int, weights: tuple[int, ...]) -> list[int]:
+    """Split `total` by `weights` in integers that sum to `total`, the same
+    way every time (cumulative floors, so counters only ever grow)."""
+    whole = sum(weights)
+    out, acc, prev = [], 0, 0
+    for w in weights:
+        acc += w
+        upto = total * acc // whole
+        out.append(upto - prev)
+        prev = upto
+    return out
+
+
+def histogram_for(returns: int) -> tuple[int, ...]:
+    """The log2 latency histogram of `returns` calls shaped by LATENCY_SHAPE."""
+    hist = [0] * HIST_SLOTS
+    for i, n in enumerate(spread(returns, LATENCY_SHAPE)):
+        hist[LATENCY_FIRST_SLOT + i] = n
+    return tuple(hist)
+
+
+def latency_for(seq: int) -> int:
+    """A latency for event `seq`, inside the slots LATENCY_SHAPE uses."""
+    slot = LATENCY_FIRST_SLOT + (seq * 5) % len(LATENCY_SHAPE)
+    return (1 << slot) + (seq * 97) % (1 << slot)

@@ -1,0 +1,1 @@
+"""The dashboard's screens: main, help, probe dialog, event detail, path dialog."""

@@ -1,0 +1,100 @@
+"""Every field of one event: raw values beside their formatted form, and the
+probe that produced it."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ..feed import ProbeStatus
+from ..format import Symbolize, fetch_pairs, format_latency, format_ts, printable
+from ..widgets.event_window import EventRow
+
+
+def _raw(value: object) -> str:
+    if isinstance(value, int):
+        return f"{value} (0x{value & (1 << 64) - 1:x})" if value < 0 else f"{value} (0x{value:x})"
+    return repr(value)
+
+
+def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symbolize | None) -> tuple[Table, Table]:
+    event, probe = row.event, row.probe
+    fields = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    fields.add_column(style="bold")
+    fields.add_column()
+    fields.add_row("time", f"{format_ts(event.ts_ns)} s  ({event.ts_ns} ns, CLOCK_MONOTONIC)")
+    fields.add_row("cpu", str(event.cpu))
+    fields.add_row("comm", printable(event.comm))
+    fields.add_row("pid / tid", f"{event.pid} / {event.tid}")
+    if event.latency_ns is not None:
+        fields.add_row("latency", f"{format_latency(event.latency_ns)}  ({event.latency_ns} ns since entry)")
+    fields.add_row("probe", f"#{event.probe_id}  {probe.name if probe else '(gone)'}")
+    if probe is not None:
+        fields.add_row("spec", probe.spec_text)
+        fields.add_row("kind", "return (kretprobe)" if probe.kind.value == "r" else "call (kprobe)")
+        fields.add_row("filter", str(probe.filter) if probe.filter is not None else Text("none", "dim"))
+    if status is not None:
+        fields.add_row("state now", status.state.value + (f": {status.reason}" if status.reason else ""))
+
+    values = Table(box=None, padding=(0, 2, 0, 0), header_style="bold")
+    for header in ("name", "fetch", "type", "raw", "formatted"):
+        values.add_column(header)
+    fetches = probe.fetches if probe is not None else ()
+    for i, ((name, text), raw) in enumerate(zip(fetch_pairs(probe, event.values, symbolize), event.values)):
+        fetch = fetches[i] if i < len(fetches) else None
+        values.add_row(
+            name,
+            str(fetch.expr) if fetch else "?",
+            fetch.effective_type if fetch else "?",
+            _raw(raw),
+            text,
+        )
+    return fields, values
+
+
+class EventDetailScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Close", id="detail-close"),
+        Binding("q,enter", "dismiss", "Close", show=False, id="detail-close-alt"),
+    ]
+    DEFAULT_CSS = """
+    EventDetailScreen {
+        align: center middle;
+        & > #detail {
+            width: 110;
+            max-width: 95%;
+            height: auto;
+            max-height: 90%;
+            border: round $primary;
+            border-title-color: $text-primary;
+            border-title-style: bold;
+            background: $surface;
+            padding: 0 1;
+        }
+        & .section { margin-top: 1; text-style: bold; color: $text-primary; }
+        & #keys { color: $text-muted; margin-top: 1; }
+    }
+    """
+
+    def __init__(self, row: EventRow, status: ProbeStatus | None, symbolize: Symbolize | None = None) -> None:
+        super().__init__()
+        self.row = row
+        self.status = status
+        self.symbolize = symbolize
+
+    def compose(self) -> ComposeResult:
+        fields, values = detail_tables(self.row, self.status, self.symbolize)
+        with VerticalScroll(id="detail") as box:
+            name = self.row.probe.name if self.row.probe else f"#{self.row.event.probe_id}"
+            box.border_title = f"event: {name}"
+            yield Static(fields, id="fields")
+            yield Static("values", classes="section")
+            yield Static(values if self.row.event.values else Text("no fetched values", "dim"), id="values")
+            yield Static("esc / q / enter: close", id="keys")

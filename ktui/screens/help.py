@@ -1,0 +1,88 @@
+"""Every key, grouped by where it works, built from the bindings themselves
+so the help can never drift from what the keys do."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Iterable, Sequence
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+NOTES = (
+    "The table shows one row per probe: ● attached, ○ off, ✗ failed (the reason follows).",
+    "rate/s, lost and the sparkline come from in-kernel counters read once a second;",
+    "p50/p99 and errors are for return probes, since the probe was attached.",
+    "⚠ on lost: the kernel is dropping this probe's events. Make it stats-only",
+    "(no fetches), add a filter, or set sample / rate_limit in the probe set.",
+    "The event pane keeps the newest events only; when more arrive than it holds,",
+    "the oldest of a batch are skipped (not decoded) and counted in its bottom line.",
+    "ctrl+p opens the command palette: every action is there by name.",
+)
+
+Section = tuple[str, Sequence[BindingType]]
+
+
+def _keys(bindings: Sequence[BindingType]) -> Iterable[Binding]:
+    for b in bindings:
+        yield b if isinstance(b, Binding) else Binding(*b)
+
+
+def help_table(sections: Sequence[Section], key_display) -> Table:
+    """Keys that run the same action are shown on one line (`d / delete`)."""
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    table.add_column(style="bold", min_width=14)
+    table.add_column()
+    for title, bindings in sections:
+        table.add_row(Text(title, "bold underline"), "")
+        merged: dict[str, tuple[list[str], Binding]] = {}
+        for binding in _keys(bindings):
+            keys, _ = merged.setdefault(binding.action, ([], binding))
+            for key in binding.key.split(","):
+                one = Binding(key.strip(), binding.action)
+                if "," not in binding.key:
+                    one = binding
+                shown = key_display(one)
+                if shown not in keys:
+                    keys.append(shown)
+        for keys, first in merged.values():
+            table.add_row(" / ".join(keys), first.tooltip or first.description)
+        table.add_row("", "")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Close", id="help-close"),
+        Binding("q,question_mark", "dismiss", "Close", show=False, id="help-close-alt"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+        & > #help {
+            width: 100;
+            max-width: 95%;
+            height: 90%;
+            border: round $primary;
+            border-title-color: $text-primary;
+            border-title-style: bold;
+            background: $surface;
+            padding: 0 1;
+        }
+        & #notes { color: $text-muted; }
+    }
+    """
+
+    def __init__(self, sections: Sequence[Section]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help") as box:
+            box.border_title = "ktui keys  (esc: close)"
+            yield Static(help_table(self.sections, self.app.get_key_display), id="keys")
+            yield Static("\n".join(NOTES), id="notes")

@@ -1,0 +1,346 @@
+"""The dashboard: status line, probe table, event pane, stats pane.
+
+`apply()` takes one poll's worth (a drained batch, maybe a stats snapshot)
+and updates every pane once; the app calls it inside `batch_update()`.
+Probe control goes through `ProbeOps` in workers, so the kernel never
+blocks a key press.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer
+
+from ..feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
+from ..format import Symbolize
+from ..model import Probe, ProbeSet
+from ..rates import RateHistory, drop_percent, lost_growing, rates, totals
+from ..widgets.event_log import EventLog
+from ..widgets.event_pane import EventPane
+from ..widgets.event_window import DEFAULT_WINDOW
+from ..widgets.probe_table import ProbeLine, ProbeTable
+from ..widgets.stats_pane import ProbeView, StatsPane
+from ..widgets.status_line import StatusLine, Totals
+from .commands import DashboardCommands
+from .confirm import ConfirmDialog
+from .event_detail import EventDetailScreen
+from .path_dialog import PathDialog
+from .probe_dialog import ProbeDialog
+from .probe_ops import ProbeOps, ReplaceFailed, is_on
+
+log = logging.getLogger(__name__)
+DEFAULT_SAVE_PATH = "./ktui-probeset.yaml"
+
+
+class MainScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "toggle", "On/off", id="toggle", tooltip="Attach or detach the selected probe"),
+        Binding("A", "all_on", "All on", id="all-on", show=False, tooltip="Attach every probe that is off"),
+        Binding("N", "all_off", "All off", id="all-off", show=False, tooltip="Detach every probe"),
+        Binding("a", "add", "Add", id="add", tooltip="Add a probe (spec checked as you type)"),
+        Binding("e", "edit", "Edit", id="edit", tooltip="Edit the selected probe"),
+        Binding("d", "delete", "Delete", id="delete", tooltip="Delete the selected probe (asks first)"),
+        Binding("delete", "delete", "Delete", id="delete-key", show=False),
+        Binding("o", "open", "Open", id="open", tooltip="Open a YAML probe set (replaces every probe)"),
+        Binding("w", "write", "Write", id="write", tooltip="Write the probes to a YAML probe set"),
+        Binding("p", "pause", "Pause", id="pause", tooltip="Pause the event stream"),
+        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
+        Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
+        Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
+    ]
+    COMMANDS = {DashboardCommands}
+    DEFAULT_CSS = """
+    MainScreen {
+        layout: vertical;
+        & > #panes { height: 1fr; }
+        & EventPane { width: 1fr; }
+        & StatsPane { width: 52; }
+    }
+    """
+
+    def __init__(
+        self,
+        feed: Feed,
+        *,
+        symbolize: Symbolize | None = None,
+        window: int = DEFAULT_WINDOW,
+        probeset_path: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.feed = feed
+        self.ops = ProbeOps(feed)
+        self.symbolize = symbolize
+        self.window = window
+        self.meta: ProbeSet = feed.probeset  # name, description, source of what was last opened
+        self.save_path = probeset_path or feed.probeset.source
+        self.order: list[int] = []  # probe ids in table order: rows keep their place
+        self.statuses: dict[int, ProbeStatus] = {}
+        self.snapshot: StatsSnapshot | None = None
+        self.rates: dict[int, float] = {}
+        self.losing: set[int] = set()
+        self.history = RateHistory()
+        self._warned_lost: set[int] = set()
+        self.ready = False  # mounted: polls may update the panes
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        yield ProbeTable(id="probes")
+        with Horizontal(id="panes"):
+            yield EventPane(self.window, self.symbolize, id="events")
+            yield StatsPane(id="stats")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.info = self.feed.system_info()  # fixed for a run: read once
+        for note in self.info.notes:
+            self.notify(note, severity="warning", timeout=8)
+        self.refresh_probes()
+        self.table.focus()
+        self.ready = True
+
+    @property
+    def table(self) -> ProbeTable:
+        return self.query_one(ProbeTable)
+
+    @property
+    def events(self) -> EventPane:
+        return self.query_one(EventPane)
+
+    @property
+    def selected(self) -> ProbeStatus | None:
+        probe_id = self.table.selected_id
+        return None if probe_id is None else self.statuses.get(probe_id)
+
+    # ------------------------------------------------------------ one poll
+
+    def apply(self, batch: EventBatch, snapshot: StatsSnapshot | None) -> None:
+        """Everything one tick changes, in one pass over the panes."""
+        statuses = self.feed.statuses()
+        if len(batch):
+            self.events.ingest(batch, {i: s.probe for i, s in statuses.items()})
+        if snapshot is not None:
+            prev, self.snapshot = self.snapshot, snapshot
+            self.rates = rates(prev, snapshot)
+            self.history.push_all(self.rates)
+            self.losing = {i for i in snapshot.probes if lost_growing(prev, snapshot, i)}
+            self._warn_lost(statuses)
+            if prev is not None:
+                self.events.update_meter(snapshot.time - prev.time)
+        if snapshot is not None or statuses != self.statuses:
+            self.refresh_probes(statuses)
+
+    def refresh_probes(self, statuses: dict[int, ProbeStatus] | None = None) -> None:
+        """Table, stats pane and status line from the latest statuses and stats."""
+        self.statuses = self.feed.statuses() if statuses is None else statuses
+        known = set(self.statuses)
+        self.order = [i for i in self.order if i in known] + sorted(known.difference(self.order))
+        self.history.retain(known)
+        stats = self.snapshot.probes if self.snapshot is not None else {}
+        self.table.set_lines(
+            [
+                ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing)
+                for i in self.order
+            ]
+        )
+        self._show_selected()
+        self._show_status()
+        self.refresh_bindings()
+
+    def _show_selected(self) -> None:
+        status = self.selected
+        if status is None:
+            self.query_one(StatsPane).show(None)
+            return
+        probe_id = status.probe_id
+        stats = self.snapshot.probes.get(probe_id) if self.snapshot is not None else None
+        self.query_one(StatsPane).show(
+            ProbeView(status, stats, self.rates.get(probe_id), tuple(self.history.series(probe_id)))
+        )
+
+    def _show_status(self) -> None:
+        sums = totals(self.snapshot) if self.snapshot is not None else None
+        names = tuple(self.statuses[i].probe.name for i in self.order if i in self.losing)
+        shown = Totals() if sums is None else Totals(sums.emitted, sums.lost, drop_percent(sums.lost, sums.emitted), names)
+        self.query_one(StatusLine).show(self.info, shown, self.events.paused)
+
+    def _warn_lost(self, statuses: dict[int, ProbeStatus]) -> None:
+        for probe_id in sorted(self.losing - self._warned_lost):
+            if probe_id in statuses:
+                self._warned_lost.add(probe_id)
+                self.notify(
+                    f"{statuses[probe_id].probe.name} is losing events: make it stats-only "
+                    "(no fetches), filter it, or sample it",
+                    title="events lost",
+                    severity="warning",
+                    timeout=8,
+                )
+
+    @on(DataTable.RowHighlighted, "#probes")
+    def _probe_highlighted(self) -> None:
+        self._show_selected()
+        self.refresh_bindings()
+
+    @on(DataTable.RowSelected, "#probes")
+    def _probe_selected(self) -> None:
+        """Enter on a probe: go to its events."""
+        self.query_one(EventLog).focus()
+
+    @on(EventLog.Selected)
+    def _event_selected(self, message: EventLog.Selected) -> None:
+        status = self.statuses.get(message.row.event.probe_id)
+        self.app.push_screen(EventDetailScreen(message.row, status, self.symbolize))
+
+    # ------------------------------------------------------------ which keys apply
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("toggle", "edit", "delete"):
+            return self.table.selected_id is not None
+        if action in ("all_on", "all_off"):
+            return bool(self.order)
+        if action == "pause":
+            return not self.events.paused
+        if action == "follow":
+            return self.events.paused
+        return True
+
+    # ------------------------------------------------------------ actions
+
+    def action_toggle(self) -> None:
+        status = self.selected
+        if status is not None:
+            self._set_enabled(status, not is_on(status))
+
+    @work(group="feed")
+    async def _set_enabled(self, status: ProbeStatus, enabled: bool) -> None:
+        try:
+            result = await self.ops.set_enabled(status.probe_id, enabled)
+        except FeedError as err:
+            self.notify(f"{status.probe.name}: {err}", title="cannot switch", severity="error")
+            return
+        finally:
+            self.refresh_probes()
+        if result.reason:
+            self.notify(f"{result.probe.name}: {result.state.value}: {result.reason}", severity="error")
+
+    def action_all_on(self) -> None:
+        self._set_all(True)
+
+    def action_all_off(self) -> None:
+        self._set_all(False)
+
+    @work(group="feed", exclusive=True)
+    async def _set_all(self, enabled: bool) -> None:
+        try:
+            problems = await self.ops.set_all(list(self.order), enabled)
+        finally:
+            self.refresh_probes()
+        if problems:
+            self.notify("\n".join(problems), title="some probes did not switch", severity="error")
+
+    def action_add(self) -> None:
+        self.app.push_screen(ProbeDialog(self._submit_add, taken=self._names()))
+
+    async def _submit_add(self, probe: Probe) -> None:
+        status = await self.ops.add(probe)
+        self.refresh_probes()
+        self.table.select(status.probe_id)
+
+    def action_edit(self) -> None:
+        status = self.selected
+        if status is not None:
+            submit = lambda probe: self._submit_edit(status, probe)  # noqa: E731
+            self.app.push_screen(ProbeDialog(submit, probe=status.probe, taken=self._names(status.probe_id)))
+
+    async def _submit_edit(self, old: ProbeStatus, probe: Probe) -> None:
+        place = self.order.index(old.probe_id)
+        try:
+            status = await self.ops.replace(old, probe)
+        except ReplaceFailed as err:
+            if err.restored is not None:
+                self._put_at(err.restored.probe_id, place)
+            else:
+                self.refresh_probes()
+            raise
+        self._put_at(status.probe_id, place)
+
+    def _put_at(self, probe_id: int, place: int) -> None:
+        """A replaced probe takes the old one's row."""
+        if probe_id in self.order:
+            self.order.remove(probe_id)
+        self.order.insert(min(place, len(self.order)), probe_id)
+        self.refresh_probes()
+        self.table.select(probe_id)
+
+    def _names(self, *exclude: int) -> set[str]:
+        return {s.probe.name for i, s in self.statuses.items() if i not in exclude}
+
+    def action_delete(self) -> None:
+        status = self.selected
+        if status is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._remove(status)
+
+        self.app.push_screen(ConfirmDialog(f"Delete probe {status.probe.name}?\n{status.probe.spec_text}"), answered)
+
+    @work(group="feed")
+    async def _remove(self, status: ProbeStatus) -> None:
+        try:
+            await self.ops.remove(status.probe_id)
+        except FeedError as err:
+            self.notify(f"{status.probe.name}: {err}", title="cannot delete", severity="error")
+        finally:
+            self.refresh_probes()
+
+    def action_open(self) -> None:
+        value = self.meta.source or ""
+        self.app.push_screen(PathDialog("open", self._submit_open, value=value))
+
+    async def _submit_open(self, path: str) -> None:
+        try:
+            loaded = await self.ops.open(path, list(self.order))
+        finally:
+            self.refresh_probes()
+        self.meta = loaded.probeset
+        self.save_path = path
+        self.order = [i for i in self.order if i not in loaded.ids] + list(loaded.ids)
+        self.refresh_probes()
+        name = loaded.probeset.name
+        self.notify(f"{name}: {len(loaded.ids)} probes from {path}", title="probe set opened")
+        if loaded.problems:
+            self.notify("\n".join(loaded.problems), title=f"{name}: problems", severity="warning", timeout=10)
+
+    def action_write(self) -> None:
+        value = self.save_path or DEFAULT_SAVE_PATH
+        self.app.push_screen(PathDialog("write", self._submit_write, value=value))
+
+    async def _submit_write(self, path: str) -> None:
+        written = self.ops.write(self.meta, self.order, path)
+        self.meta, self.save_path = written, path
+        self.notify(f"{len(written.probes)} probes written to {path}", title="probe set written")
+
+    def action_pause(self) -> None:
+        self.events.set_paused(True)
+        self._show_status()
+        self.refresh_bindings()
+
+    def action_follow(self) -> None:
+        self.events.set_paused(False)
+        self._show_status()
+        self.refresh_bindings()
+
+    def action_filter(self) -> None:
+        self.events.open_filter()
+
+    def action_clear(self) -> None:
+        self.events.clear()
+

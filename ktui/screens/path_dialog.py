@@ -1,0 +1,72 @@
+"""Ask for a file path: open a probe set, or write the current one.
+
+Errors (a YAML problem at file:line:col, a permission refused) are shown
+under the path and the dialog stays open for another try."""
+
+from __future__ import annotations
+
+import os
+from typing import Awaitable, Callable, Literal
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Label, Static
+
+from .dialog import Dialog
+
+SubmitPath = Callable[[str], Awaitable[None]]
+
+
+def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
+    """What will happen with `path`, said before Enter is pressed."""
+    path = os.path.expanduser(path.strip())
+    if not path:
+        return Text("a path is needed", "dim")
+    exists = os.path.isfile(path)
+    if mode == "open":
+        return Text("" if exists else "no such file", "dim" if exists else "yellow")
+    if os.path.isdir(path):
+        return Text("that is a directory", "yellow")
+    return Text("exists: it will be replaced" if exists else "new file", "yellow" if exists else "dim")
+
+
+class PathDialog(Dialog):
+    def __init__(self, mode: Literal["open", "write"], submit: SubmitPath, *, value: str = "", title: str = "") -> None:
+        super().__init__()
+        self.mode = mode
+        self._submit_path = submit
+        self._value = value
+        self._title = title or ("open probe set" if mode == "open" else "write probe set")
+
+    def compose(self) -> ComposeResult:
+        verb = "open (replaces every probe)" if self.mode == "open" else "write"
+        with Vertical(id="dialog") as box:
+            box.border_title = self._title
+            yield Label("path of a YAML probe set", classes="field-label")
+            yield Input(self._value, placeholder="./probes.yaml", id="path")
+            yield Static(id="path-hint", classes="hint")
+            yield Static(id="submit-problem")
+            yield Static(f"enter: {verb}   esc: cancel", id="keys")
+
+    def on_mount(self) -> None:
+        self._show_hint(self._value)
+        self.query_one("#path", Input).focus()
+
+    @on(Input.Changed, "#path")
+    def _changed(self, event: Input.Changed) -> None:
+        if not self.busy:
+            self.show_problem("")
+        self._show_hint(event.value)
+
+    def _show_hint(self, value: str) -> None:
+        self.query_one("#path-hint", Static).update(path_hint(value, self.mode))
+
+    @on(Input.Submitted, "#path")
+    def _submitted(self, event: Input.Submitted) -> None:
+        path = os.path.expanduser(event.value.strip())
+        if not path:
+            self.show_problem("a path is needed")
+            return
+        self.submit_with(lambda: self._submit_path(path))

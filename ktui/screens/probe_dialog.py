@@ -1,0 +1,140 @@
+"""Add or edit a probe. The spec and filter are parsed as you type, and a
+problem is shown compiler-style, the text with a caret under the column,
+before anything reaches the kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Awaitable, Callable, Collection
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Label, Static
+
+from ..filters import parse_filter
+from ..model import Probe, SpecError
+from ..spec import parse_spec, validate_probe
+from .dialog import Dialog
+
+SubmitProbe = Callable[[Probe], Awaitable[None]]
+FIELDS = ("spec", "filter", "label")
+
+
+class FieldProblem(Exception):
+    """A SpecError and the field it is about (its column counts in that field)."""
+
+    def __init__(self, field: str, error: SpecError) -> None:
+        super().__init__(str(error))
+        self.field = field
+        self.error = error
+
+
+def caret_text(text: str, err: SpecError) -> Text:
+    """`text`, and under it a caret at `err.col` followed by the message."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if err.col is None:
+        out.append(err.message, "bold")
+        return out
+    out.append(text + "\n")
+    out.append(" " * (err.col - 1) + "^ ", "bold")
+    out.append(f"col {err.col}: {err.message}", "bold")
+    return out
+
+
+def build_probe(
+    spec: str, filter_text: str, label: str, *, base: Probe | None = None, taken: Collection[str] = ()
+) -> Probe:
+    """The probe the three fields describe, or a FieldProblem. `base` is the
+    probe being edited (its enabled/sample/rate_limit are kept); `taken` are
+    the names of the other probes (names must stay unique in a set)."""
+    try:
+        probe = parse_spec(spec)
+    except SpecError as err:
+        raise FieldProblem("spec", err) from None
+    expr = None
+    if filter_text.strip():
+        try:
+            expr = parse_filter(filter_text)
+        except SpecError as err:
+            raise FieldProblem("filter", err) from None
+    keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit}
+    probe = dataclasses.replace(probe, filter=expr, label=label.strip() or None, **keep)
+    try:
+        validate_probe(probe, filter_text=filter_text if expr is not None else None)
+    except SpecError as err:
+        # validate_probe prefixes filter problems with "filter:"; columns then count in the filter text
+        raise FieldProblem("filter" if err.message.startswith("filter") else "spec", err) from None
+    if probe.name in taken:
+        field = "label" if probe.label else "spec"
+        hint = "pick another label" if probe.label else "give this one a label"
+        raise FieldProblem(field, SpecError(f'another probe is already called "{probe.name}"; {hint}'))
+    return probe
+
+
+class ProbeDialog(Dialog):
+    """`submit(probe)` adds it (or replaces the edited one); a FeedError it
+    raises is shown here and the dialog stays open."""
+
+    def __init__(self, submit: SubmitProbe, *, probe: Probe | None = None, taken: Collection[str] = ()) -> None:
+        super().__init__()
+        self._submit_probe = submit
+        self.editing = probe
+        self.taken = frozenset(taken)
+        self.probe: Probe | None = None  # the last valid parse
+
+    def compose(self) -> ComposeResult:
+        p = self.editing
+        with Vertical(id="dialog") as box:
+            box.border_title = f"edit probe {p.name}" if p is not None else "add probe"
+            yield Label("spec", classes="field-label")
+            yield Label("TARGET:KIND[:FETCH,...]   e.g. vfs_read:r:ret=retval,count=a3:u64", classes="hint")
+            yield Input(p.spec_text if p else "", placeholder="vfs_read:c:a3", id="spec")
+            yield Static(id="spec-problem", classes="problem")
+            yield Label("filter (optional)", classes="field-label")
+            yield Label('e.g. comm == "dd" && a3 > 4096   names: fetch labels, a1..a6, retval, comm, pid, tid, cpu', classes="hint")
+            yield Input(str(p.filter) if p and p.filter else "", placeholder="no filter", id="filter")
+            yield Static(id="filter-problem", classes="problem")
+            yield Label("label (optional)", classes="field-label")
+            yield Input((p.label or "") if p else "", placeholder="the name shown in the table", id="label")
+            yield Static(id="label-problem", classes="problem")
+            yield Static(id="submit-problem")
+            yield Static(f"enter: {'save' if p else 'add'}   tab: next field   esc: cancel", id="keys")
+
+    def on_mount(self) -> None:
+        self.validate()
+        self.query_one("#spec", Input).focus()
+
+    def validate(self) -> Probe | None:
+        """Parse the fields; show the problem under the field it is about."""
+        values = {name: self.query_one(f"#{name}", Input).value for name in FIELDS}
+        problems = dict.fromkeys(FIELDS, Text())
+        try:
+            self.probe = build_probe(
+                values["spec"], values["filter"], values["label"], base=self.editing, taken=self.taken
+            )
+        except FieldProblem as problem:
+            self.probe = None
+            if problem.field == "spec" and not values["spec"].strip():
+                problems["spec"] = Text("a spec is needed: TARGET:KIND, e.g. vfs_read:c", "dim")
+            else:
+                problems[problem.field] = caret_text(values[problem.field], problem.error)
+        for name, text in problems.items():
+            self.query_one(f"#{name}-problem", Static).update(text)
+            self.query_one(f"#{name}", Input).set_class(bool(text.plain) and bool(values["spec"].strip()), "-invalid")
+        return self.probe
+
+    @on(Input.Changed)
+    def _changed(self) -> None:
+        if not self.busy:
+            self.show_problem("")
+        self.validate()
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        probe = self.validate()
+        if probe is None:
+            self.show_problem("fix the problem above first")
+            return
+        self.submit_with(lambda: self._submit_probe(probe))

@@ -1,0 +1,1 @@
+"""The dashboard's panes: probe table, event pane, stats pane, status line."""

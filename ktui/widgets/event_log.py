@@ -1,0 +1,277 @@
+"""A line-API view of the event window: draws only the visible lines.
+
+Toolong's approach: the widget owns no child widgets per event; it renders
+the rows in view from a small cache of strips, so a window of thousands of
+rows costs the same to draw as a screenful.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Iterable
+
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..feed import Event
+from ..format import Symbolize
+from ..model import Probe
+from .event_window import DEFAULT_WINDOW, EventRow, EventWindow
+
+_ERRNO = re.compile(r"\(E[A-Z0-9]+\)")
+# Column widths never shrink while rows live, so lines do not jump sideways;
+# they are capped so one long comm or name cannot push the values away.
+_MAX_TASK, _MAX_NAME = 24, 24
+
+
+def _fit(text: str, width: int) -> str:
+    """Pad or cut `text` to `width` cells (a cut ends in an ellipsis)."""
+    if len(text) > width:
+        return text[: width - 1] + "…"
+    return text.ljust(width)
+
+
+class EventLog(ScrollView, can_focus=True):
+    """The event rows; a cursor row for the detail screen; follows the tail
+    while the cursor sits on the last row."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select", "Detail", id="event-detail", tooltip="Every field of the event under the cursor"),
+        Binding("up,k", "cursor_up", "Up", show=False),
+        Binding("down,j", "cursor_down", "Down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home,g", "first", "First", show=False),
+        Binding("end,G", "last", "Last", show=False, tooltip="Last row: follow new events again"),
+    ]
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "event-log--time",
+        "event-log--task",
+        "event-log--probe",
+        "event-log--error",
+        "event-log--cursor",
+    }
+    DEFAULT_CSS = """
+    EventLog {
+        background: $surface;
+        color: $foreground;
+        overflow-x: scroll;
+        overflow-y: scroll;
+        & > .event-log--time { color: $text-muted; }
+        & > .event-log--task { color: $text-secondary; }
+        & > .event-log--probe { color: $text-accent; }
+        & > .event-log--error { color: $text-error; text-style: bold; }
+        & > .event-log--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+        }
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .event-log--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+        }
+    }
+    """
+
+    class Selected(Message):
+        """Enter (or a double click) on a row."""
+
+        def __init__(self, row: EventRow) -> None:
+            super().__init__()
+            self.row = row
+
+    def __init__(
+        self,
+        window: int = DEFAULT_WINDOW,
+        symbolize: Symbolize | None = None,
+        *,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self.window = EventWindow(window, symbolize)
+        self.cursor = -1  # index into window.view; -1 when empty
+        self._widths = [0, 3, 0, 0]  # time, cpu, task, name
+        self._width = 0
+        self._cache: LRUCache[tuple[int, bool, bool], Strip] = LRUCache(512)
+        self._styles: tuple[Style, Style] | None = None  # base and cursor
+
+    # ------------------------------------------------------------ data
+
+    def add_events(self, events: Iterable[Event], probes: dict[int, Probe]) -> None:
+        was_at_end = self.cursor >= len(self.window) - 1
+        added, dropped = self.window.append(events, probes)
+        if not added:
+            return
+        if was_at_end:
+            self.cursor = len(self.window) - 1
+        else:
+            self.cursor = max(0, self.cursor - dropped)
+        self._update_virtual_size()
+        if not was_at_end and dropped:
+            # keep the rows the user is reading where they are on screen
+            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
+        self.refresh()
+
+    def set_filter(self, text: str) -> None:
+        self.window.set_filter(text)
+        self.cursor = len(self.window) - 1
+        self._after_reset()
+
+    def clear(self) -> None:
+        self.window.clear()
+        self.cursor = -1
+        self._after_reset()
+
+    def _after_reset(self) -> None:
+        self._cache.clear()
+        self._update_virtual_size()
+        self.refresh()
+
+    @property
+    def selected(self) -> EventRow | None:
+        if 0 <= self.cursor < len(self.window):
+            return self.window.view[self.cursor]
+        return None
+
+    def lines(self) -> list[str]:
+        """The text of every row in view (tests, copying)."""
+        return [" ".join(self.window.columns(r)) for r in self.window.view]
+
+    def _update_virtual_size(self) -> None:
+        self.virtual_size = Size(self._width, len(self.window))
+        if self.cursor == len(self.window) - 1:
+            # follow the tail; after the next layout, as a horizontal
+            # scrollbar may appear (lines grow as they are drawn) and move the end
+            self.scroll_end(animate=False, x_axis=False, force=True)
+
+    # ------------------------------------------------------------ cursor
+
+    def _move(self, index: int) -> None:
+        if not len(self.window):
+            return
+        self.cursor = max(0, min(index, len(self.window) - 1))
+        self.scroll_to_region_of(self.cursor)
+        self.refresh()
+
+    def scroll_to_region_of(self, index: int) -> None:
+        height = self.scrollable_content_region.height
+        if index < self.scroll_y:
+            self.scroll_to(y=index, animate=False, immediate=True, force=True)
+        elif index >= self.scroll_y + height:
+            self.scroll_to(y=index - height + 1, animate=False, immediate=True, force=True)
+
+    def action_cursor_up(self) -> None:
+        self._move(self.cursor - 1)
+
+    def action_cursor_down(self) -> None:
+        self._move(self.cursor + 1)
+
+    def action_page_up(self) -> None:
+        self._move(self.cursor - max(1, self.scrollable_content_region.height - 1))
+
+    def action_page_down(self) -> None:
+        self._move(self.cursor + max(1, self.scrollable_content_region.height - 1))
+
+    def action_first(self) -> None:
+        self._move(0)
+
+    def action_last(self) -> None:
+        self._move(len(self.window) - 1)
+
+    def action_select(self) -> None:
+        row = self.selected
+        if row is not None:
+            self.post_message(self.Selected(row))
+
+    def on_click(self, event: events.Click) -> None:
+        index = int(self.scroll_y) + event.y
+        if index < len(self.window):
+            self._move(index)
+            if event.chain == 2:
+                self.action_select()
+
+    def on_focus(self) -> None:
+        self._cache.clear()
+
+    def on_blur(self) -> None:
+        self._cache.clear()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+        self._styles = None
+
+    def _base_style(self) -> Style:
+        # rich_style walks the ancestors: once per style change, not per line
+        if self._styles is None:
+            self._styles = (self.rich_style, self.get_component_rich_style("event-log--cursor"))
+        return self._styles[0]
+
+    # ------------------------------------------------------------ drawing
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self._base_style()
+        if not 0 <= index < len(self.window):
+            return Strip.blank(width, base)
+        row = self.window.view[index]
+        is_cursor = index == self.cursor
+        strip = self._row_strip(row, is_cursor, base)
+        pad = base + self._styles[1] if is_cursor else base
+        return strip.crop_extend(scroll_x, scroll_x + width, pad).apply_offsets(scroll_x, index)
+
+    def _row_strip(self, row: EventRow, is_cursor: bool, base: Style) -> Strip:
+        key = (row.seq, is_cursor, self.has_focus)
+        strip = self._cache.get(key)
+        if strip is not None:
+            return strip
+        columns = self.window.columns(row)
+        if self._grow_widths(columns):
+            # rows already drawn used narrower columns: draw them again
+            self._cache.clear()
+            self.call_later(self.refresh)
+        time, cpu, task, name, details = columns
+        w_time, _, w_task, w_name = self._widths
+        style = self.get_component_rich_style
+        text = Text(style=base, no_wrap=True, end="")
+        text.append(time.rjust(w_time), style("event-log--time"))
+        text.append(" " + cpu + " ", style("event-log--time"))
+        text.append(_fit(task, w_task) + " ", style("event-log--task"))
+        text.append(_fit(name, w_name) + " ", style("event-log--probe"))
+        offset = len(text)
+        text.append(details)
+        error = style("event-log--error")
+        for match in _ERRNO.finditer(details):
+            text.stylize(error, offset + match.start(), offset + match.end())
+        if is_cursor:
+            text.stylize(style("event-log--cursor"))
+        length = cell_len(text.plain)
+        if length > self._width:
+            self._width = length
+            self._update_virtual_size()
+        strip = Strip(text.render(self.app.console), length)
+        self._cache[key] = strip
+        return strip
+
+    def _grow_widths(self, columns: tuple[str, ...]) -> bool:
+        caps = (len(columns[0]), 3, _MAX_TASK, _MAX_NAME)
+        grown = False
+        for i in (0, 2, 3):
+            wanted = min(len(columns[i]), caps[i])
+            if wanted > self._widths[i]:
+                self._widths[i] = wanted
+                grown = True
+        return grown

@@ -1,0 +1,147 @@
+"""Numbers for the probe under the table cursor: rate sparkline, the log2
+latency histogram as bcc's funclatency prints it, errnos and top comms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Sparkline, Static
+
+from ..feed import ProbeState, ProbeStats, ProbeStatus
+from ..format import errno_name, format_count, format_latency, printable
+from ..model import Kind
+from ..rates import error_count, hist_lines, percentile
+
+TOP_N = 6
+
+
+@dataclass(frozen=True)
+class ProbeView:
+    """Everything the pane shows about one probe, at one stats tick."""
+
+    status: ProbeStatus
+    stats: ProbeStats | None
+    rate: float | None
+    history: tuple[float, ...]
+
+
+class StatsPane(VerticalScroll):
+    DEFAULT_CSS = """
+    StatsPane {
+        border: round $border-blurred;
+        border-title-color: $text-primary;
+        padding: 0 1;
+        & > Static { width: 100%; }
+        & > .label { color: $text-muted; margin-top: 1; }
+        & > Sparkline { height: 3; margin: 0 0; }
+        & > Sparkline > .sparkline--max-color { color: $success; }
+        & > Sparkline > .sparkline--min-color { color: $success 30%; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view: ProbeView | None = None
+        self.can_focus = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="stats-head")
+        yield Static(classes="label", id="rate-label")
+        yield Sparkline([], id="rate-spark")
+        yield Static(id="stats-body")
+
+    def on_mount(self) -> None:
+        self.border_title = "probe"
+        self._render_view()
+
+    def on_resize(self) -> None:
+        self._render_view()  # the histogram bars follow the width
+
+    def show(self, view: ProbeView | None) -> None:
+        if view == self.view:
+            return
+        self.view = view
+        self._render_view()
+
+    def _render_view(self) -> None:
+        if not self.is_mounted:
+            return
+        head = self.query_one("#stats-head", Static)
+        label = self.query_one("#rate-label", Static)
+        spark = self.query_one("#rate-spark", Sparkline)
+        body = self.query_one("#stats-body", Static)
+        view = self.view
+        if view is None:
+            self.border_title = "probe"
+            head.update("No probe selected.\nPress a to add one, o to open a probe set.")
+            label.update("")
+            spark.data = []
+            body.update("")
+            return
+        probe = view.status.probe
+        self.border_title = Content(probe.name)
+        head.update(_head(view))
+        history = list(view.history)
+        peak = max(history) if history else 0.0
+        label.update(f"rate/s, last {len(history)} s (max {format_count(peak)})")
+        spark.data = history
+        body.update(_body(view, self._bar_width(view)))
+
+    def _bar_width(self, view: ProbeView) -> int:
+        stats = view.stats
+        if stats is None or not any(stats.hist):
+            return 0
+        sample = hist_lines(stats.hist, bar_width=1)
+        fixed = len(sample[1]) - 1
+        width = self.scrollable_content_region.width or 40
+        return max(4, min(40, width - fixed))
+
+
+def _head(view: ProbeView) -> Text:
+    status, probe = view.status, view.status.probe
+    text = Text()
+    text.append(probe.spec_text, "bold")
+    if probe.filter is not None:
+        text.append(f"\nif {probe.filter}", "italic")
+    state = status.state
+    style = {ProbeState.ATTACHED: "green", ProbeState.FAILED: "red bold"}.get(state, "dim")
+    text.append("\n" + state.value, style)
+    if status.reason:
+        text.append(f": {status.reason}", style)
+    if view.stats is not None:
+        s = view.stats
+        rate = "-" if view.rate is None else format_count(view.rate)
+        text.append(f"\nhits {format_count(s.hits)}  rate {rate}/s  emitted {format_count(s.emitted)}  lost {format_count(s.lost)}")
+    if not probe.emits_events:
+        text.append("\nstats only: no fetches, no events streamed", "dim")
+    return text
+
+
+def _body(view: ProbeView, bar_width: int) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    stats = view.stats
+    if stats is None:
+        return text
+    if view.status.probe.kind is Kind.RETURN:
+        p50, p99 = percentile(stats.hist, 50), percentile(stats.hist, 99)
+        text.append(f"latency  p50 {format_latency(p50)}  p99 {format_latency(p99)}\n", "bold")
+        lines = hist_lines(stats.hist, bar_width=bar_width) if bar_width else []
+        text.append("\n".join(lines) if lines else "no returns yet", "" if lines else "dim")
+        text.append("\n\n")
+        errors = error_count(stats)
+        share = f" ({100 * errors / stats.hits:.1f}% of returns)" if stats.hits else ""
+        text.append(f"errors {format_count(errors)}{share}\n", "bold")
+        for code, count in stats.errnos[:TOP_N]:
+            text.append(f"  {errno_name(code):<12} {-abs(code):>5}  {format_count(count):>8}\n", "red")
+        text.append("\n")
+    text.append("top comms\n", "bold")
+    for comm, count in stats.top_comms[:TOP_N]:
+        text.append(f"  {printable(comm):<16} {format_count(count):>8}\n")
+    if not stats.top_comms:
+        text.append("  none yet\n", "dim")
+    text.rstrip()
+    return text

@@ -1,0 +1,65 @@
+"""Shared set-up for the pilot and snapshot tests: a fixed probe set on a
+deterministic FakeFeed, and an app that polls only when a test says so."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pytest
+from rich.console import Console
+
+from ktui.app import KtuiApp
+from ktui.fakefeed import FakeFeed
+from ktui.model import ProbeSet
+from ktui.spec import parse_spec
+
+SIZE = (140, 40)
+FAILING = {"ext4_file_write_iter": "no such symbol (is ext4 loaded?)"}
+
+
+def demo_probeset() -> ProbeSet:
+    probes = (
+        parse_spec("vfs_read:r:ret=retval,count=a3:u64"),
+        dataclasses.replace(parse_spec("do_sys_openat2:c:dfd=a1:s32,fname=+0(a2):ustring"), label="openat"),
+        parse_spec("tcp_sendmsg:c"),
+        dataclasses.replace(parse_spec("kmem_cache_alloc:r:ret=retval:x64,caller=rip:symbol"), enabled=False),
+        parse_spec("ext4_file_write_iter:r"),
+    )
+    return ProbeSet(name="demo", description="a bit of everything", probes=probes)
+
+
+def make_feed(probeset: ProbeSet | None = None, **kwargs) -> FakeFeed:
+    options = {"events_per_drain": 7, "lossy": {"tcp_sendmsg:c"}, "fail": FAILING, **kwargs}
+    return FakeFeed(probeset if probeset is not None else demo_probeset(), **options)
+
+
+def make_app(feed: FakeFeed | None = None, **kwargs) -> KtuiApp:
+    """refresh_hz=0: no timer; tests call `app.poll()` so every run is the same."""
+    kwargs.setdefault("refresh_hz", 0)
+    kwargs.setdefault("symbolize", lambda addr: f"sym_{addr & 0xfff:x}+0x0")
+    return KtuiApp(feed if feed is not None else make_feed(), **kwargs)
+
+
+def polls(app: KtuiApp, n: int, *, stats_every: int = 2) -> None:
+    """n polls; stats on every `stats_every`-th, like a 1 s read in a fast timer."""
+    for i in range(n):
+        app.poll(read_stats=(i % stats_every == stats_every - 1))
+
+
+def plain(static) -> str:
+    """The text a Static shows, whatever it was given (str, Text, a Table)."""
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    with console.capture() as capture:
+        console.print(static.content)
+    return capture.get()
+
+
+@pytest.fixture
+def feed() -> FakeFeed:
+    return make_feed()
+
+
+@pytest.fixture
+def app(feed: FakeFeed) -> KtuiApp:
+    return make_app(feed)

@@ -1,0 +1,121 @@
+"""Open a probe set (o) and write one (w)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.widgets import Input
+
+from ktui.feed import ProbeState
+from ktui.model import ProbeSet
+from ktui.probeset import load_probeset
+from ktui.screens.main import MainScreen
+from ktui.screens.path_dialog import PathDialog
+
+from .conftest import SIZE, make_app, make_feed
+from .test_probes import cell, names
+
+GOOD = """\
+name: net
+description: sends and receives
+probes:
+  - spec: tcp_sendmsg:c:size=a3
+    label: tx
+  - spec: tcp_recvmsg:r:ret=retval
+    filter: ret < 0
+    enabled: false
+"""
+
+BROKEN = """\
+name: net
+probes:
+  - spec: tcp_sendmsg:c:size=a3
+  - spec: tcp_recvmsg:q
+"""
+
+
+async def submit_path(pilot, key: str, path: str) -> None:
+    await pilot.press(key)
+    assert isinstance(pilot.app.screen, PathDialog)
+    pilot.app.screen.query_one("#path", Input).value = str(path)
+    await pilot.press("enter")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def submit_problem(app) -> str:
+    return str(app.screen.query_one("#submit-problem").render())
+
+
+async def test_open_replaces_every_probe(app, feed, tmp_path):
+    path = tmp_path / "net.yaml"
+    path.write_text(GOOD)
+    async with app.run_test(size=SIZE) as pilot:
+        await submit_path(pilot, "o", path)
+        assert isinstance(app.screen, MainScreen)
+        assert names(app) == ["tx", "tcp_recvmsg:r:ret=retval"]
+        assert [c for c in feed.calls if c[0] == "remove_probe"] == [("remove_probe", i) for i in range(1, 6)]
+        new_ids = app.main.table.probe_ids
+        assert cell(app, new_ids[0], "state") == "attached"
+        assert cell(app, new_ids[1], "state") == "off"
+        assert app.main.meta.name == "net"
+        assert any("2 probes" in n.message for n in app._notifications)
+
+
+async def test_open_broken_file_shows_where(app, feed, tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text(BROKEN)
+    async with app.run_test(size=SIZE) as pilot:
+        await submit_path(pilot, "o", path)
+        assert isinstance(app.screen, PathDialog)
+        text = submit_problem(app)
+        assert text.startswith(f"{path}:4:")  # file:line:col of the bad kind
+        assert "kind" in text
+        assert app.main.table.row_count == 5  # nothing was touched
+        assert not [c for c in feed.calls if c[0] == "remove_probe"]
+
+
+async def test_open_missing_file_says_so(app, tmp_path):
+    async with app.run_test(size=SIZE) as pilot:
+        await submit_path(pilot, "o", tmp_path / "nope.yaml")
+        assert isinstance(app.screen, PathDialog)
+        assert "no such file" in str(app.screen.query_one("#path-hint").render())
+        assert "nope.yaml" in submit_problem(app)
+
+
+async def test_write_then_load_back_equal(app, feed, tmp_path):
+    path = tmp_path / "out.yaml"
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")  # vfs_read off: written as enabled: false
+        await app.workers.wait_for_complete()
+        await submit_path(pilot, "w", path)
+        assert isinstance(app.screen, MainScreen)
+        loaded = load_probeset(path)
+        running = [s.probe for s in feed.statuses().values()]
+        expected_probes = tuple(
+            dataclasses.replace(p, enabled=s.state is not ProbeState.OFF)
+            for p, s in zip(running, feed.statuses().values())
+        )
+        assert loaded == ProbeSet(name="demo", description="a bit of everything", probes=expected_probes)
+        assert loaded.probes[0].enabled is False
+        # the next write proposes the same file
+        await pilot.press("w")
+        assert app.screen.query_one("#path", Input).value == str(path)
+
+
+async def test_written_set_opens_again_identically(tmp_path):
+    path = tmp_path / "round.yaml"
+    feed = make_feed()
+    app = make_app(feed)
+    async with app.run_test(size=SIZE) as pilot:
+        await submit_path(pilot, "w", path)
+        before = names(app)
+        await submit_path(pilot, "o", path)
+        assert names(app) == before
+
+
+async def test_write_error_is_shown_inline(app, tmp_path):
+    async with app.run_test(size=SIZE) as pilot:
+        await submit_path(pilot, "w", tmp_path)  # a directory
+        assert isinstance(app.screen, PathDialog)
+        assert "directory" in submit_problem(app)
