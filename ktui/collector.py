@@ -107,6 +107,11 @@ class BufferedFeed:
             self.skipped += len(old)
 
     def drain(self) -> EventBatch:
+        if self._task is None:  # first call comes from the app, inside its loop
+            try:
+                self.start()
+            except RuntimeError:
+                pass  # no running loop (a synchronous caller): drain inline only
         self._collect()
         parts, self._backlog, self._backlog_len = self._backlog, [], 0
         if not parts:
