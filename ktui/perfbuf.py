@@ -1,0 +1,315 @@
+"""Batch reader of a bcc BPF_PERF_OUTPUT map, mapping the perf rings itself.
+
+bcc's perf-buffer path calls back into Python once per event, which caps a
+reader at ~150k events/s in the VM (shared/notes/event-throughput.md). This
+reader is for kernels without the BPF ring buffer (< 5.8): it opens one perf
+event per online CPU itself, stores the fds into the BPF_PERF_OUTPUT map,
+maps each ring and, on a timer, copies out every record in one numpy
+operation per CPU. Same interface as ktui.ringbuf.RingBufReader.
+
+Per-CPU ring layout (include/uapi/linux/perf_event.h): page 0 is struct
+perf_event_mmap_page (data_head at byte 1024, data_tail at 1032, data_offset
+at 1040, data_size at 1048), then `page_cnt` data pages mapped ONCE: a record
+that wraps must be copied in two parts. Every record starts with
+`u32 type, u16 misc, u16 size`. What bpf_perf_event_output() writes is a
+PERF_RECORD_SAMPLE with only PERF_SAMPLE_RAW: `u32 rawsize` then the raw
+bytes, which the kernel pads with zeros so that 4 + rawsize is a multiple of
+8 (perf_prepare_sample). So a record of `record_size` bytes arrives as a
+sample of 8 + round_up(4 + record_size, 8) bytes: 64 for ktui's 48-byte
+records, verified in the VM on 6.1 and 6.12. When the ring is full the kernel
+drops the sample (bpf_perf_event_output returns -ENOSPC) and counts it; it
+reports the count in a PERF_RECORD_LOST (`u64 id, u64 lost`) written just
+before the next sample that fits, never on its own.
+
+Memory ordering: plain loads and stores, relying on x86-64 (TSO): loads are
+not reordered with other loads, and our data_tail store is not reordered
+before the loads that copied the data. arm64 would need acquire/release.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import struct
+
+import numpy as np
+
+PERF_TYPE_SOFTWARE = 1
+PERF_COUNT_SW_BPF_OUTPUT = 10
+PERF_SAMPLE_RAW = 1 << 10
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+PERF_ATTR_SIZE_VER5 = 112
+PERF_RECORD_LOST = 2
+PERF_RECORD_SAMPLE = 9
+NR_PERF_EVENT_OPEN_X86_64 = 298
+
+DATA_HEAD = 1024
+DATA_TAIL = 1032
+DATA_OFFSET = 1040
+DATA_SIZE = 1048
+HEADER = struct.Struct("<IHH")  # type, misc, size
+U32 = struct.Struct("<I")
+U64 = struct.Struct("<Q")
+
+
+class PerfEventAttr(ctypes.Structure):
+    """struct perf_event_attr up to PERF_ATTR_SIZE_VER5 (112 bytes)."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("config", ctypes.c_uint64),
+        ("sample_period", ctypes.c_uint64),
+        ("sample_type", ctypes.c_uint64),
+        ("read_format", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),  # disabled, inherit, ... bit fields: all 0
+        ("wakeup_events", ctypes.c_uint32),
+        ("bp_type", ctypes.c_uint32),
+        ("config1", ctypes.c_uint64),
+        ("config2", ctypes.c_uint64),
+        ("branch_sample_type", ctypes.c_uint64),
+        ("sample_regs_user", ctypes.c_uint64),
+        ("sample_stack_user", ctypes.c_uint32),
+        ("clockid", ctypes.c_int32),
+        ("sample_regs_intr", ctypes.c_uint64),
+        ("aux_watermark", ctypes.c_uint32),
+        ("sample_max_stack", ctypes.c_uint16),
+        ("reserved_2", ctypes.c_uint16),
+    ]
+
+
+assert ctypes.sizeof(PerfEventAttr) == PERF_ATTR_SIZE_VER5
+
+
+def sample_size(record_size: int) -> int:
+    """Bytes one BPF output sample of `record_size` bytes takes in the ring."""
+    return HEADER.size + ((U32.size + record_size + 7) & ~7)
+
+
+def perf_event_open_bpf_output(cpu: int) -> int:
+    """One PERF_COUNT_SW_BPF_OUTPUT event on `cpu`, enabled from the start.
+
+    wakeup_events=0 (and no watermark): the kernel wakes pollers only when a
+    ring is half full. Nobody polls here: a timer drains, so a wakeup per
+    event would only cost the traced process (5.7x slowdown in the notes).
+    """
+    if platform.machine() != "x86_64":
+        # Syscall number and the memory-ordering argument above are x86-64's.
+        raise OSError(errno.ENOSYS, "PerfBufReader supports x86-64 only")
+    attr = PerfEventAttr()
+    attr.type = PERF_TYPE_SOFTWARE
+    attr.size = ctypes.sizeof(PerfEventAttr)
+    attr.config = PERF_COUNT_SW_BPF_OUTPUT
+    attr.sample_period = 1
+    attr.sample_type = PERF_SAMPLE_RAW
+    attr.wakeup_events = 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = libc.syscall(
+        ctypes.c_long(NR_PERF_EVENT_OPEN_X86_64),
+        ctypes.byref(attr),
+        ctypes.c_long(-1),  # pid: any task
+        ctypes.c_long(cpu),
+        ctypes.c_long(-1),  # group_fd
+        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
+    )
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"perf_event_open(BPF_OUTPUT, cpu={cpu}): {os.strerror(err)}")
+    return fd
+
+
+class _CpuRing:
+    """One CPU's perf event: fd, mapping, and a view of its data pages."""
+
+    def __init__(self, cpu: int, page_cnt: int) -> None:
+        self.cpu = cpu
+        self.fd = perf_event_open_bpf_output(cpu)
+        try:
+            page = mmap.PAGESIZE
+            self.mm = mmap.mmap(
+                self.fd,
+                (1 + page_cnt) * page,
+                mmap.MAP_SHARED,
+                mmap.PROT_READ | mmap.PROT_WRITE,  # writable: we own data_tail
+            )
+        except OSError:
+            os.close(self.fd)
+            raise
+        offset = U64.unpack_from(self.mm, DATA_OFFSET)[0] or page
+        self.data_size = U64.unpack_from(self.mm, DATA_SIZE)[0] or page_cnt * page
+        if self.data_size != page_cnt * page:
+            raise OSError(errno.EINVAL, f"perf ring of {self.data_size} bytes, asked for {page_cnt} pages")
+        self.data = memoryview(self.mm)[offset : offset + self.data_size]
+
+    def positions(self) -> tuple[int, int]:
+        return U64.unpack_from(self.mm, DATA_TAIL)[0], U64.unpack_from(self.mm, DATA_HEAD)[0]
+
+    def set_tail(self, tail: int) -> None:
+        U64.pack_into(self.mm, DATA_TAIL, tail)
+
+    def span(self, tail: int, nbytes: int):
+        """Bytes [tail, tail + nbytes) of the ring as one contiguous buffer:
+        a view when they do not wrap, otherwise a copy of both parts."""
+        start = tail & (self.data_size - 1)
+        first = self.data_size - start
+        if nbytes <= first:
+            return self.data[start : start + nbytes]
+        out = np.empty(nbytes, dtype=np.uint8)
+        out[:first] = np.frombuffer(self.data, dtype=np.uint8, count=first, offset=start)
+        out[first:] = np.frombuffer(self.data, dtype=np.uint8, count=nbytes - first)
+        return out
+
+    def close(self) -> None:
+        self.data.release()
+        self.mm.close()
+        os.close(self.fd)
+
+
+class PerfBufReader:
+    """Drain a BPF_PERF_OUTPUT map on a timer, one numpy copy per CPU ring."""
+
+    def __init__(self, bpf, table_name: str, record_size: int, page_cnt: int = 256) -> None:
+        # bcc is only present where kernel code runs; importing this module
+        # (e.g. from host-side unit tests) must not need it.
+        from bcc.libbcc import lib
+        from bcc.utils import get_online_cpus
+
+        if page_cnt <= 0 or page_cnt & (page_cnt - 1):
+            raise ValueError("page_cnt must be a power of two")
+        if record_size <= 0:
+            raise ValueError("record_size must be positive")
+        self.record_size = record_size
+        self.stride = sample_size(record_size)
+        self.rawsize = self.stride - HEADER.size - U32.size
+        self.data_size = page_cnt * mmap.PAGESIZE
+        self.lost_notified = 0  # sum of PERF_RECORD_LOST counts seen so far
+        self.skipped_records = 0  # samples too short or records of unknown type
+        self.walked_batches = 0  # batches that needed the slow path
+        self._lib = lib
+        self._table = bpf[table_name]
+        self._rings: list[_CpuRing] = []
+        self._closed = False
+        pad = self.stride - HEADER.size - U32.size - record_size
+        self._sample_dtype = np.dtype(
+            [("type", "<u4"), ("misc", "<u2"), ("size", "<u2"), ("rawsize", "<u4"),
+             ("record", f"V{record_size}")] + ([("pad", f"V{pad}")] if pad else [])
+        )
+        assert self._sample_dtype.itemsize == self.stride
+        try:
+            for cpu in get_online_cpus():
+                ring = _CpuRing(cpu, page_cnt)
+                self._rings.append(ring)
+                # The map entry is what bpf_perf_event_output(BPF_F_CURRENT_CPU)
+                # writes to; it holds its own reference to the perf event.
+                # The event was opened enabled, so no PERF_EVENT_IOC_ENABLE.
+                self._table[ctypes.c_int(cpu)] = ctypes.c_int(ring.fd)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def cpus(self) -> list[int]:
+        return [ring.cpu for ring in self._rings]
+
+    def drain(self, max_records: int | None = None) -> np.ndarray:
+        """Copy out every complete record; returns a (n,) array of V<record_size>.
+
+        CPUs' batches are concatenated in CPU order, each in ring order."""
+        batches = list(self.drain_by_cpu(max_records).values())
+        if not batches:
+            return np.empty(0, dtype=f"V{self.record_size}")
+        return np.concatenate(batches)
+
+    def drain_by_cpu(self, max_records: int | None = None) -> dict[int, np.ndarray]:
+        """Like drain(), but keeps each CPU's batch apart: {cpu: records}."""
+        out: dict[int, np.ndarray] = {}
+        remaining = max_records
+        for ring in self._rings:
+            records = self._drain_ring(ring, remaining)
+            out[ring.cpu] = records
+            if remaining is not None:
+                remaining -= len(records)
+        return out
+
+    def pending_bytes(self) -> int:
+        total = 0
+        for ring in self._rings:
+            tail, head = ring.positions()
+            total += head - tail
+        return total
+
+    def positions(self) -> dict[int, tuple[int, int]]:
+        """{cpu: (data_tail, data_head)}: for diagnostics and tests."""
+        return {ring.cpu: ring.positions() for ring in self._rings}
+
+    def _drain_ring(self, ring: _CpuRing, limit: int | None) -> np.ndarray:
+        tail, head = ring.positions()
+        avail = head - tail
+        if avail <= 0 or limit == 0:
+            return np.empty(0, dtype=f"V{self.record_size}")
+        if avail % self.stride == 0:
+            count = avail // self.stride
+            if limit is not None:
+                count = min(count, limit)
+            nbytes = count * self.stride
+            span = ring.span(tail, nbytes)
+            samples = np.frombuffer(span, dtype=self._sample_dtype, count=count)
+            if (
+                np.all(samples["type"] == PERF_RECORD_SAMPLE)
+                and np.all(samples["size"] == self.stride)
+                and np.all(samples["rawsize"] == self.rawsize)
+            ):
+                records = samples["record"].copy()
+                del samples, span  # drop the view of the mapping before moving the tail
+                ring.set_tail(tail + nbytes)
+                return records
+            del samples, span
+        # A PERF_RECORD_LOST (or anything unexpected) is in the range.
+        return self._walk_ring(ring, tail, head, limit)
+
+    def _walk_ring(self, ring: _CpuRing, tail: int, head: int, limit: int | None) -> np.ndarray:
+        """Slow path, one header at a time. Taken after an overflow, for the
+        batch holding the PERF_RECORD_LOST; kept general so a surprise cannot
+        wedge the reader."""
+        self.walked_batches += 1
+        buf = bytes(ring.span(tail, head - tail))
+        out = []
+        pos = 0
+        while pos < len(buf) and (limit is None or len(out) < limit):
+            rtype, _misc, size = HEADER.unpack_from(buf, pos)
+            if size < HEADER.size or pos + size > len(buf):
+                raise RuntimeError(
+                    f"perf ring of cpu {ring.cpu} corrupt: record of {size} bytes at {tail + pos}"
+                )
+            if rtype == PERF_RECORD_SAMPLE and U32.unpack_from(buf, pos + 8)[0] >= self.record_size:
+                out.append(buf[pos + 12 : pos + 12 + self.record_size])
+            elif rtype == PERF_RECORD_LOST:
+                self.lost_notified += U64.unpack_from(buf, pos + 16)[0]
+            else:
+                self.skipped_records += 1
+            pos += size
+        ring.set_tail(tail + pos)
+        return np.frombuffer(b"".join(out), dtype=f"V{self.record_size}").copy()
+
+    def close(self) -> None:
+        """Remove our map entries, unmap and close. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for ring in self._rings:
+                key = ctypes.c_int(ring.cpu)
+                if self._lib.bpf_delete_elem(self._table.map_fd, ctypes.byref(key)) < 0:
+                    err = ctypes.get_errno()  # libbcc is loaded with use_errno=True
+                    # ENOENT: never stored. EBADF: bcc already closed the map (after
+                    # BPF.cleanup()), which dropped its references with it.
+                    if err not in (errno.ENOENT, errno.EBADF):
+                        raise OSError(err, f"removing cpu {ring.cpu} from the perf map: {os.strerror(err)}")
+        finally:
+            for ring in self._rings:
+                ring.close()
+            self._rings = []
