@@ -10,7 +10,8 @@
 
 Exit status: 0 ok; 1 invalid input (probe set, spec, filter, recording);
 2 usage; 3 the environment cannot run probes (not root, no kprobes, no bcc,
-lockdown...); 4 a runtime failure.
+lockdown...); 4 a runtime failure; 130 stream/record stopped by a signal
+before its probes were attached. See docs/bad-inputs.md.
 """
 
 from __future__ import annotations
@@ -123,14 +124,22 @@ def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSe
         _fail(str(exc), EXIT_INVALID)
 
 
-def _preflight_or_exit(want_vm_hint: bool = True) -> None:
-    from .preflight import preflight
+def _preflight_or_exit(print_warnings: bool = False) -> None:
+    """Exit 3 with one line per problem if this machine cannot run probes.
 
-    problems = preflight()
+    Warnings go to stderr only for headless commands: the dashboard shows
+    them in its status line instead (preflight_warnings -> SystemInfo.notes)."""
+    from .preflight import check_environment
+
+    findings = check_environment()
+    problems = [p for p in findings if p.fatal]
+    for p in problems:
+        click.echo(f"ktui: {p.message}", err=True)
     if problems:
-        for p in problems:
-            click.echo(f"ktui: {p.message}", err=True)
         sys.exit(EXIT_ENVIRONMENT)
+    if print_warnings:
+        for p in findings:
+            click.echo(f"ktui: warning: {p.message}", err=True)
 
 
 _common_probe_options = [
@@ -233,7 +242,7 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
     if from_rec:
         sys.exit(replay_to_ndjson(from_rec, with_stats=not no_stats))
     ps = _inputs_or_exit(files, specs, pid, comm)
-    _preflight_or_exit()
+    _preflight_or_exit(print_warnings=True)
     sys.exit(run_stream(ps, _session_options(buffer, buffer_pages, log_path), interval,
                         duration, with_stats=not no_stats))
 
@@ -249,7 +258,7 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, 
     from .headless import run_record
 
     ps = _inputs_or_exit(files, specs, pid, comm)
-    _preflight_or_exit()
+    _preflight_or_exit(print_warnings=True)
     sys.exit(run_record(ps, _session_options(buffer, buffer_pages, log_path), output, interval,
                         duration))
 

@@ -41,11 +41,27 @@ async def _collect(feed, sink, interval: float, duration: float | None) -> Colle
     return collector
 
 
+EXIT_INTERRUPTED = 130
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _open_session(ps: ProbeSet, options):
+    """Compile and attach. A stop signal during the (long) compile becomes a
+    KeyboardInterrupt: Session.open() then cleans up, and no traceback shows.
+    The collector's loop installs its own handlers once probes run."""
     from .session import Session
 
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     session = Session(ps, options)
-    session.open()
+    try:
+        session.open()
+    except KeyboardInterrupt:
+        session.close()
+        raise
     return session
 
 
@@ -60,6 +76,13 @@ def _print_summary(summary: dict) -> None:
     for p in summary["probes"]:
         print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}",
               file=sys.stderr)
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 class _GuardedSink:
@@ -77,10 +100,7 @@ class _GuardedSink:
             fn(arg)
         except BrokenPipeError:
             self.broken = True
-            # Point stdout at /dev/null so the interpreter's final flush is quiet.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+            _stdout_to_devnull()
             if self.ref:
                 self.ref[0].stop()
 
@@ -98,6 +118,9 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
     except KtuiError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        print("ktui: interrupted before the probes were attached", file=sys.stderr)
+        return EXIT_INTERRUPTED
     try:
         _report_failures(session)
         sink = NdjsonSink(sys.stdout, session, session.symbolize, with_stats=with_stats)
@@ -113,13 +136,16 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
                 loop.call_later(duration, collector.stop)
             await collector.run(guarded)
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        except KeyboardInterrupt:
+            pass  # a stop signal before the loop's handlers took over: stop as usual
         summary = sink.summary()
         if not guarded.broken:
             try:
                 print(json.dumps(summary), flush=True)
             except BrokenPipeError:
-                pass
+                _stdout_to_devnull()
         _print_summary(summary)
         return EXIT_OK
     finally:
@@ -141,6 +167,9 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
         except KtuiError as exc:
             print(f"ktui: {exc}", file=sys.stderr)
             return EXIT_RUNTIME
+        except KeyboardInterrupt:
+            print("ktui: interrupted before the probes were attached", file=sys.stderr)
+            return EXIT_INTERRUPTED
         try:
             _report_failures(session)
             last = {}
@@ -153,7 +182,10 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
                     last["stats"] = stats
                     recorder.on_stats(stats)
 
-            asyncio.run(_collect(session, Sink(), interval, duration))
+            try:
+                asyncio.run(_collect(session, Sink(), interval, duration))
+            except KeyboardInterrupt:
+                pass  # a stop signal before the loop's handlers took over
             summary = summary_of(session, last.get("stats"), recorder.events)
         finally:
             session.close()
@@ -183,8 +215,7 @@ def replay_to_ndjson(path: str, with_stats: bool = True) -> int:
                     last = stats
             print(json.dumps(sink.summary()), flush=True)
         except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _stdout_to_devnull()
             return EXIT_OK
         if feed.truncated:
             print(f"ktui: {path}: recording was cut off; converted up to its last complete record",

@@ -11,18 +11,22 @@ complete chunk.
       UNIT  JSON: unit number, probe ids, the probes as a YAML probe set
       EVTS  <u32 unit> raw fixed-size records of that unit (one batch)
       STAT  JSON: a stats snapshot
+      END   empty: written by close(); a recording without it was cut off
       STAT/UNIT may repeat; EVTS chunks follow their UNIT.
 
 What a recording contains: kernel addresses and argument values the probes
 fetched, process names and ids, strings read from kernel and user memory.
-It is written with mode 0600 and never through a symlink.
+It is written with mode 0600, never through a symlink and only to a regular
+file (never a device or FIFO).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
+import stat
 import struct
 import time
 from dataclasses import dataclass
@@ -33,7 +37,7 @@ import numpy as np
 from .decode import Decoder, MultiBatch, RecordBatch
 from .feed import EventBatch, ProbeStats, StatsSnapshot
 from .layout import record_layout
-from .model import KtuiError, ProbeSet
+from .model import KtuiError, ProbeSet, ProbeSetError
 
 MAGIC = b"KTUIREC\x01"
 FORMAT_VERSION = 1
@@ -47,16 +51,26 @@ class RecordingError(KtuiError):
 
 
 def open_private(path: str, *, append: bool = False) -> BinaryIO:
-    """Create a file only we can read, refusing to follow a symlink."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    """Create a file only we can read, refusing symlinks and non-regular files."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     flags |= os.O_APPEND if append else os.O_TRUNC
     try:
+        # O_NONBLOCK: opening a FIFO must fail (ENXIO), not wait for a reader.
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the final component is a symlink
+        if exc.errno == errno.ELOOP:  # the final component is a symlink
             raise RecordingError(f"{path}: is a symlink; refusing to write through it") from exc
+        if exc.errno == errno.ENXIO:
+            raise RecordingError(f"{path}: not a regular file; refusing to write to it") from exc
         raise RecordingError(f"{path}: {exc.strerror}") from exc
-    os.fchmod(fd, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordingError(f"{path}: not a regular file; refusing to write to it")
+        os.set_blocking(fd, True)
+        os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
     return os.fdopen(fd, "wb", buffering=1 << 20)
 
 
@@ -115,6 +129,7 @@ class Recorder:
 
     def close(self) -> None:
         if not self.file.closed:
+            self._chunk(b"END ", b"")
             self.file.flush()
             os.fsync(self.file.fileno())
             self.file.close()
@@ -151,6 +166,7 @@ class RecordingReader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.truncated = False
+        self.complete = False  # the END chunk was read
         self.head: dict = {}
         self.decoders: dict[int, Decoder] = {}
         self.probesets: dict[int, ProbeSet] = {}
@@ -168,6 +184,8 @@ class RecordingReader:
             while True:
                 header = f.read(_CHUNK.size)
                 if not header:
+                    # Cut off exactly between chunks: only the missing END tells.
+                    self.truncated = not self.complete
                     return
                 if len(header) < _CHUNK.size:
                     self.truncated = True
@@ -181,31 +199,45 @@ class RecordingReader:
                     return
                 try:
                     chunk = self._decode(kind, body, loads_probeset)
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, AttributeError, struct.error,
+                        RecursionError, ProbeSetError) as exc:
                     raise RecordingError(f"{self.path}: corrupt {kind!r} chunk: {exc}") from exc
                 if chunk is not None:
                     yield chunk
 
     def _decode(self, kind: bytes, body: bytes, loads_probeset) -> Chunk | None:
+        if kind == b"END ":
+            self.complete = True
+            return None
         if kind == b"HEAD":
-            self.head = json.loads(body)
+            self.head = _json_object(body)
             if self.head.get("version") != FORMAT_VERSION:
                 raise RecordingError(
                     f"{self.path}: recording format {self.head.get('version')} is not supported"
                 )
             return Chunk("head", self.head)
         if kind == b"UNIT":
-            obj = json.loads(body)
-            ps = loads_probeset(obj["probeset"], source=f"{self.path}#unit{obj['unit']}")
+            obj = _json_object(body)
+            unit, ids = int(obj["unit"]), [int(i) for i in obj["ids"]]
+            ps = loads_probeset(obj["probeset"], source=f"{self.path}#unit{unit}")
+            if len(ids) != len(ps.probes):
+                raise ValueError(f"{len(ids)} probe ids for {len(ps.probes)} probes")
             layout = record_layout(ps.probes)
-            self.decoders[obj["unit"]] = Decoder(layout, ps.probes, obj["ids"])
-            self.probesets[obj["unit"]] = ps
-            return Chunk("unit", (obj["unit"], obj["ids"], ps))
+            self.decoders[unit] = Decoder(layout, ps.probes, ids)
+            self.probesets[unit] = ps
+            return Chunk("unit", (unit, ids, ps))
         if kind == b"EVTS":
             (unit,) = _UNIT.unpack_from(body)
             decoder = self.decoders[unit]
             raw = np.frombuffer(body, dtype=decoder.dtype, offset=_UNIT.size)
             return Chunk("events", RecordBatch(decoder, raw))
         if kind == b"STAT":
-            return Chunk("stats", stats_from_json(json.loads(body)))
+            return Chunk("stats", stats_from_json(_json_object(body)))
         return None  # unknown chunk kinds from newer writers are skipped
+
+
+def _json_object(body: bytes) -> dict:
+    obj = json.loads(body)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj

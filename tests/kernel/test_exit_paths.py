@@ -1,0 +1,122 @@
+"""`ktui stream` / `ktui record` ended every way a process can end: nothing
+stays in the kernel, graceful ends exit 0 without a traceback, and a
+recording is complete (or, after SIGKILL, truncated but replayable)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ktui.replay import ReplayFeed
+
+from .conftest import kprobe_entries, ktui_bpf_programs
+
+KTUI = [sys.executable, "-m", "ktui"]
+SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
+           "while True:\n    os.read(fd, 7)\n    time.sleep(0.005)\n")
+
+
+@pytest.fixture
+def spinner():
+    """A process that reads 7 bytes every few ms, forever."""
+    p = subprocess.Popen([sys.executable, "-c", SPINNER])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def wait_for(cond, what: str, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def start(args, **kw):
+    return subprocess.Popen([*KTUI, *args], stderr=subprocess.PIPE, **kw)
+
+
+def check_clean(before_kp: int) -> None:
+    wait_for(lambda: len(kprobe_entries()) == before_kp, "kprobes to go", timeout=30)
+    assert ktui_bpf_programs() == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+                         ids=lambda s: s.name)
+def test_stream_ended_by_signal(spinner, sig):
+    before = len(kprobe_entries())
+    assert ktui_bpf_programs() == []
+    p = start(["stream", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
+              stdout=subprocess.PIPE)
+    wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
+    first = p.stdout.readline()  # the event loop runs: an event arrived
+    assert b'"type": "event"' in first or b'"type": "stats"' in first
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    err = err.decode()
+    check_clean(before)
+    if sig is signal.SIGKILL:
+        assert p.returncode == -signal.SIGKILL
+        return
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+    assert b'"type": "summary"' in out.splitlines()[-1]
+    assert "ktui:   vfs_read:c:a3: hits" in err
+
+
+def test_stream_into_a_closed_pipe(spinner):
+    before = len(kprobe_entries())
+    p = start(["stream", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
+              stdout=subprocess.PIPE)
+    wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
+    assert p.stdout.readline()  # `| head -n 1`
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    check_clean(before)
+    assert p.returncode == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def has_events(path: Path) -> bool:
+    return path.exists() and b"EVTS" in path.read_bytes()
+
+
+def replay(path: Path):
+    feed = ReplayFeed(str(path), speed=0)
+    events = []
+    while not feed.finished:
+        events += feed.drain().events()
+    return events, feed
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=lambda s: s.name)
+def test_record_ended_by_signal(spinner, sig, tmp_path):
+    out = tmp_path / "r.ktrec"
+    before = len(kprobe_entries())
+    p = start(["record", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2",
+               "-o", str(out)])
+    wait_for(lambda: has_events(out) or p.poll() is not None, "recorded events")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    err = err.decode()
+    check_clean(before)
+    assert oct(out.stat().st_mode & 0o777) == oct(0o600)
+    events, feed = replay(out)
+    assert events and all(e.values[0] == 7 and e.pid == spinner for e in events)
+    if sig is signal.SIGKILL:
+        assert feed.truncated
+        return
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+    assert not feed.truncated
+    assert feed.stats().probes[0].hits >= len(events)
