@@ -76,6 +76,7 @@ def generate(
     ringbuf_pages: int = 2048,
     pid: int | None = None,
     comm: str | None = None,
+    exclude_pid: int | None = None,
 ) -> Program:
     """Generate the C program for `probes` (indexed 0..n-1 in the records)."""
     if isinstance(probes, ProbeSet):
@@ -92,7 +93,7 @@ def generate(
     layout = record_layout(probes)
     out: list[str] = []
     out += _prelude(len(probes), layout, buffer, ringbuf_pages)
-    out += _helpers(buffer, pid, comm)
+    out += _helpers(buffer, pid, comm, exclude_pid)
     for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
         out.append("")
         out.append(f"/* probe {index}: {_comment_safe(probe.spec_text)} */")
@@ -169,7 +170,7 @@ def _prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int) -> l
     return lines
 
 
-def _helpers(buffer: str, pid: int | None, comm: str | None) -> list[str]:
+def _helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | None) -> list[str]:
     lines = [
         "static __always_inline void ktui_bump(void *map_lookup_result)",
         "{",
@@ -253,16 +254,20 @@ def _helpers(buffer: str, pid: int | None, comm: str | None) -> list[str]:
         "}",
         "",
     ]
-    lines += _set_filter(pid, comm)
+    lines += _set_filter(pid, comm, exclude_pid)
     return lines
 
 
-def _set_filter(pid: int | None, comm: str | None) -> list[str]:
+def _set_filter(pid: int | None, comm: str | None, exclude_pid: int | None) -> list[str]:
     """Set-wide filters: 1 = the current task passes."""
     lines = [
         "static __always_inline int ktui_set_filter(u64 pid_tgid, const char *comm)",
         "{",
     ]
+    if exclude_pid is not None:
+        lines.append("    /* ktui's own reads would feed back into what it shows */")
+        lines.append(f"    if ((pid_tgid >> 32) == {int(exclude_pid)}U)")
+        lines.append("        return 0;")
     if pid is not None:
         lines.append(f"    if ((pid_tgid >> 32) != {int(pid)}U)")
         lines.append("        return 0;")

@@ -37,9 +37,10 @@ def screen_owns_terminal(log_path: Path | None) -> Iterator[None]:
     try:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
-        # Textual's driver writes to sys.__stderr__: give it the terminal.
+        # Textual's driver writes to sys.__stderr__ and sizes the screen from
+        # sys.__stdout__ (shutil.get_terminal_size): both are the terminal.
         sys.__stderr__ = sys.stderr = tty  # type: ignore[misc]
-        sys.__stdout__ = sys.stdout = os.fdopen(os.dup(1), "w", buffering=1)  # type: ignore[misc]
+        sys.__stdout__ = sys.stdout = tty  # type: ignore[misc]
         yield
     finally:
         try:

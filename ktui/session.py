@@ -50,6 +50,7 @@ class SessionOptions:
     ringbuf_pages: int = 2048  # 8 MiB of 4 KiB pages; a power of two
     perf_pages: int = 256  # per CPU; a power of two
     log_path: Path | None = None
+    include_self: bool = False  # probe ktui's own process too
 
 
 def kernel_has_ringbuf(release: str | None = None) -> bool:
@@ -163,6 +164,7 @@ class Session:
             ringbuf_pages=self.options.ringbuf_pages,
             pid=self.probeset.pid,
             comm=self.probeset.comm,
+            exclude_pid=None if self.options.include_self else os.getpid(),
         )
         log_line(self._log_fd, f"ktui: compiling {len(probes)} probe(s)")
         with captured_stderr(self._log_fd) as cap:

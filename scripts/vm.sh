@@ -42,8 +42,10 @@ rc_file="$out/rc-$$"
 rm -f "$rc_file"
 inner="cd '$repo' && mount -t debugfs none /sys/kernel/debug 2>/dev/null; export PATH='$repo/.venv/bin':\$PATH; ( $cmd ) > '$log' 2>&1; echo \$? > '$rc_file'"
 if [ "$shell" = 1 ]; then
-    exec vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" --rwdir /tmp \
-        --exec "cd '$repo' && mount -t debugfs none /sys/kernel/debug 2>/dev/null; export PATH='$repo/.venv/bin':\$PATH; $cmd"
+    # Interactive: COMMAND is a script run as the guest's shell, on the
+    # guest console, with the host terminal's size and TERM.
+    exec vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" \
+        --shell "$cmd"
 fi
 set +e
 timeout "${KTUI_VM_TIMEOUT:-2400}" vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 \

@@ -1,0 +1,102 @@
+"""End to end: the full-screen dashboard in tmux against the real kernel.
+
+Starts `ktui` on a probe set filtered to a workload of known shape, reads the
+screen with capture-pane, checks the probe table's counts and the events
+shown, presses space to switch a probe off (its count must stop), and
+presses q (no probe may remain attached).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from .conftest import kprobe_entries, ktui_bpf_programs
+
+KTUI = str(Path(".venv/bin/ktui").resolve())
+SESSION = "ktui-e2e"
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+def screen() -> str:
+    text = tmux("capture-pane", "-p", "-t", SESSION)
+    # Keep the last screen where a failing run can be read (the repo is
+    # shared with the host).
+    Path(".vmout").mkdir(exist_ok=True)
+    Path(".vmout/e2e-screen.txt").write_text(text)
+    return text
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; screen:\n{screen()}")
+
+
+def row(label: str) -> list[str] | None:
+    """The probe-table row of `label`, split into cells."""
+    for line in screen().splitlines():
+        cells = line.replace("│", " ").split()
+        if label in cells:
+            return cells[cells.index(label):]
+    return None
+
+
+def hits(label: str) -> int | None:
+    cells = row(label)
+    # label, kind, state, hits, ...
+    if cells and len(cells) > 3 and cells[3].isdigit():
+        return int(cells[3])
+    return None
+
+
+def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path):
+    n1, n2 = 300, 200
+    w = workload([[["read", 7, n1]], [["read", 7, n2]]])
+    probeset = tmp_path / "e2e.yaml"
+    probeset.write_text(
+        "name: e2e\n"
+        f"filter:\n  pid: {w.pid}\n"
+        "probes:\n"
+        "  - spec: vfs_read:c:a3\n    label: e2e_read\n"
+        "  - spec: vfs_read:r:retval\n    label: e2e_ret\n"
+    )
+    baseline = len(kprobe_entries())
+    tmux("new-session", "-d", "-s", SESSION, "-x", "180", "-y", "50",
+         f"{KTUI} {probeset} --log {tmp_path / 'ktui.log'}; sleep 600")
+    try:
+        # live = every probe registered with the kernel (1 + entry + return)
+        wait_for(lambda: len(kprobe_entries()) == baseline + 3, 240, "probes to attach")
+        wait_for(lambda: row("e2e_read"), 60, "the probe table")
+        w.run_phase()
+        wait_for(lambda: hits("e2e_read") == n1 and hits("e2e_ret") == n1, 60,
+                 f"hits {n1} on both probes")
+        text = screen()
+        assert "attached" in " ".join(row("e2e_read"))
+        # the event pane shows the workload's events with the fetched size
+        assert f"[{w.pid}]" in text
+        assert re.search(r"e2e_read\s+a3=7", text), text
+
+        # space switches the selected (first) probe off: detached for real
+        tmux("send-keys", "-t", SESSION, "space")
+        wait_for(lambda: "off" in " ".join(row("e2e_read") or []), 60, "e2e_read off")
+        wait_for(lambda: len(kprobe_entries()) == baseline + 2, 30, "the kprobe to go")
+        w.run_phase()
+        wait_for(lambda: hits("e2e_ret") == n1 + n2, 60, "the second phase's returns")
+        assert hits("e2e_read") == n1
+
+        tmux("send-keys", "-t", SESSION, "q")
+        wait_for(lambda: len(kprobe_entries()) == baseline, 60, "every probe to detach")
+        assert ktui_bpf_programs() == []
+    finally:
+        subprocess.run(["tmux", "kill-server"], capture_output=True)
