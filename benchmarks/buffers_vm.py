@@ -1,0 +1,255 @@
+"""Perf buffers (ktui.perfbuf) vs the BPF ring buffer (ktui.ringbuf), batch-read.
+
+Run inside the VM, as root:
+
+    scripts/vm.sh -- 'python benchmarks/buffers_vm.py'
+    scripts/vm.sh -- 'python benchmarks/buffers_vm.py --reads 1000000 --repeat 2 --json bench-out/buffers.json'
+
+One kprobe on vfs_read, filtered in the kernel to one pid: a forked child
+that does N one-byte reads of /dev/zero and nothing else (it waits for its
+start signal with sigwait, and reports with write(2), so none of its own
+bookkeeping is traced). The parent drains on a fixed timer, as ktui does,
+and never polls. The BPF program counts every failed output per CPU, so
+delivered + failed must equal N exactly; the script checks it.
+
+Reported per mode: the child's loop time and its slowdown against the same
+loop with no probe ("none"), delivered share, drained events/s (delivered
+over the child's loop time), and the consumer's CPU per delivered event and
+as a share of one core. Under TCG only ratios within one run mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ktui.perfbuf import PerfBufReader  # noqa: E402
+from ktui.ringbuf import RingBufReader  # noqa: E402
+
+RECORD_SIZE = 48
+
+PROGRAM = r"""
+#include <uapi/linux/ptrace.h>
+#include <linux/sched.h>
+
+struct rec {
+    u64 ts;
+    u32 pid;
+    u32 tid;
+    u64 arg3;
+    char comm[16];
+    u64 seq;
+};
+
+OUTPUT_DECL
+BPF_ARRAY(ctl, u32, 1);          /* [0]: tgid to trace, 0 = off */
+BPF_PERCPU_ARRAY(seqno, u64, 1);
+BPF_PERCPU_ARRAY(lost, u64, 1);
+
+int on_vfs_read(struct pt_regs *ctx)
+{
+    u32 zero = 0;
+    u32 *target = ctl.lookup(&zero);
+    u64 id = bpf_get_current_pid_tgid();
+    if (!target || *target == 0 || (u32)(id >> 32) != *target)
+        return 0;
+    u64 *seq = seqno.lookup(&zero);
+    if (!seq)
+        return 0;
+    struct rec r = {};
+    r.ts = bpf_ktime_get_ns();
+    r.pid = id >> 32;
+    r.tid = (u32)id;
+    r.arg3 = PT_REGS_PARM3(ctx);
+    bpf_get_current_comm(&r.comm, sizeof(r.comm));
+    r.seq = *seq;
+    *seq += 1;
+    if (OUTPUT_CALL != 0) {
+        u64 *n = lost.lookup(&zero);
+        if (n)
+            *n += 1;
+    }
+    return 0;
+}
+"""
+
+OUTPUTS = {
+    "perf": ("BPF_PERF_OUTPUT(events);", "events.perf_submit(ctx, &r, sizeof(r))"),
+    "ring": ("BPF_RINGBUF_OUTPUT(events, RING_PAGES);", "events.ringbuf_output(&r, sizeof(r), 0)"),
+}
+
+
+def compile_program(mode: str, ring_pages: int):
+    """Compile with clang's warnings kept out of our output (fd 2 to a file)."""
+    from bcc import BPF
+
+    decl, call = OUTPUTS[mode]
+    text = PROGRAM.replace("OUTPUT_DECL", decl.replace("RING_PAGES", str(ring_pages)))
+    text = text.replace("OUTPUT_CALL", call)
+    saved = os.dup(2)
+    with open(f"/tmp/buffers_vm-clang-{mode}.log", "w") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            return BPF(text=text.encode())
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def start_child(reads: int):
+    """Fork the workload; it waits for SIGUSR1, does `reads` one-byte reads,
+    writes its loop time in ns and exits. Returns (pid, ready_fd, result_fd)."""
+    ready_r, ready_w = os.pipe()
+    result_r, result_w = os.pipe()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            fd = os.open("/dev/zero", os.O_RDONLY)
+            os.write(ready_w, b"r")
+            signal.sigwait({signal.SIGUSR1})
+            t0 = time.perf_counter_ns()
+            for _ in range(reads):
+                os.read(fd, 1)
+            t1 = time.perf_counter_ns()
+            os.write(result_w, str(t1 - t0).encode())
+            code = 0
+        finally:
+            os._exit(code)  # never return into the parent's code
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    os.close(ready_w)
+    os.close(result_w)
+    assert os.read(ready_r, 1) == b"r"
+    os.close(ready_r)
+    return pid, result_r
+
+
+def finish_child(pid: int, result_fd: int) -> float:
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ns = int(os.read(result_fd, 64))
+    os.close(result_fd)
+    return ns / 1e9
+
+
+def run_none(reads: int) -> dict:
+    pid, result_fd = start_child(reads)
+    os.kill(pid, signal.SIGUSR1)
+    return {"mode": "none", "loop_s": finish_child(pid, result_fd)}
+
+
+def run_probe(mode: str, b, reads: int, args) -> dict:
+    b["seqno"].clearitem(0)
+    b["lost"].clearitem(0)
+    b.attach_kprobe(event=b"vfs_read", fn_name=b"on_vfs_read")
+    if mode == "perf":
+        reader = PerfBufReader(b, "events", RECORD_SIZE, page_cnt=args.perf_pages)
+        buffer_bytes = reader.data_size * len(reader.cpus)
+    else:
+        data_size = args.ring_pages * 4096
+        reader = RingBufReader(b["events"].map_fd, data_size, RECORD_SIZE)
+        buffer_bytes = data_size
+    try:
+        pid, result_fd = start_child(reads)
+        b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(pid)
+        delivered = 0
+        drains = 0
+        max_batch = 0
+        cpu0 = time.process_time()
+        wall0 = time.perf_counter()
+        os.kill(pid, signal.SIGUSR1)
+        next_tick = wall0
+        while True:
+            next_tick += args.interval
+            time.sleep(max(0.0, next_tick - time.perf_counter()))
+            batch = reader.drain()
+            delivered += len(batch)
+            max_batch = max(max_batch, len(batch))
+            drains += 1
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                break
+        # The child is gone: everything it produced is in the buffer now.
+        batch = reader.drain()
+        delivered += len(batch)
+        wall = time.perf_counter() - wall0
+        cpu = time.process_time() - cpu0
+        b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(0)
+        ns = int(os.read(result_fd, 64))
+        os.close(result_fd)
+        loop_s = ns / 1e9
+        lost = int(sum(b["lost"][ctypes.c_int(0)]))
+        row = {
+            "mode": mode,
+            "loop_s": loop_s,
+            "delivered": delivered,
+            "lost_in_kernel": lost,
+            "exact": delivered + lost == reads,
+            "share": delivered / reads,
+            "drained_per_s": delivered / loop_s,
+            "cpu_us_per_event": 1e6 * cpu / max(delivered, 1),
+            "core_share": cpu / wall,
+            "drains": drains,
+            "max_batch": max_batch,
+            "buffer_bytes": buffer_bytes,
+        }
+        if mode == "perf":
+            row["lost_notified"] = reader.lost_notified
+            row["walked_batches"] = reader.walked_batches
+        return row
+    finally:
+        reader.close()
+        b.detach_kprobe(event=b"vfs_read")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reads", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--perf-pages", type=int, default=256, help="per CPU")
+    ap.add_argument("--ring-pages", type=int, default=512, help="total")
+    ap.add_argument("--interval", type=float, default=0.010, help="drain timer, seconds")
+    ap.add_argument("--modes", default="none,perf,ring")
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args()
+    modes = args.modes.split(",")
+    programs = {m: compile_program(m, args.ring_pages) for m in modes if m != "none"}
+    rows = []
+    for rep in range(args.repeat):
+        # Alternate the order so drift in a shared host hits every mode.
+        order = modes if rep % 2 == 0 else list(reversed(modes))
+        for mode in order:
+            row = run_none(args.reads) if mode == "none" else run_probe(mode, programs[mode], args.reads, args)
+            row["rep"] = rep
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    base = [r["loop_s"] for r in rows if r["mode"] == "none"]
+    base_s = min(base) if base else None
+    print()
+    print(f"{args.reads} one-byte reads, kernel {os.uname().release}, drain every {args.interval * 1e3:g} ms")
+    print(f"{'mode':5} {'loop s':>7} {'slowdown':>8} {'share':>7} {'exact':>5} "
+          f"{'drained ev/s':>12} {'us/ev':>6} {'core':>5} {'lost(k/notif)':>14}")
+    for r in rows:
+        slow = f"{r['loop_s'] / base_s:.2f}x" if base_s else "-"
+        if r["mode"] == "none":
+            print(f"{'none':5} {r['loop_s']:7.2f} {slow:>8}")
+            continue
+        lost = f"{r['lost_in_kernel']}/{r.get('lost_notified', '-')}"
+        print(f"{r['mode']:5} {r['loop_s']:7.2f} {slow:>8} {r['share']:7.1%} {str(r['exact']):>5} "
+              f"{r['drained_per_s']:12,.0f} {r['cpu_us_per_event']:6.2f} {r['core_share']:5.0%} {lost:>14}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0 if all(r.get("exact", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""`make bench`: ktui against bcc's tools and bpftrace, reported as ratios.
+
+    .venv/bin/python -m benchmarks.run
+
+1. compiles benchmarks/workload.c (gcc -O2 -static) into bench-out/;
+2. boots ONE VM (scripts/vm.sh) running benchmarks/vm_suite.py: startup and
+   stop times, stats-only overhead, streaming a flood (every tool in turn on
+   the same workload, untraced rounds in between);
+3. on the host: the recording made in the VM is counted again
+   (`ktui stream --from`), and the dashboard is run under synthetic floods
+   (benchmarks/host_dash.py);
+4. prints a table, writes bench-out/results.json and bench-out/results.md.
+
+Knobs (environment): KTUI_BENCH_N (reads per stats-only round, 100000),
+KTUI_BENCH_ROUNDS (3), KTUI_BENCH_FLOOD (reads in the streaming flood,
+1000000), KTUI_BENCH_RATES (dashboard floods, events/s, "10000,100000,1000000"),
+KTUI_BENCH_FLOOD_SECONDS (per rate, 10), KTUI_BENCH_MEM_SECONDS (the memory
+run at 100k events/s, 60; 600 for the 10-minute run), KTUI_BENCH_REUSE_VM=1
+(skip the VM and reuse bench-out/vm.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from statistics import median
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench-out"
+PY = sys.executable
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def sh(argv, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=ROOT, **kw)
+
+
+def build_workload() -> Path:
+    binary = OUT / "workload"
+    sh(["gcc", "-O2", "-static", "-o", str(binary), "benchmarks/workload.c"], check=True)
+    return binary
+
+
+def run_vm(binary: Path) -> dict:
+    out = OUT / "vm.json"
+    if os.environ.get("KTUI_BENCH_REUSE_VM") == "1" and out.exists():
+        print(f"bench: reusing {out}")
+        return json.loads(out.read_text())
+    out.unlink(missing_ok=True)
+    cmd = (f"{PY} benchmarks/vm_suite.py --workload {binary.relative_to(ROOT)} "
+           f"--out {out.relative_to(ROOT)} --n {env_int('KTUI_BENCH_N', 100_000)} "
+           f"--rounds {env_int('KTUI_BENCH_ROUNDS', 3)} --flood {env_int('KTUI_BENCH_FLOOD', 1_000_000)}")
+    print(f"bench: one VM boot: scripts/vm.sh -- '{cmd}'", flush=True)
+    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "1500")}
+    t0 = time.monotonic()
+    proc = sh(["scripts/vm.sh", "--", cmd], env=env)
+    print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)
+    if not out.exists():
+        return {"errors": [f"the VM suite wrote no results (exit {proc.returncode})"]}
+    data = json.loads(out.read_text())
+    data["vm_boot_and_run_s"] = time.monotonic() - t0
+    return data
+
+
+def count_recording(rec: str) -> int | None:
+    """Events in a recording, as `ktui stream --from REC --no-stats | wc -l` minus the summary."""
+    path = ROOT / rec
+    if not path.exists():
+        return None
+    proc = subprocess.Popen([str(Path(PY).with_name("ktui")), "stream", "--from", str(path), "--no-stats"],
+                            cwd=ROOT, stdout=subprocess.PIPE)
+    lines = 0
+    while chunk := proc.stdout.read(1 << 20):
+        lines += chunk.count(b"\n")
+    proc.wait()
+    return lines - 1 if proc.returncode == 0 else None
+
+
+def host_dash(*args: str, timeout: float = 900) -> dict:
+    proc = sh([PY, "-m", "benchmarks.host_dash", *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_host(vm: dict) -> dict:
+    host: dict = {"floods": {}}
+    rec = vm.get("streaming", {}).get("ktui_record", {}).get("recording")
+    if rec:
+        host["recording_events"] = count_recording(rec)
+        print(f"bench: recording holds {host['recording_events']} events", flush=True)
+        host["ingest"] = host_dash("ingest", "--recording", str(ROOT / rec))
+        print(f"bench: ingest {host['ingest']}", flush=True)
+    secs = os.environ.get("KTUI_BENCH_FLOOD_SECONDS", "10")
+    for rate in os.environ.get("KTUI_BENCH_RATES", "10000,100000,1000000").split(","):
+        r = host_dash("flood", "--rate", rate, "--seconds", secs)
+        host["floods"][rate] = r
+        print(f"bench: dashboard at {rate} ev/s: { {k: v for k, v in r.items() if k != 'rss_samples'} }",
+              flush=True)
+    mem_s = os.environ.get("KTUI_BENCH_MEM_SECONDS", "60")
+    host["memory"] = host_dash("flood", "--rate", "100000", "--seconds", mem_s,
+                               timeout=float(mem_s) * 3 + 120)
+    return host
+
+
+# ------------------------------------------------------------------ analysis
+
+def per_read(ns_list, n) -> float:
+    return median(ns_list) / n
+
+
+def slowdowns(section: dict, baselines: list, prefix: str) -> dict:
+    """Tool's ns/read over the mean of the untraced rounds right before and after it."""
+    bl = [b for b in baselines if b["tag"].startswith(prefix)]
+    out = {}
+    for name, entry in section.items():
+        if "ns" not in entry:
+            continue
+        idx = next((i for i, b in enumerate(bl) if b["tag"] == f"{prefix}after {name}"), None)
+        if idx is None or idx == 0:
+            continue
+        n = bl[idx]["n"]
+        base = (per_read(bl[idx - 1]["ns"], n) + per_read(bl[idx]["ns"], n)) / 2
+        out[name] = per_read(entry["ns"], n) / base
+    return out
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def analyse(vm: dict, host: dict) -> dict:
+    res: dict = {"rows": [], "goals": []}
+    bl = vm.get("baselines", [])
+    stats = vm.get("stats_only", {})
+    stream = vm.get("streaming", {})
+    start = vm.get("startup", {})
+    sd = slowdowns(stats, bl, "stats:")
+    ss = slowdowns(stream, bl, "stream:")
+    res["slowdown_stats"], res["slowdown_stream"] = sd, ss
+    for prefix in ("stats:", "stream:"):
+        meds = [per_read(b["ns"], b["n"]) for b in bl if b["tag"].startswith(prefix)]
+        if meds:
+            res[f"baseline_spread_{prefix[:-1]}"] = max(meds) / min(meds)
+            res[f"baseline_ns_per_read_{prefix[:-1]}"] = median(meds)
+
+    def row(part, what, value, fmt="{:.2f}", note=""):
+        res["rows"].append({"part": part, "what": what,
+                            "value": None if value is None else float(value),
+                            "text": "n/a" if value is None else fmt.format(value), "note": note})
+
+    def goal(name, met, detail):
+        res["goals"].append({"goal": name, "met": met, "detail": detail})
+
+    for name in stats:
+        e = stats[name]
+        hits = next(iter(e.get("summary", {}).get("probes", {}).values()), {}).get("hits")
+        row("1 stats-only", f"slowdown {name}", sd.get(name), "{:.2f}x",
+            f"hits {hits} (expected {vm['params']['n'] * vm['params']['rounds']})" if hits is not None else
+            e.get("error", ""))
+    r = ratio(sd.get("ktui_c"), sd.get("funccount"))
+    row("1 stats-only", "ktui c / funccount-bpfcc", r)
+    goal("stats-only c probe slowdown <= funccount-bpfcc's", None if r is None else r <= 1.0,
+         f"ratio {r:.2f}" if r else "not measured")
+    r2 = ratio(sd.get("ktui_r"), sd.get("bpftrace_count_entry_return"))
+    r3 = ratio(sd.get("ktui_r"), sd.get("funclatency"))
+    row("1 stats-only", "ktui r+hist / bpftrace entry+return count", r2)
+    row("1 stats-only", "ktui r+hist / funclatency-bpfcc", r3)
+    goal("r probe + histogram <= bpftrace entry+return counting", None if r2 is None else r2 <= 1.0,
+         f"ratio {r2:.2f}" if r2 else "not measured")
+    goal("r probe + histogram far below funclatency-bpfcc (< 0.5x of its slowdown)",
+         None if r3 is None else r3 < 0.5, f"ratio {r3:.2f}" if r3 else "not measured")
+
+    n = vm.get("params", {}).get("flood")
+    for name, e in stream.items():
+        d, lost = e.get("delivered"), e.get("lost")
+        if name == "ktui_record" and host.get("recording_events") is not None:
+            e["delivered_summary"] = d
+            d = e["delivered"] = host["recording_events"]
+        share = ratio(d, n)
+        row("2 streaming", f"{name} delivered share", share, "{:.1%}",
+            f"delivered {d} + lost {lost} = {None if d is None or lost is None else d + lost} of {n}")
+        if e.get("hits") is not None:
+            row("2 streaming", f"{name} delivered / its probe's hits", ratio(d, e["hits"]), "{:.3%}",
+                f"delivered {d} + lost {lost} vs hits {e['hits']} (reads seen by the probe)")
+        row("2 streaming", f"{name} slowdown", ss.get(name), "{:.2f}x")
+        row("2 streaming", f"{name} peak RSS MiB", None if e.get("maxrss_kb") is None else e["maxrss_kb"] / 1024,
+            "{:.0f}")
+    kr = stream.get("ktui_record", {})
+    d, lost = kr.get("delivered"), kr.get("lost")
+    goal("ktui record delivers >= 99% of the flood", None if d is None else d >= 0.99 * n,
+         f"{d} of {n}" if d is not None else "not measured")
+    goal("delivered + lost == generated exactly", None if d is None or lost is None else d + lost == n,
+         f"{d} + {lost} = {None if d is None or lost is None else d + lost} vs {n} generated; "
+         f"ktui's probe counted {kr.get('hits')} hits" if d is not None else "not measured")
+    r = ratio(ss.get("ktui_record"), ss.get("bpftrace_printf"))
+    row("2 streaming", "ktui record slowdown / bpftrace printf", r)
+    goal("ktui record slowdown <= bpftrace printf's", None if r is None else r <= 1.0,
+         f"ratio {r:.2f}" if r else "not measured")
+    rss_k = [stream.get(k, {}).get("maxrss_kb") for k in ("ktui_record", "ktui_stream")]
+    rss_t = stream.get("trace_bpfcc", {}).get("maxrss_kb")
+    if rss_t and all(rss_k):
+        goal("headless peak RSS below trace-bpfcc's", max(rss_k) < rss_t,
+             f"ktui record {rss_k[0] / 1024:.0f} MiB, stream {rss_k[1] / 1024:.0f} MiB, "
+             f"trace-bpfcc {rss_t / 1024:.0f} MiB")
+
+    def st(key, field):
+        return start.get(key, {}).get(field)
+
+    for key in start:
+        row("3 startup", f"{key} launch->live s", st(key, "live_s"))
+        if st(key, "first_event_s") is not None:
+            row("3 startup", f"{key} launch->first event s", st(key, "first_event_s"))
+        row("4 stop", f"{key} SIGINT->exit s (flood)", st(key, "exit_s"), "{:.2f}",
+            f"probes left {st(key, 'probes_left')}")
+    r = ratio(st("ktui:1", "live_s"), st("funccount:1", "live_s"))
+    row("3 startup", "ktui 1 probe live / funccount-bpfcc", r)
+    for tool in ("trace_bpfcc", "bpftrace"):
+        row("3 startup", f"ktui 1 probe live / {tool}", ratio(st("ktui:1", "live_s"), st(f"{tool}:1", "live_s")))
+    goal("1 probe live no later than funccount-bpfcc", None if r is None else r <= 1.0,
+         f"ratio {r:.2f}" if r else "not measured")
+    r = ratio(st("ktui:20", "live_s"), st("ktui:1", "live_s"))
+    row("3 startup", "ktui 20 probes / 1 probe (live)", r)
+    goal("20 probes live within 1.5x of 1 probe", None if r is None else r <= 1.5,
+         f"ratio {r:.2f}" if r else "not measured")
+    stops = {k: (st(k, "exit_s"), st(k, "probes_left")) for k in start if k.startswith("ktui")}
+    stops.update({f"stream:{k}": (v.get("exit_s"), v.get("probes_left"))
+                  for k, v in stream.items() if k.startswith("ktui")})
+    ok = bool(stops) and all(e is not None and e <= 2.0 and left == 0 for e, left in stops.values())
+    goal("first SIGINT during a flood -> exit within 2 s, every probe detached", ok if stops else None,
+         ", ".join(f"{k}: {e if e is None else round(e, 2)} s, {left} left" for k, (e, left) in stops.items()))
+
+    ing = host.get("ingest", {})
+    for part in ("collector", "dashboard"):
+        if isinstance(ing.get(part), dict):
+            row("5 host", f"replay ingest, {part} (events/s)", ing[part].get("rate"), "{:,.0f}")
+    for rate, f in host.get("floods", {}).items():
+        if "error" in f:
+            row("5 host", f"dashboard {rate} ev/s", None, note=f["error"])
+            continue
+        row("5 host", f"dashboard {rate} ev/s: key latency median ms", f["key_ms_median"], "{:.0f}",
+            f"p95 {f['key_ms_p95']:.0f}, max {f['key_ms_max']:.0f}, until idle {f['key_idle_ms_median']:.0f}")
+        row("5 host", f"dashboard {rate} ev/s: peak RSS MiB", f["peak_rss_kb"] / 1024, "{:.0f}",
+            f"achieved {f['achieved_rate']:,.0f} ev/s, CPU {f['cpu_share']:.0%} of a core")
+    f = host.get("floods", {}).get("100000")
+    if f and "error" not in f:
+        goal("dashboard key latency < 100 ms at 100k ev/s", f["key_ms_median"] < 100,
+             f"median {f['key_ms_median']:.0f} ms, p95 {f['key_ms_p95']:.0f} ms")
+        goal("dashboard RSS < 250 MB at 100k ev/s", f["peak_rss_kb"] * 1024 < 250e6,
+             f"{f['peak_rss_kb'] / 1024:.0f} MiB")
+    m = host.get("memory", {})
+    samples = m.get("rss_samples") or []
+    if len(samples) >= 6:
+        k = max(1, len(samples) // 6)
+        early = median(s[1] for s in samples[k:2 * k])
+        late = median(s[1] for s in samples[-k:])
+        growth = late / early - 1
+        row("5 host", f"memory over {m['seconds']} s at 100k ev/s: growth", growth, "{:+.1%}",
+            f"{early / 1024:.0f} -> {late / 1024:.0f} MiB, peak {m['peak_rss_kb'] / 1024:.0f} MiB")
+        goal("memory flat (< 10% RSS growth after warm-up)", growth < 0.10, f"{growth:+.1%} over {m['seconds']} s")
+    return res
+
+
+def render(res: dict, meta: dict) -> str:
+    lines = ["| part | measurement | value | note |", "|---|---|---|---|"]
+    for r in res["rows"]:
+        lines.append(f"| {r['part']} | {r['what']} | {r['text']} | {r['note']} |")
+    lines += ["", "| goal | met | measured |", "|---|---|---|"]
+    for g in res["goals"]:
+        met = {True: "yes", False: "**no**", None: "not measured"}[g["met"]]
+        lines.append(f"| {g['goal']} | {met} | {g['detail']} |")
+    lines += ["", "```", json.dumps(meta, indent=1), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def reanalyse() -> int:
+    """KTUI_BENCH_ANALYSE_ONLY=1: redo the tables from bench-out/results.json."""
+    data = json.loads((OUT / "results.json").read_text())
+    res = analyse(data["vm"], data["host"])
+    data["analysis"] = res
+    (OUT / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    md = render(res, data["meta"])
+    (OUT / "results.md").write_text(md)
+    print(md)
+    return 0
+
+
+def main() -> int:
+    if os.environ.get("KTUI_BENCH_ANALYSE_ONLY") == "1":
+        return reanalyse()
+    t0 = time.monotonic()
+    OUT.mkdir(exist_ok=True)
+    binary = build_workload()
+    vm = run_vm(binary)
+    host = run_host(vm)
+    res = analyse(vm, host)
+    meta = {"host_kernel": platform.release(), "host_cpus": os.cpu_count(),
+            "vm_kernel": vm.get("kernel"), "vm_cpus": vm.get("cpus"), "params": vm.get("params"),
+            "startup_functions": vm.get("startup_functions"),
+            "baseline_ns_per_read": {k: res.get(f"baseline_ns_per_read_{k}") for k in ("stats", "stream")},
+            "baseline_spread": {k: res.get(f"baseline_spread_{k}") for k in ("stats", "stream")},
+            "errors": vm.get("errors", []), "wall_s": round(time.monotonic() - t0)}
+    (OUT / "results.json").write_text(json.dumps({"meta": meta, "analysis": res, "vm": vm, "host": host},
+                                                 indent=1, default=str))
+    md = render(res, meta)
+    (OUT / "results.md").write_text(md)
+    print(md)
+    print(f"bench: wrote {OUT / 'results.json'} and {OUT / 'results.md'} in {meta['wall_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

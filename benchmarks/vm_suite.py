@@ -1,0 +1,460 @@
+"""The kernel half of `make bench`: run inside ONE VM boot, as root.
+
+    python benchmarks/vm_suite.py --workload bench-out/workload --out bench-out/vm.json
+
+Every tool runs in turn against the same static workload (benchmarks/workload.c)
+and is compared with untraced rounds run before, between and after the tools.
+A tool counts as live only once all its probes are listed in
+/sys/kernel/debug/kprobes/list (entries counted before and after), and it must
+leave that list as it found it. Only ratios within this one run mean anything:
+the VM is emulated (TCG) and shares the host with other work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+KPROBES_LIST = Path("/sys/kernel/debug/kprobes/list")
+FILTER_FUNCS = Path("/sys/kernel/debug/tracing/available_filter_functions")
+KTUI = str(Path(sys.executable).with_name("ktui"))
+# Candidates for the 20-probe startup run; the first 20 the kernel can probe are used.
+CANDIDATES = (
+    "vfs_read vfs_write vfs_open vfs_getattr vfs_statx vfs_fstat vfs_llseek vfs_fsync "
+    "vfs_fsync_range vfs_readv vfs_writev vfs_iter_read vfs_iter_write vfs_unlink vfs_mkdir "
+    "vfs_rmdir vfs_rename vfs_create vfs_truncate vfs_fallocate vfs_getxattr vfs_setxattr "
+    "vfs_listxattr vfs_statfs vfs_link vfs_symlink vfs_readlink ksys_read ksys_write ksys_lseek "
+    "ksys_pread64 ksys_pwrite64 ksys_fallocate ksys_sync ksys_fadvise64_64 ksys_readahead"
+).split()
+LIVE_TIMEOUT = 150.0
+# A kprobe is listed in kprobes/list as soon as its perf event is opened, before
+# the BPF program is attached and enabled: the first run counted only 963,149 of
+# 1,000,000 reads in ktui's `hits` when the round started at "live". Wait a bit.
+ATTACH_GRACE = 2.0
+PART_TIMEOUT = 600
+CASE_TIMEOUT = 200  # seconds: a hung case is abandoned, the suite goes on
+EXIT_TIMEOUT = 20.0
+
+
+def _alarm(signum, frame):
+    raise TimeoutError
+
+
+def kprobe_count() -> int:
+    return len(KPROBES_LIST.read_text().splitlines())
+
+
+def probeable(names) -> list[str]:
+    listed = set()
+    for line in FILTER_FUNCS.read_text().splitlines():
+        listed.add(line.split()[0])
+    return [n for n in names if n in listed]
+
+
+class Workload:
+    """benchmarks/workload.c, started paused so tools can filter on its pid."""
+
+    def __init__(self, binary: str, *args: str) -> None:
+        self.proc = subprocess.Popen([binary, *args], stdout=subprocess.PIPE)
+        self.pid = self.proc.pid
+        line = self.proc.stdout.readline()
+        if line != b"ready\n":
+            raise RuntimeError(f"workload did not start: {line!r}")
+
+    def round(self) -> int:
+        """One timed round (rounds mode): its duration in ns."""
+        os.kill(self.pid, signal.SIGUSR1)
+        return int(self.proc.stdout.readline())
+
+    def signal(self, sig=signal.SIGUSR1) -> None:
+        os.kill(self.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class Tool:
+    """A tracer under test: launched, watched until live, stopped with SIGINT.
+
+    stdout goes to a file (or /dev/null), or to a pipe read by a thread that
+    notes when the first event line arrives and then discards fast."""
+
+    def __init__(self, name: str, argv: list[str], probes: int, *, stdout: str | None = None,
+                 watch_events: re.Pattern | None = None, env: dict | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.probes = probes
+        self.base = kprobe_count()
+        self.first_event: float | None = None
+        self.err_path = f"/tmp/bench-{name}.err"
+        err = open(self.err_path, "wb")
+        full_env = {**os.environ, **(env or {})}
+        if watch_events is not None:
+            out = subprocess.PIPE
+        else:
+            out = open(stdout or os.devnull, "wb")
+        print(f"[vm {time.strftime('%H:%M:%S')}] launch {name}", flush=True)
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env)
+        err.close()
+        if watch_events is None:
+            out.close()
+        else:
+            self._reader = threading.Thread(target=self._read, args=(watch_events,), daemon=True)
+            self._reader.start()
+        self.rc: int | None = None
+        self.maxrss_kb: int | None = None
+
+    def _read(self, pattern: re.Pattern) -> None:
+        fd = self.proc.stdout.fileno()
+        pending = b""
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            if self.first_event is None:
+                pending += chunk
+                if pattern.search(pending):
+                    self.first_event = time.monotonic() - self.t0
+                    pending = b""
+                else:
+                    pending = pending[-4096:]
+
+    def wait_live(self, timeout: float = LIVE_TIMEOUT) -> float | None:
+        """Seconds from launch until all its probes are in kprobes/list."""
+        deadline = self.t0 + timeout
+        while time.monotonic() < deadline:
+            if kprobe_count() >= self.base + self.probes:
+                return time.monotonic() - self.t0
+            if self.proc.poll() is not None:
+                return None
+            time.sleep(0.01)
+        return None
+
+    def wait_first_event(self, timeout: float = 30.0) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.first_event is None:
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        return self.first_event
+
+    def stop(self, timeout: float = EXIT_TIMEOUT) -> dict:
+        """SIGINT, then reap with wait4 (for peak RSS). Returns what happened."""
+        t = time.monotonic()
+        if self.proc.returncode is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        exit_s = detached_s = None
+        killed = False
+        while True:
+            if detached_s is None and kprobe_count() <= self.base:
+                detached_s = time.monotonic() - t
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                exit_s = time.monotonic() - t
+                self.rc = os.waitstatus_to_exitcode(status)
+                self.maxrss_kb = usage.ru_maxrss
+                self.proc.returncode = self.rc
+                break
+            if time.monotonic() - t > timeout:
+                self.proc.kill()
+                killed = True
+                timeout = float("inf")
+            time.sleep(0.005)
+        if getattr(self, "_reader", None) is not None:
+            self._reader.join(5)
+        time.sleep(0.05)
+        left = kprobe_count() - self.base
+        if detached_s is None and left <= 0:
+            detached_s = time.monotonic() - t
+        return {"exit_s": exit_s, "detached_s": detached_s, "killed": killed, "rc": self.rc, "maxrss_kb": self.maxrss_kb,
+                "probes_left": left, "stderr_tail": self.stderr()[-600:]}
+
+    def stderr(self) -> str:
+        try:
+            return Path(self.err_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def ktui_summary(stderr: str) -> dict:
+    """hits/emitted/lost per probe and the event count from ktui's stderr summary."""
+    out: dict = {"probes": {}}
+    m = re.search(r"^ktui: (\d+) events$", stderr, re.M)
+    if m:
+        out["events"] = int(m.group(1))
+    for m in re.finditer(r"^ktui:\s+(\S+): hits (\d+), emitted (\d+), lost (\d+)$", stderr, re.M):
+        out["probes"][m.group(1)] = {"hits": int(m.group(2)), "emitted": int(m.group(3)),
+                                     "lost": int(m.group(4))}
+    return out
+
+
+class Suite:
+    def __init__(self, args) -> None:
+        self.args = args
+        self.wl = args.workload
+        self.out_dir = Path(args.out).parent
+        self.results: dict = {"baselines": [], "stats_only": {}, "streaming": {}, "startup": {},
+                              "errors": []}
+        self.log_path = str(self.out_dir / "ktui-vm.log")
+
+    def note(self, text: str) -> None:
+        print(f"[vm {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def baseline(self, n: int, rounds: int, tag: str) -> list[int]:
+        w = Workload(self.wl, "rounds", str(n), str(rounds))
+        times = [w.round() for _ in range(rounds)]
+        w.stop()
+        self.results["baselines"].append({"tag": tag, "n": n, "ns": times})
+        self.note(f"baseline {tag}: {[round(t / n) for t in times]} ns/read")
+        return times
+
+    def ktui(self, cmd: str, *specs: str, pid: int, extra=()) -> list[str]:
+        argv = [KTUI, cmd, "--log", self.log_path, "--pid", str(pid)]
+        for s in specs:
+            argv += ["-e", s]
+        return argv + list(extra)
+
+    # ---------------------------------------------------------------- 1
+    def stats_only(self) -> None:
+        n, rounds = self.args.n, self.args.rounds
+        tools = [
+            ("ktui_c", lambda p: self.ktui("stream", "vfs_read:c", pid=p, extra=["--no-stats"]), 1),
+            ("ktui_r", lambda p: self.ktui("stream", "vfs_read:r", pid=p, extra=["--no-stats"]), 2),
+            ("bpftrace_count", lambda p: ["bpftrace", "-e",
+                                          f"kprobe:vfs_read /pid == {p}/ {{ @ = count(); }}"], 1),
+            ("bpftrace_count_entry_return", lambda p: [
+                "bpftrace", "-e", f"kprobe:vfs_read /pid == {p}/ {{ @a = count(); }} "
+                                  f"kretprobe:vfs_read /pid == {p}/ {{ @b = count(); }}"], 2),
+            ("funccount", lambda p: ["funccount-bpfcc", "-p", str(p), "vfs_read"], 1),
+            ("funclatency", lambda p: ["funclatency-bpfcc", "-p", str(p), "vfs_read"], 2),
+        ]
+        self.baseline(n, rounds, "stats:before")
+        for name, argv_of, k in tools:
+            w = Workload(self.wl, "rounds", str(n), str(rounds))
+            tool = Tool(name, argv_of(w.pid), k)
+            live = tool.wait_live()
+            entry = {"argv": tool.argv, "probes": k, "live_s": live}
+            if live is None:
+                w.stop()
+                entry.update(tool.stop())
+                entry["error"] = "never live"
+                self.results["stats_only"][name] = entry
+                self.note(f"{name}: NEVER LIVE: {entry['stderr_tail']}")
+                continue
+            time.sleep(ATTACH_GRACE)
+            entry["ns"] = [w.round() for _ in range(rounds)]
+            w.stop()
+            time.sleep(0.3)
+            entry.update(tool.stop())
+            if name.startswith("ktui"):
+                entry["summary"] = ktui_summary(tool.stderr())
+            self.results["stats_only"][name] = entry
+            self.note(f"{name}: live {live:.1f}s, {[round(t / n) for t in entry['ns']]} ns/read, "
+                      f"exit {entry['exit_s']:.2f}s, left {entry['probes_left']}")
+            self.baseline(n, rounds, f"stats:after {name}")
+
+    # ---------------------------------------------------------------- 2
+    def streaming(self) -> None:
+        n = self.args.flood
+        rec = str(self.out_dir / "stream-record.ktrec")
+        tools = [
+            ("ktui_record", lambda p: self.ktui("record", "vfs_read:c:a3", pid=p, extra=["-o", rec]), None),
+            ("ktui_stream", lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p, extra=["--no-stats"]), None),
+            ("trace_bpfcc", lambda p: ["trace-bpfcc", "-p", str(p), 'vfs_read "%d", arg3'],
+             str(self.out_dir / "stream-trace.out")),
+            ("bpftrace_printf", lambda p: ["bpftrace", "-e",
+                                           f'kprobe:vfs_read /pid == {p}/ {{ printf("%d\\n", arg2); }}'],
+             str(self.out_dir / "stream-bpftrace.out")),
+        ]
+        self.baseline(n, 1, "stream:before")
+        for name, argv_of, out in tools:
+            w = Workload(self.wl, "rounds", str(n), "1")
+            tool = Tool(name, argv_of(w.pid), 1, stdout=out)
+            live = tool.wait_live()
+            entry = {"argv": tool.argv, "generated": n, "live_s": live}
+            if live is None:
+                w.stop()
+                entry.update(tool.stop())
+                entry["error"] = "never live"
+                self.results["streaming"][name] = entry
+                self.note(f"{name}: NEVER LIVE: {entry['stderr_tail']}")
+                continue
+            time.sleep(ATTACH_GRACE)
+            entry["ns"] = [w.round()]
+            w.stop()
+            self._settle(out)
+            entry.update(tool.stop())
+            err = tool.stderr()
+            if name.startswith("ktui"):
+                entry["summary"] = ktui_summary(err)
+                probe = entry["summary"]["probes"].get("vfs_read:c:a3", {})
+                entry["lost"] = probe.get("lost")
+                entry["hits"] = probe.get("hits")
+                entry["delivered"] = entry["summary"].get("events")
+                if name == "ktui_record":
+                    entry["recording"] = rec  # recount on the host: ktui stream --from
+            elif name == "trace_bpfcc":
+                lines = Path(out).read_bytes().splitlines()
+                entry["delivered"] = sum(1 for ln in lines if ln.strip()[:1].isdigit())
+                entry["lost"] = sum(int(x) for x in re.findall(r"[Ll]ost (\d+) samples", err))
+            else:
+                lines = Path(out).read_bytes().splitlines()
+                entry["delivered"] = sum(1 for ln in lines if ln.strip().isdigit())
+                # bpftrace 0.17 reports "Lost N events" on stdout or stderr.
+                text = err + Path(out).read_text(errors="replace")
+                entry["lost"] = sum(int(x) for x in re.findall(r"Lost (\d+) events", text))
+            self.results["streaming"][name] = entry
+            self.note(f"{name}: delivered {entry.get('delivered')} lost {entry.get('lost')} of {n}, "
+                      f"{entry['ns'][0] / n:.0f} ns/read, rss {entry['maxrss_kb']} KiB, "
+                      f"exit {entry['exit_s']:.2f}s")
+            self.baseline(n, 1, f"stream:after {name}")
+
+    def _settle(self, out: str | None) -> None:
+        """Let a consumer finish what is already in its buffers before SIGINT."""
+        if out is None:
+            time.sleep(1.0)
+            return
+        last, stable_since, deadline = -1, time.monotonic(), time.monotonic() + 15
+        while time.monotonic() < deadline:
+            size = os.path.getsize(out) if os.path.exists(out) else 0
+            if size != last:
+                last, stable_since = size, time.monotonic()
+            elif time.monotonic() - stable_since > 0.7:
+                return
+            time.sleep(0.1)
+
+    # ---------------------------------------------------------------- 3 + 4
+    def startup(self) -> None:
+        funcs = probeable(CANDIDATES)[:20]
+        self.results["startup_functions"] = funcs
+        if len(funcs) < 20:
+            self.results["errors"].append(f"only {len(funcs)} probeable functions: {funcs}")
+        ktui_ev = re.compile(rb'^\{.*"type": ?"event"', re.M)
+        num_line = re.compile(rb"^-?\d+$", re.M)
+        unbuffered = {"PYTHONUNBUFFERED": "1"}
+        bt_multi = ",".join(f"kprobe:{f}" for f in funcs)
+        fc_regex = "^(" + "|".join(funcs) + ")$"
+        cases = [
+            # ktui flushes stdout after every batch: no PYTHONUNBUFFERED needed.
+            ("ktui", 1, lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p, extra=["--no-stats"]),
+             ktui_ev, {}),
+            ("ktui", 20, lambda p: self.ktui("stream", *[f"{f}:c:a1" for f in funcs], pid=p,
+                                             extra=["--no-stats"]), ktui_ev, {}),
+            ("ktui_record", 1, lambda p: self.ktui("record", "vfs_read:c:a3", pid=p,
+                                                   extra=["-o", "/tmp/bench-stop.ktrec"]), False, {}),
+            ("trace_bpfcc", 1, lambda p: ["trace-bpfcc", "-p", str(p), 'vfs_read "%d", arg3'],
+             None, unbuffered),
+            ("trace_bpfcc", 20, lambda p: ["trace-bpfcc", "-p", str(p), *funcs], None, unbuffered),
+            ("funccount", 1, lambda p: ["funccount-bpfcc", "-p", str(p), "vfs_read"], False, {}),
+            ("funccount", 20, lambda p: ["funccount-bpfcc", "-p", str(p), "-r", fc_regex], False, {}),
+            ("bpftrace", 1, lambda p: ["bpftrace", "-B", "none", "-e",
+                                       f'kprobe:vfs_read /pid == {p}/ {{ printf("%d\\n", arg2); }}'],
+             num_line, {}),
+            ("bpftrace", 20, lambda p: ["bpftrace", "-B", "none", "-e",
+                                        f'{bt_multi} /pid == {p}/ {{ printf("%d\\n", arg0); }}'],
+             num_line, {}),
+        ]
+        for name, k, argv_of, pattern, env in cases:
+            signal.signal(signal.SIGALRM, _alarm)
+            signal.alarm(CASE_TIMEOUT)
+            w = tool = None
+            try:
+                self._startup_case(name, k, argv_of, pattern, env)
+            except TimeoutError:
+                self.results["startup"][f"{name}:{k}"] = {"error": f"case took > {CASE_TIMEOUT} s"}
+                self.note(f"{name} x{k}: ABANDONED after {CASE_TIMEOUT} s")
+            finally:
+                signal.alarm(0)
+
+    def _startup_case(self, name, k, argv_of, pattern, env) -> None:
+        w = Workload(self.wl, "tick")
+        tool = None
+        try:
+            if pattern is None:  # trace-bpfcc: an event line starts with the pid
+                pattern = re.compile(rb"^" + str(w.pid).encode() + rb"\s", re.M)
+            tool = Tool(f"{name}-{k}", argv_of(w.pid), k, watch_events=pattern or None, env=env)
+            live = tool.wait_live()
+            first = tool.wait_first_event() if (pattern and live is not None) else None
+            entry = {"argv": tool.argv, "probes": k, "live_s": live, "first_event_s": first}
+            w.signal()  # tick -> flood
+            time.sleep(1.0)
+            entry.update(tool.stop())
+            entry["stop_during_flood"] = True
+            self.results["startup"][f"{name}:{k}"] = entry
+            self.note(f"{name} x{k}: live {live}, first event {first}, exit after SIGINT "
+                      f"{entry['exit_s']}, detached after {entry['detached_s']}, probes left "
+                      f"{entry['probes_left']}" + ("" if live is not None else f" ERR {entry['stderr_tail']}"))
+        finally:
+            w.stop()
+            if tool is not None and tool.proc.returncode is None:
+                tool.proc.kill()
+
+    def warm_up(self) -> None:
+        """Load bcc, libclang and bpftrace once, so the first measured tool does not
+        pay for reading them from the host's shared file system (a cold first
+        launch took 80-110 s in the first runs, warm ones 20-50 s)."""
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "from bcc import BPF; "
+                        "BPF(text='int f(void *ctx) { return 0; }')"], capture_output=True, timeout=300)
+        subprocess.run(["bpftrace", "-e", "BEGIN { exit(); }"], capture_output=True, timeout=300)
+        self.results["warm_up_s"] = time.monotonic() - t0
+        self.note(f"warm-up {self.results['warm_up_s']:.0f} s")
+
+    def run(self) -> dict:
+        info = self.results
+        info["kernel"] = platform.release()
+        info["cpus"] = os.cpu_count()
+        info["params"] = {"n": self.args.n, "rounds": self.args.rounds, "flood": self.args.flood}
+        info["kprobes_before"] = kprobe_count()
+        t0 = time.monotonic()
+        for part in self.args.parts.split(","):
+            part_alarm = part != "startup"  # startup guards each case itself
+            if part_alarm:
+                signal.signal(signal.SIGALRM, _alarm)
+                signal.alarm(PART_TIMEOUT)
+            try:
+                getattr(self, part)()
+            except TimeoutError:
+                info["errors"].append(f"{part}: abandoned after {PART_TIMEOUT} s")
+                self.note(f"{part} ABANDONED after {PART_TIMEOUT} s")
+            except Exception as exc:  # one broken part must not lose the others' numbers
+                info["errors"].append(f"{part}: {type(exc).__name__}: {exc}")
+                self.note(f"{part} FAILED: {exc!r}")
+            finally:
+                signal.alarm(0)
+            Path(self.args.out).write_text(json.dumps(info, indent=1))
+        info["kprobes_after"] = kprobe_count()
+        info["wall_s"] = time.monotonic() - t0
+        Path(self.args.out).write_text(json.dumps(info, indent=1))
+        return info
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n", type=int, default=100_000, help="reads per round, stats-only part")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--flood", type=int, default=1_000_000, help="reads in the streaming flood")
+    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup")
+    Suite(ap.parse_args()).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+/* The benchmark workload: one-byte read(2)s of /dev/zero, as a static binary.
+ *
+ *   workload rounds N R   print "ready", then R times: wait for SIGUSR1, do N
+ *                         reads, print the round's duration in ns
+ *   workload tick         print "ready", then one read per ms until SIGUSR1,
+ *                         then reads as fast as possible until killed (a flood)
+ *
+ * It waits with sigwait/sigtimedwait (no read(2)), and reports with write(2),
+ * so the traced pid does exactly the reads counted here and nothing else: a
+ * tool filtering on its pid must see N*R vfs_read calls.  The pause before each
+ * round lets the harness start a tool on this pid and wait until it is live.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void say(const char *text)
+{
+    size_t len = strlen(text);
+    if (write(1, text, len) != (ssize_t)len)
+        exit(3);
+}
+
+int main(int argc, char **argv)
+{
+    char byte, line[64];
+    sigset_t usr1;
+    int zero = open("/dev/zero", O_RDONLY);
+
+    if (zero < 0 || argc < 2)
+        return 2;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, NULL);
+
+    if (strcmp(argv[1], "rounds") == 0 && argc == 4) {
+        long n = atol(argv[2]), rounds = atol(argv[3]);
+        int sig;
+        say("ready\n");
+        for (long r = 0; r < rounds; r++) {
+            sigwait(&usr1, &sig);
+            long long t0 = now_ns();
+            for (long i = 0; i < n; i++)
+                if (read(zero, &byte, 1) != 1)
+                    return 4;
+            snprintf(line, sizeof line, "%lld\n", now_ns() - t0);
+            say(line);
+        }
+        return 0;
+    }
+    if (strcmp(argv[1], "tick") == 0) {
+        struct timespec ms = {0, 1000000};
+        say("ready\n");
+        while (sigtimedwait(&usr1, NULL, &ms) < 0)
+            if (read(zero, &byte, 1) != 1)
+                return 4;
+        for (;;)
+            if (read(zero, &byte, 1) != 1)
+                return 4;
+    }
+    return 2;
+}
