@@ -53,6 +53,8 @@ ENTRY_MAP_SIZE = 10240  # threads in flight per set (LRU: stale entries age out)
 COMM_MAP_SIZE = 4096
 ERRNO_MAP_SIZE = 1024
 MAX_ERRNO = 4095
+COMM_EXACT = 1024  # hits per CPU counted exactly in top comms
+COMM_EVERY = 64  # then one in this many, weighted (a power of two)
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,10 @@ def generate(
     for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
         out.append("")
         out.append(f"/* probe {index}: {_comment_safe(probe.spec_text)} */")
+        sets = _SetFilter(pid, comm)
         if probe.kind is Kind.RETURN:
-            out += _entry_function(index, probe)
-        out += _probe_function(index, probe, probe_layout)
+            out += _entry_function(index, probe, sets)
+        out += _probe_function(index, probe, probe_layout, sets)
     return Program("\n".join(out) + "\n", layout, buffer, probes)
 
 
@@ -120,6 +123,8 @@ def _prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int) -> l
         f"#define KTUI_NPROBES {n}",
         f"#define KTUI_HIST_SLOTS {HIST_SLOTS}",
         f"#define KTUI_PAYLOAD {layout.payload_size}",
+        f"#define KTUI_COMM_EXACT {COMM_EXACT}",
+        f"#define KTUI_COMM_EVERY {COMM_EVERY}",
         "",
         "struct ktui_event {",
     ]
@@ -179,16 +184,31 @@ def _helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | 
         "        (*v)++;",
         "}",
         "",
-        "/* Count a hit that passed every filter, and who made it. */",
+        "/* Count a hit that passed every filter, and who made it. Top comms are",
+        " * exact for the first KTUI_COMM_EXACT hits per CPU, then sampled 1 in",
+        " * KTUI_COMM_EVERY with that weight: a hash update per hit would cost",
+        " * more than everything else a counting probe does. */",
         "static __always_inline void ktui_count(u32 probe, const char *comm)",
         "{",
-        "    ktui_bump(ktui_hits.lookup(&probe));",
+        "    u64 *hits = ktui_hits.lookup(&probe);",
+        "    if (!hits)",
+        "        return;",
+        "    u64 seen = (*hits)++;",
+        "    u64 weight = 1;",
+        "    if (seen >= KTUI_COMM_EXACT) {",
+        "        if (seen & (KTUI_COMM_EVERY - 1))",
+        "            return;",
+        "        weight = KTUI_COMM_EVERY;",
+        "    }",
         "    struct ktui_comm_key key = {.probe = probe};",
-        "    __builtin_memcpy(key.comm, comm, sizeof(key.comm));",
+        "    if (comm)",
+        "        __builtin_memcpy(key.comm, comm, sizeof(key.comm));",
+        "    else",
+        "        bpf_get_current_comm(&key.comm, sizeof(key.comm));",
         "    u64 zero = 0;",
         "    u64 *n = ktui_comms.lookup_or_try_init(&key, &zero);",
         "    if (n)",
-        "        __sync_fetch_and_add(n, 1);",
+        "        __sync_fetch_and_add(n, weight);",
         "    else",
         "        ktui_bump(ktui_comms_dropped.lookup(&probe));",
         "}",
@@ -291,37 +311,81 @@ def _str_equals(c_array: str, literal: str, capacity: int) -> str:
 # ---------------------------------------------------------------- probes
 
 
-def _entry_function(index: int, probe: Probe) -> list[str]:
-    """Entry half of a return probe: remember when, and the arguments."""
-    return [
+def _uses(probe: Probe, pred) -> bool:
+    """Whether a fetch expression or a filter field satisfies `pred`."""
+    def walk_expr(expr) -> bool:
+        if isinstance(expr, Deref):
+            return walk_expr(expr.inner)
+        return pred(expr)
+
+    if any(walk_expr(f.expr) for f in probe.fetches):
+        return True
+
+    def walk_filter(node) -> bool:
+        if node is None:
+            return False
+        if isinstance(node, (And, Or)):
+            return walk_filter(node.left) or walk_filter(node.right)
+        if isinstance(node, Not):
+            return walk_filter(node.operand)
+        return any(isinstance(o, Field) and pred(o) for o in (node.left, node.right))
+
+    return walk_filter(probe.filter)
+
+
+def _uses_args(probe: Probe) -> bool:
+    fetch_names = {f.name for f in probe.fetches}
+
+    def is_arg(x) -> bool:
+        if isinstance(x, Arg):
+            return True
+        return isinstance(x, Field) and x.name in ARG_NAMES and x.name not in fetch_names
+
+    return _uses(probe, is_arg)
+
+
+def _filter_uses_comm(probe: Probe) -> bool:
+    return _uses(probe, lambda x: isinstance(x, Field) and x.name == "comm")
+
+
+ARG_NAMES = ("a1", "a2", "a3", "a4", "a5", "a6")
+
+
+def _entry_function(index: int, probe: Probe, sets: "_SetFilter") -> list[str]:
+    """Entry half of a return probe: remember when (and the arguments, if
+    the return half uses them). The set-wide filters apply here."""
+    lines = [
         f"int ktui_e{index}(struct pt_regs *ctx)",
         "{",
         "    u64 pid_tgid = bpf_get_current_pid_tgid();",
-        *_set_filter_call(),
+    ]
+    comm = "0"
+    if sets.comm is not None:
+        lines += ["    char comm[16];", "    bpf_get_current_comm(&comm, sizeof(comm));"]
+        comm = "comm"
+    lines += [
+        f"    if (!ktui_set_filter(pid_tgid, {comm}))",
+        "        return 0;",
         f"    u64 key = ((u64){index} << 32) | (u32)pid_tgid;",
         "    struct ktui_entry entry = {.ts = bpf_ktime_get_ns()};",
-        *[
-            f"    entry.args[{i}] = ctx->{reg};"
-            for i, reg in enumerate(ARG_REGISTERS)
-        ],
-        "    ktui_entries.update(&key, &entry);",
-        "    return 0;",
-        "}",
-        "",
     ]
+    if _uses_args(probe):
+        lines += [f"    entry.args[{i}] = ctx->{reg};" for i, reg in enumerate(ARG_REGISTERS)]
+    lines += ["    ktui_entries.update(&key, &entry);", "    return 0;", "}", ""]
+    return lines
 
 
-def _set_filter_call() -> list[str]:
-    return [
-        "    char comm[16];",
-        "    bpf_get_current_comm(&comm, sizeof(comm));",
-        "    if (!ktui_set_filter(pid_tgid, comm))",
-        "        return 0;",
-    ]
+@dataclass(frozen=True)
+class _SetFilter:
+    pid: int | None
+    comm: str | None
 
 
-def _probe_function(index: int, probe: Probe, layout: ProbeLayout) -> list[str]:
+def _probe_function(index: int, probe: Probe, layout: ProbeLayout, sets: _SetFilter) -> list[str]:
+    """The probe proper. Computes only what this probe needs: a counting
+    probe touches no scratch event and reads comm only for its filters."""
     ret = probe.kind is Kind.RETURN
+    emits = probe.emits_events
     lines = [
         f"int ktui_p{index}(struct pt_regs *ctx)",
         "{",
@@ -336,41 +400,52 @@ def _probe_function(index: int, probe: Probe, layout: ProbeLayout) -> list[str]:
             "        return 0;  /* entered before we attached, or filtered out */",
             "    u64 now = bpf_ktime_get_ns();",
             "    u64 latency = now - entry->ts;",
-            "    u64 args[6];",
-            "    __builtin_memcpy(args, entry->args, sizeof(args));",
-            "    ktui_entries.delete(&key);",
         ]
-    else:
+        if _uses_args(probe):
+            lines += [
+                "    u64 args[6];",
+                "    __builtin_memcpy(args, entry->args, sizeof(args));",
+            ]
+        lines.append("    ktui_entries.delete(&key);")
+    elif emits:
         lines.append("    u64 now = bpf_ktime_get_ns();")
-    lines += [
-        "    u32 zero = 0;",
-        "    struct ktui_event *e = ktui_scratch.lookup(&zero);",
-        "    if (!e)",
-        "        return 0;",
-        "    bpf_get_current_comm(&e->comm, sizeof(e->comm));",
-    ]
+    comm = "0"
+    if emits:
+        lines += [
+            "    u32 zero = 0;",
+            "    struct ktui_event *e = ktui_scratch.lookup(&zero);",
+            "    if (!e)",
+            "        return 0;",
+            "    bpf_get_current_comm(&e->comm, sizeof(e->comm));",
+        ]
+        comm = "e->comm"
+    elif (sets.comm is not None and not ret) or _filter_uses_comm(probe):
+        lines += ["    char comm[16];", "    bpf_get_current_comm(&comm, sizeof(comm));"]
+        comm = "comm"
     if not ret:  # the entry half already applied the set filter
         lines += [
-            "    if (!ktui_set_filter(pid_tgid, e->comm))",
+            f"    if (!ktui_set_filter(pid_tgid, {comm}))",
             "        return 0;",
         ]
-    lines += [
-        "    e->ts = now;",
-        f"    e->latency = {'latency' if ret else '0'};",
-        "    e->probe = probe;",
-        "    e->cpu = bpf_get_smp_processor_id();",
-        "    e->pid = pid_tgid >> 32;",
-        "    e->tid = (u32)pid_tgid;",
-    ]
-    gen = _FetchGen(probe, layout)
-    lines += gen.fetch_lines()
+    if emits:
+        lines += [
+            "    e->ts = now;",
+            f"    e->latency = {'latency' if ret else '0'};",
+            "    e->probe = probe;",
+            "    e->cpu = bpf_get_smp_processor_id();",
+            "    e->pid = pid_tgid >> 32;",
+            "    e->tid = (u32)pid_tgid;",
+        ]
+    gen = _FetchGen(probe, layout, comm)
+    if emits:
+        lines += gen.fetch_lines()
     if probe.filter is not None:
         lines.append(f"    if (!({gen.filter_c(probe.filter)}))")
         lines.append("        return 0;")
-    lines.append("    ktui_count(probe, e->comm);")
+    lines.append(f"    ktui_count(probe, {comm});")
     if ret:
         lines.append("    ktui_account_return(probe, latency, PT_REGS_RC(ctx));")
-    if probe.emits_events:
+    if emits:
         sample = max(1, probe.sample)
         limit = probe.rate_limit or 0
         lines.append(f"    if (ktui_admit(probe, {sample}ULL, {limit}ULL, now))")
@@ -382,9 +457,10 @@ def _probe_function(index: int, probe: Probe, layout: ProbeLayout) -> list[str]:
 class _FetchGen:
     """C for one probe's fetches and filter."""
 
-    def __init__(self, probe: Probe, layout: ProbeLayout) -> None:
+    def __init__(self, probe: Probe, layout: ProbeLayout, comm: str = "e->comm") -> None:
         self.probe = probe
         self.layout = layout
+        self.comm = comm  # the C char array holding comm, where one was read
         self.ret = probe.kind is Kind.RETURN
         self.tmp = 0
 
@@ -404,7 +480,8 @@ class _FetchGen:
         if isinstance(expr, RetVal):
             return "PT_REGS_RC(ctx)"
         if isinstance(expr, Builtin):
-            return {"pid": "(u64)e->pid", "tid": "(u64)e->tid", "cpu": "(u64)e->cpu"}[expr.name]
+            return {"pid": "(u64)(pid_tgid >> 32)", "tid": "(u64)(u32)pid_tgid",
+                    "cpu": "(u64)bpf_get_smp_processor_id()"}[expr.name]
         raise AssertionError(expr)
 
     def address(self, expr, out: list[str]) -> str:
@@ -531,7 +608,7 @@ class _FetchGen:
                 raise SpecError("retval exists only in return probes")
             return "PT_REGS_RC(ctx)", True
         if name in ("pid", "tid", "cpu"):
-            return f"e->{name}", False
+            return self.raw(Builtin(name)), False
         if len(name) == 2 and name[0] == "a" and name[1] in "123456":
             return self.arg(int(name[1])), False
         for reg in REGISTERS:
@@ -541,7 +618,7 @@ class _FetchGen:
 
     def string_field(self, field: Field) -> tuple[str, int]:
         if field.name == "comm":
-            return "e->comm", 16
+            return self.comm, 16
         found = self._slot_named(field.name)
         if found is not None and found[1].kind == "str":
             slot = found[1]

@@ -33,10 +33,15 @@ class Collector:
         self.interval = interval
         self.stats_interval = stats_interval
         self.events = 0
+        self.stopping = False  # sinks check it between chunks of a big batch
         self._stopping = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def stop(self) -> None:
-        self._stopping.set()
+        """Safe from a signal handler: it may run in the middle of a batch."""
+        self.stopping = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
 
     def drain_once(self, sink: Sink) -> int:
         batch = self.feed.drain()
@@ -48,9 +53,12 @@ class Collector:
 
     async def run(self, sink: Sink) -> None:
         """Drain until stop(); a final drain and stats read on the way out."""
+        self._loop = asyncio.get_running_loop()
+        if self.stopping:
+            self._stopping.set()
         next_stats = time.monotonic() + self.stats_interval
         try:
-            while not self._stopping.is_set():
+            while not self.stopping:
                 self.drain_once(sink)
                 now = time.monotonic()
                 if now >= next_stats:

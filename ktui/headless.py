@@ -26,18 +26,25 @@ class _PipeClosed(Exception):
     """stdout's reader went away (`ktui stream | head`)."""
 
 
-async def _collect(feed, sink, interval: float, duration: float | None) -> Collector:
-    collector = Collector(feed, stats_interval=interval)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, collector.stop)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+async def _collect(feed, sink, interval: float, duration: float | None,
+                   collector: Collector | None = None) -> Collector:
+    """Run the collector until a stop signal or the duration.
+
+    Plain signal.signal handlers, not loop.add_signal_handler: those only run
+    when the loop gets control back, which a sink busy with a big batch may
+    not give for seconds. Ours set a flag the sink checks between chunks."""
+    collector = collector or Collector(feed, stats_interval=interval)
+    old = {sig: signal.signal(sig, lambda signum, frame: collector.stop()) for sig in STOP_SIGNALS}
     if duration is not None:
-        loop.call_later(duration, collector.stop)
+        asyncio.get_running_loop().call_later(duration, collector.stop)
     try:
         await collector.run(sink)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return collector
 
 
@@ -123,21 +130,12 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
         return EXIT_INTERRUPTED
     try:
         _report_failures(session)
-        sink = NdjsonSink(sys.stdout, session, session.symbolize, with_stats=with_stats)
-        guarded = _GuardedSink(sink, [])
-
-        async def main():
-            collector = Collector(session, stats_interval=interval)
-            guarded.ref.append(collector)
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                loop.add_signal_handler(sig, collector.stop)
-            if duration is not None:
-                loop.call_later(duration, collector.stop)
-            await collector.run(guarded)
-
+        collector = Collector(session, stats_interval=interval)
+        sink = NdjsonSink(sys.stdout, session, session.symbolize, with_stats=with_stats,
+                          should_stop=lambda: collector.stopping)
+        guarded = _GuardedSink(sink, [collector])
         try:
-            asyncio.run(main())
+            asyncio.run(_collect(session, guarded, interval, duration, collector))
         except KeyboardInterrupt:
             pass  # a stop signal before the loop's handlers took over: stop as usual
         summary = sink.summary()

@@ -28,9 +28,12 @@ def errno_name(n: int) -> str:
 
 
 class NdjsonSink:
+    CHUNK = 2048  # events formatted between checks of should_stop
+
     def __init__(self, out: TextIO, feed: Feed, symbolize: Callable[[int], str] | None = None,
-                 with_stats: bool = True) -> None:
+                 with_stats: bool = True, should_stop: Callable[[], bool] = lambda: False) -> None:
         self.out = out
+        self.should_stop = should_stop
         self.feed = feed
         self.symbolize = symbolize
         self.with_stats = with_stats
@@ -47,9 +50,18 @@ class NdjsonSink:
         return info
 
     def on_batch(self, batch: EventBatch) -> None:
+        # A flood can hand over tens of thousands of events at once: format
+        # them in chunks so memory stays small and a stop request is honoured
+        # promptly (the rest of the batch is dropped on the way out).
         info = self._probe_info()
+        for start in range(0, len(batch), self.CHUNK):
+            if self.should_stop():
+                return
+            self._write(batch.events(start, start + self.CHUNK), info)
+
+    def _write(self, events, info) -> None:
         lines = []
-        for e in batch.events():
+        for e in events:
             name, names, symbols = info.get(e.probe_id, (str(e.probe_id), [], []))
             values = {}
             for i, v in enumerate(e.values):

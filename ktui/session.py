@@ -285,7 +285,10 @@ class Session:
         return dict(self._status)
 
     def system_info(self) -> SystemInfo:
+        from .preflight import preflight_warnings
+
         return SystemInfo(
+            notes=tuple(p.message for p in preflight_warnings()),
             kernel=os.uname().release,
             kprobes=kprobe_pmu.pmu_available(),
             btf=Path("/sys/kernel/btf/vmlinux").exists(),

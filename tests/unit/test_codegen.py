@@ -1,0 +1,122 @@
+"""Code generation: golden files pin the C, and properties keep user text out of it.
+
+Regenerate the golden files after an intended change with
+    KTUI_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_codegen.py
+and read the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from ktui.codegen import PERF, RINGBUF, generate
+from ktui.filters import parse_filter
+from ktui.layout import HEADER_SIZE, record_layout
+from ktui.model import SpecError
+from ktui.probeset import load_probeset
+from ktui.spec import parse_spec
+
+GOLDEN = Path(__file__).parent / "golden"
+REPO = Path(__file__).resolve().parents[2]
+
+EXAMPLES = [
+    "vfs_read:c:a3",
+    "vfs_read:r:retval:s64",
+    "do_sys_openat2:c:fname=+0(a2):ustring",
+    "tcp_sendmsg:c:size=a3:u64",
+    "0xffffffff81234560:c:rdi,rsi",
+    "vfs_read:c",
+]
+
+
+def _check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("KTUI_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}: run with KTUI_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"generated C differs from {path}"
+
+
+@pytest.mark.parametrize("buffer", [RINGBUF, PERF])
+def test_examples_match_golden(buffer):
+    probes = [parse_spec(s) for s in EXAMPLES]
+    probes.append(dataclasses.replace(parse_spec("vfs_read:c:a3"), label="big",
+                                      filter=parse_filter('a3 > 4096 && comm == "dd"')))
+    _check_golden(f"examples-{buffer}.c", generate(probes, buffer=buffer).text)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "probesets").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_sets_match_golden(path):
+    _check_golden(f"{path.stem}.c", generate(load_probeset(path)).text)
+
+
+def test_generation_is_deterministic():
+    ps = load_probeset(REPO / "probesets" / "vfs.yaml")
+    assert generate(ps).text == generate(ps).text
+
+
+def test_user_text_never_reaches_the_c():
+    # Labels and string literals are user text: neither may appear verbatim.
+    probe = dataclasses.replace(
+        parse_spec("vfs_read:c:evil_label=a3"),
+        label="marker_label_xyz",
+        filter=parse_filter('comm == "Zq9*/x"'),
+    )
+    full = generate([probe], pid=4242, comm="nginx").text
+    # The spec shows in one comment per probe (made of the parser's alphabet,
+    # which cannot close a comment); the code itself carries no user text.
+    assert "*/" not in re.sub(r"/\*.*?\*/", "", full, flags=re.S)
+    text = re.sub(r"/\*.*?\*/", "", full, flags=re.S)
+    assert "marker_label_xyz" not in text
+    assert "evil_label" not in text
+    assert "Zq9" not in text and "*/x" not in text
+    assert "nginx" not in text
+    # the literal is compared byte by byte, as numbers
+    assert "== 90" in text and "== 113" in text
+
+
+def test_string_literal_longer_than_the_field_never_matches():
+    probe = dataclasses.replace(parse_spec("vfs_read:c:a3"),
+                                filter=parse_filter('comm != "a"'))
+    text = generate([probe], comm="x" * 16).text
+    assert "if (!(0))" in text  # a 16-byte comm cannot equal a 16-char name
+
+
+def test_counting_probe_is_minimal():
+    text = generate([parse_spec("vfs_read:c")]).text
+    body = text[text.index("int ktui_p0"):]
+    assert "ktui_scratch" not in body
+    assert "bpf_get_current_comm" not in body
+    assert "bpf_ktime_get_ns" not in body
+
+
+def test_return_probe_saves_arguments_only_when_used():
+    plain = generate([parse_spec("vfs_read:r:retval")]).text
+    assert "entry.args[" not in plain
+    with_args = generate([parse_spec("vfs_read:r:retval,a3")]).text
+    assert "entry.args[2] = ctx->dx;" in with_args
+
+
+def test_record_layout_is_fixed_size_and_aligned():
+    probes = [parse_spec(s) for s in EXAMPLES]
+    layout = record_layout(probes)
+    assert layout.record_size % 8 == 0
+    assert layout.record_size == HEADER_SIZE + max(8, 64)  # the ustring slot is the largest
+    text = generate(probes).text
+    assert f"#define KTUI_PAYLOAD {layout.payload_size}" in text
+
+
+def test_empty_set_is_an_error():
+    with pytest.raises(SpecError):
+        generate([])
+
+
+def test_every_function_name_is_generated_not_user_supplied():
+    text = generate([parse_spec(s) for s in EXAMPLES]).text
+    names = set(re.findall(r"^int (\w+)\(struct pt_regs", text, re.M))
+    assert names == {f"ktui_p{i}" for i in range(len(EXAMPLES))} | {"ktui_e1"}
