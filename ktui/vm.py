@@ -29,7 +29,7 @@ def guest_script(args: list[str], workload: bool) -> str:
     ktui = shlex.join([str(REPO / ".venv" / "bin" / "ktui"), "run", *args])
     try:  # the guest's serial console does not learn the host terminal's size
         size = os.get_terminal_size()
-        stty = f"stty rows {size.lines} cols {size.columns} 2>/dev/null"
+        stty = f"stty rows {size.lines} cols {size.columns} 2>/dev/null; unset COLUMNS LINES"
     except OSError:
         stty = ""
     return "\n".join([

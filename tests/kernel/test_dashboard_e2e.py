@@ -73,7 +73,8 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
     )
     baseline = len(kprobe_entries())
     tmux("new-session", "-d", "-s", SESSION, "-x", "180", "-y", "50",
-         f"{KTUI} {probeset} --log {tmp_path / 'ktui.log'}; sleep 600")
+         # the VM's console sets COLUMNS/LINES to its own size: not ours
+         f"env -u COLUMNS -u LINES {KTUI} {probeset} --log {tmp_path / 'ktui.log'}; sleep 600")
     try:
         # live = every probe registered with the kernel (1 + entry + return)
         wait_for(lambda: len(kprobe_entries()) == baseline + 3, 240, "probes to attach")

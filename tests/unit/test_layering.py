@@ -8,8 +8,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Everything left of the app in spec -> probeset -> codegen -> session ->
+# collector -> app, plus the headless commands built on it.
 PURE = (
     "ktui.model",
+    "ktui.spec",
+    "ktui.filters",
+    "ktui.probeset",
+    "ktui.layout",
+    "ktui.codegen",
+    "ktui.decode",
+    "ktui.ringbuf",
+    "ktui.perfbuf",
+    "ktui.kprobe_pmu",
+    "ktui.ksyms",
+    "ktui.quiet",
+    "ktui.session",
+    "ktui.collector",
+    "ktui.recording",
+    "ktui.replay",
+    "ktui.ndjson",
+    "ktui.headless",
+    "ktui.preflight",
+    "ktui.cli",
     "ktui.feed",
     "ktui.rates",
     "ktui.format",
