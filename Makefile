@@ -24,7 +24,7 @@ run: install
 		exec $(VENV)/bin/ktui $(ARGS); \
 	else \
 		echo "make run: this kernel has no kprobes; starting the dashboard in a throwaway VM (ktui vm)"; \
-		KTUI_WANT_VM=1 bash scripts/install.sh && exec $(VENV)/bin/ktui vm $(ARGS); \
+		bash scripts/install.sh --vm && exec $(VENV)/bin/ktui vm $(ARGS); \
 	fi
 
 test: install-test

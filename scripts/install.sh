@@ -2,16 +2,27 @@
 # Idempotent set-up for ktui on Debian bookworm, as root.
 # Installs only what is missing: apt packages, the venv, ktui in editable mode.
 #   scripts/install.sh          what `make run` needs
-#   scripts/install.sh --test   plus the test and VM tooling
+#   scripts/install.sh --vm     plus the VM rig (ktui vm: qemu, stock kernels, virtme-ng)
+#   scripts/install.sh --test   plus the test tooling and the VM rig
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+want_vm="${KTUI_WANT_VM:-0}"
+for arg in "$@"; do
+    case "$arg" in
+        --test) want_test=1; want_vm=1 ;;
+        --vm) want_vm=1 ;;
+    esac
+done
 
 apt_pkgs=(python3-venv python3-bpfcc bpfcc-tools python3-numpy linux-headers-amd64
           tmux bpftool)
-if [ "$want_test" = 1 ] || [ "${KTUI_WANT_VM:-0}" = 1 ]; then
+# Headers for the running kernel, where Debian has them (bcc compiles against them).
+if apt-cache show "linux-headers-$(uname -r)" >/dev/null 2>&1; then
+    apt_pkgs+=("linux-headers-$(uname -r)")
+fi
+if [ "$want_vm" = 1 ]; then
     # The VM rig: a stock Debian kernel booted under software emulation.
     apt_pkgs+=(qemu-system-x86 linux-image-amd64 linux-image-6.12-amd64
                linux-headers-6.12-amd64 busybox-static bpftrace)
@@ -39,15 +50,16 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; 
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 
+extras=""
+[ "$want_test" = 1 ] && extras="[test]"
 stamp=.venv/.ktui-installed
-[ "$want_test" = 1 ] && stamp=.venv/.ktui-installed-test
+[ "$want_test" = 1 ] && stamp="$stamp-test"
+[ "$want_vm" = 1 ] && stamp="$stamp-vm"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "install: pip install ktui (editable)"
-    .venv/bin/pip install -q --disable-pip-version-check --upgrade pip
-    if [ "$want_test" = 1 ]; then
-        .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' virtme-ng==1.42
-    else
-        .venv/bin/pip install -q --disable-pip-version-check -e .
-    fi
+    echo "install: pip install ktui${extras} (editable)"
+    pkgs=(-e ".${extras}")
+    # virtme-ng boots the throwaway VM (ktui vm, the kernel tests).
+    [ "$want_vm" = 1 ] && pkgs+=(virtme-ng==1.42)
+    .venv/bin/pip install -q --disable-pip-version-check "${pkgs[@]}"
     touch "$stamp"
 fi
