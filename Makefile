@@ -4,9 +4,13 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-# Kernels the VM suite runs on; the first is Debian bookworm's stock 6.1.
-VM_KERNELS ?= $(shell ls /boot/vmlinuz-6.1.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||') \
-              $(shell ls /boot/vmlinuz-6.12.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
+# The kernel matrix: the whole kernel suite on Debian bookworm's stock 6.1,
+# and the pipeline's core tests on 6.12 (bookworm backports), whose compiles
+# take twice as long under emulation. probesets/memory.yaml names 6.1's
+# allocator functions, which 6.10+ renamed (*_noprof): it is 6.1-only.
+KERNEL_MAIN ?= $(shell ls /boot/vmlinuz-6.1.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
+KERNEL_NEXT ?= $(shell ls /boot/vmlinuz-6.12.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
+KERNEL_PYTEST := $(PY) -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning
 PYTEST_HOST := $(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: run test test-host test-kernel install install-test bench clean
@@ -34,12 +38,15 @@ test: install-test
 test-host:
 	$(PYTEST_HOST) tests/unit tests/ui
 
-# Every kernel test runs inside a throwaway VM per kernel in VM_KERNELS.
+# Every kernel test runs inside a throwaway VM (scripts/vm.sh).
 test-kernel:
-	@set -e; for k in $(VM_KERNELS); do \
-		echo "== kernel tests on $$k (VM)"; \
-		scripts/vm.sh --kernel $$k -- "$(PY) -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/kernel $(KERNEL_PYTEST_ARGS)"; \
-	done
+	@test -n "$(KERNEL_MAIN)" || { echo "no 6.1 kernel image in /boot: run scripts/install.sh --test"; exit 1; }
+	@echo "== kernel tests on $(KERNEL_MAIN) (VM)"
+	scripts/vm.sh --kernel $(KERNEL_MAIN) -- "$(KERNEL_PYTEST) tests/kernel $(KERNEL_PYTEST_ARGS)"
+	@if [ -n "$(KERNEL_NEXT)" ]; then \
+		echo "== kernel tests on $(KERNEL_NEXT) (VM)"; \
+		scripts/vm.sh --kernel $(KERNEL_NEXT) -- "$(KERNEL_PYTEST) tests/kernel/test_pipeline.py -k '(values or toggle or flood or shipped) and not memory'"; \
+	fi
 
 bench: install-test
 	$(PY) -m benchmarks.run

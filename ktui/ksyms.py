@@ -74,11 +74,18 @@ class KernelSymbols:
         self._load()
         # Prefilter to names sharing a prefix or of similar length: difflib over
         # 100k+ kernel symbols at full would take seconds.
+        # Renamed functions usually keep the old name as a prefix
+        # (kmalloc_trace -> kmalloc_trace_noprof in 6.10+): offer those first.
+        renamed = sorted(
+            (n for n in self._by_name if n.startswith(name + "_")),  # type: ignore[union-attr]
+            key=len,
+        )[:limit]
         candidates = [
             n for n in self._by_name  # type: ignore[union-attr]
             if abs(len(n) - len(name)) <= 3 and (n[:2] == name[:2] or n[-3:] == name[-3:])
         ]
-        return difflib.get_close_matches(name, candidates, n=limit, cutoff=0.75)
+        close = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.75)
+        return (renamed + [n for n in close if n not in renamed])[:limit]
 
     def blacklisted(self, name: str) -> bool:
         if self._blacklist is None:
