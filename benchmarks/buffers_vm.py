@@ -16,6 +16,11 @@ Reported per mode: the child's loop time and its slowdown against the same
 loop with no probe ("none"), delivered share, drained events/s (delivered
 over the child's loop time), and the consumer's CPU per delivered event and
 as a share of one core. Under TCG only ratios within one run mean anything.
+
+Losses are also classified from the records' per-CPU sequence numbers (see
+classify_losses): "full" when the ring may have been full at the time,
+"not-full" when the drain that followed proves it was not, and "1-gaps"
+counts runs of exactly one lost event.
 """
 
 from __future__ import annotations
@@ -29,12 +34,15 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ktui.perfbuf import PerfBufReader  # noqa: E402
 from ktui.ringbuf import RingBufReader  # noqa: E402
 
 RECORD_SIZE = 48
+SEQ_VIEW = np.dtype([("head", "V40"), ("seq", "<u8")])  # the record's last field
 
 PROGRAM = r"""
 #include <uapi/linux/ptrace.h>
@@ -70,7 +78,7 @@ int on_vfs_read(struct pt_regs *ctx)
     r.tid = (u32)id;
     r.arg3 = PT_REGS_PARM3(ctx);
     bpf_get_current_comm(&r.comm, sizeof(r.comm));
-    r.seq = *seq;
+    r.seq = ((u64)bpf_get_smp_processor_id() << 48) | *seq;   /* per-CPU, CPU on top */
     *seq += 1;
     if (OUTPUT_CALL != 0) {
         u64 *n = lost.lookup(&zero);
@@ -106,7 +114,7 @@ def compile_program(mode: str, ring_pages: int):
 
 def start_child(reads: int):
     """Fork the workload; it waits for SIGUSR1, does `reads` one-byte reads,
-    writes its loop time in ns and exits. Returns (pid, ready_fd, result_fd)."""
+    writes its loop time in ns and exits. Returns (pid, result_fd)."""
     ready_r, ready_w = os.pipe()
     result_r, result_w = os.pipe()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
@@ -141,6 +149,52 @@ def finish_child(pid: int, result_fd: int) -> float:
     return ns / 1e9
 
 
+def classify_losses(seq_batches: list, sizes: list, stride: int, capacity: int, generated: list) -> dict:
+    """Where were events lost? Per CPU, a gap in the sequence numbers is a
+    run of failed outputs, between the record before the gap (returned by
+    drain a) and the one after it (drain b). While they failed, no ring held
+    more than drains a-1 .. b returned together (drain a-1 frees its records
+    only when it ends). A gap whose bound is below a full ring is a loss
+    that was NOT for lack of space. For perf buffers the bound adds up all
+    CPUs, so it is loose, never too small.
+    """
+    seqs = np.concatenate(seq_batches)
+    drain_no = np.concatenate([np.full(n, i) for i, n in enumerate(sizes)])
+    upto = np.concatenate([[0], np.cumsum(np.array(sizes, dtype=np.int64) * stride)])
+
+    def is_full(a: int, b: int) -> bool:  # drains a-1 .. b, clipped
+        return upto[min(b, len(sizes) - 1) + 1] - upto[max(a - 1, 0)] >= capacity - 2 * stride
+
+    out = {"gaps": 0, "single_gaps": 0, "lost_ring_full": 0, "lost_ring_not_full": 0, "duplicates": 0}
+
+    def count(missing: int, a: int, b: int) -> None:
+        out["lost_ring_full" if is_full(a, b) else "lost_ring_not_full"] += missing
+
+    for cpu, made in enumerate(generated):
+        if not made:
+            continue
+        mine = seqs >> 48 == cpu
+        if not mine.any():
+            count(made, 0, len(sizes) - 1)
+            continue
+        n = (seqs[mine] & ((1 << 48) - 1)).astype(np.int64)
+        drains = drain_no[mine]
+        order = np.argsort(n, kind="stable")
+        n, drains = n[order], drains[order]
+        steps = np.diff(n)
+        out["duplicates"] += int(np.sum(steps == 0))
+        gaps = np.flatnonzero(steps > 1)
+        out["gaps"] += len(gaps)
+        out["single_gaps"] += int(np.sum(steps[gaps] == 2))
+        for g in gaps:
+            count(int(steps[g] - 1), int(drains[g]), int(drains[g + 1]))
+        if n[0] > 0:  # lost before this CPU's first delivered record
+            count(int(n[0]), 0, int(drains[0]))
+        if made - 1 > n[-1]:  # lost after its last one
+            count(int(made - 1 - n[-1]), int(drains[-1]), len(sizes) - 1)
+    return out
+
+
 def run_none(reads: int) -> dict:
     pid, result_fd = start_child(reads)
     os.kill(pid, signal.SIGUSR1)
@@ -161,9 +215,9 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
     try:
         pid, result_fd = start_child(reads)
         b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(pid)
-        delivered = 0
-        drains = 0
-        max_batch = 0
+        # For the loss analysis after the timed part: each batch's size and
+        # sequence numbers (not the batches: fresh memory costs page faults).
+        sizes, seqs = [], []
         cpu0 = time.process_time()
         wall0 = time.perf_counter()
         os.kill(pid, signal.SIGUSR1)
@@ -172,14 +226,14 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
             next_tick += args.interval
             time.sleep(max(0.0, next_tick - time.perf_counter()))
             batch = reader.drain()
-            delivered += len(batch)
-            max_batch = max(max_batch, len(batch))
-            drains += 1
+            sizes.append(len(batch))
+            seqs.append(batch.view(SEQ_VIEW)["seq"].copy())
             if os.waitpid(pid, os.WNOHANG) != (0, 0):
                 break
         # The child is gone: everything it produced is in the buffer now.
         batch = reader.drain()
-        delivered += len(batch)
+        sizes.append(len(batch))
+        seqs.append(batch.view(SEQ_VIEW)["seq"].copy())
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
         b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(0)
@@ -187,6 +241,10 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
         os.close(result_fd)
         loop_s = ns / 1e9
         lost = int(sum(b["lost"][ctypes.c_int(0)]))
+        delivered = sum(sizes)
+        stride = reader.stride
+        # perf: one ring per CPU, each of reader.data_size bytes.
+        capacity = reader.data_size
         row = {
             "mode": mode,
             "loop_s": loop_s,
@@ -197,10 +255,14 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
             "drained_per_s": delivered / loop_s,
             "cpu_us_per_event": 1e6 * cpu / max(delivered, 1),
             "core_share": cpu / wall,
-            "drains": drains,
-            "max_batch": max_batch,
+            "drains": len(sizes),
+            "max_batch_bytes": max(sizes) * stride,
+            "ring_bytes": capacity,
             "buffer_bytes": buffer_bytes,
         }
+        generated = [int(x) for x in b["seqno"][ctypes.c_int(0)]]
+        row.update(classify_losses(seqs, sizes, stride, capacity, generated))
+        row["classified"] = row["lost_ring_full"] + row["lost_ring_not_full"] == lost
         if mode == "perf":
             row["lost_notified"] = reader.lost_notified
             row["walked_batches"] = reader.walked_batches
@@ -236,7 +298,8 @@ def main() -> int:
     print()
     print(f"{args.reads} one-byte reads, kernel {os.uname().release}, drain every {args.interval * 1e3:g} ms")
     print(f"{'mode':5} {'loop s':>7} {'slowdown':>8} {'share':>7} {'exact':>5} "
-          f"{'drained ev/s':>12} {'us/ev':>6} {'core':>5} {'lost(k/notif)':>14}")
+          f"{'drained ev/s':>12} {'us/ev':>6} {'core':>5} {'lost(k/notif)':>14} "
+          f"{'full/not-full':>14} {'1-gaps':>6}")
     for r in rows:
         slow = f"{r['loop_s'] / base_s:.2f}x" if base_s else "-"
         if r["mode"] == "none":
@@ -244,11 +307,13 @@ def main() -> int:
             continue
         lost = f"{r['lost_in_kernel']}/{r.get('lost_notified', '-')}"
         print(f"{r['mode']:5} {r['loop_s']:7.2f} {slow:>8} {r['share']:7.1%} {str(r['exact']):>5} "
-              f"{r['drained_per_s']:12,.0f} {r['cpu_us_per_event']:6.2f} {r['core_share']:5.0%} {lost:>14}")
+              f"{r['drained_per_s']:12,.0f} {r['cpu_us_per_event']:6.2f} {r['core_share']:5.0%} {lost:>14} "
+              f"{str(r['lost_ring_full']) + '/' + str(r['lost_ring_not_full']):>14} {r['single_gaps']:>6}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0 if all(r.get("exact", True) for r in rows) else 1
+    ok = all(r.get("exact", True) and r.get("classified", True) and not r.get("duplicates") for r in rows)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ PERF_RECORD_SAMPLE with only PERF_SAMPLE_RAW: `u32 rawsize` then the raw
 bytes, which the kernel pads with zeros so that 4 + rawsize is a multiple of
 8 (perf_prepare_sample). So a record of `record_size` bytes arrives as a
 sample of 8 + round_up(4 + record_size, 8) bytes: 64 for ktui's 48-byte
-records, verified in the VM on 6.1 and 6.12. When the ring is full the kernel
-drops the sample (bpf_perf_event_output returns -ENOSPC) and counts it; it
-reports the count in a PERF_RECORD_LOST (`u64 id, u64 lost`) written just
-before the next sample that fits, never on its own.
+records, verified in the VM on 6.1 and 6.12. A ring of N bytes holds at most
+N // 64 - 1 of them: the kernel wants CIRC_SPACE >= size, and an empty
+ring's CIRC_SPACE is N - 1. When a sample does not fit, the kernel drops it
+(bpf_perf_event_output returns an error, so the BPF program can count it)
+and keeps the count to itself until a later sample fits: only then does it
+write one PERF_RECORD_LOST (`u64 id, u64 lost`) just before that sample.
 
 Memory ordering: plain loads and stores, relying on x86-64 (TSO): loads are
 not reordered with other loads, and our data_tail store is not reordered
@@ -37,14 +39,14 @@ import struct
 
 import numpy as np
 
+from .kprobe_pmu import PerfEventAttr, perf_event_open
+from .ringbuf import shared_u64
+
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_BPF_OUTPUT = 10
 PERF_SAMPLE_RAW = 1 << 10
-PERF_FLAG_FD_CLOEXEC = 1 << 3
-PERF_ATTR_SIZE_VER5 = 112
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
-NR_PERF_EVENT_OPEN_X86_64 = 298
 
 DATA_HEAD = 1024
 DATA_TAIL = 1032
@@ -53,35 +55,6 @@ DATA_SIZE = 1048
 HEADER = struct.Struct("<IHH")  # type, misc, size
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")
-
-
-class PerfEventAttr(ctypes.Structure):
-    """struct perf_event_attr up to PERF_ATTR_SIZE_VER5 (112 bytes)."""
-
-    _fields_ = [
-        ("type", ctypes.c_uint32),
-        ("size", ctypes.c_uint32),
-        ("config", ctypes.c_uint64),
-        ("sample_period", ctypes.c_uint64),
-        ("sample_type", ctypes.c_uint64),
-        ("read_format", ctypes.c_uint64),
-        ("flags", ctypes.c_uint64),  # disabled, inherit, ... bit fields: all 0
-        ("wakeup_events", ctypes.c_uint32),
-        ("bp_type", ctypes.c_uint32),
-        ("config1", ctypes.c_uint64),
-        ("config2", ctypes.c_uint64),
-        ("branch_sample_type", ctypes.c_uint64),
-        ("sample_regs_user", ctypes.c_uint64),
-        ("sample_stack_user", ctypes.c_uint32),
-        ("clockid", ctypes.c_int32),
-        ("sample_regs_intr", ctypes.c_uint64),
-        ("aux_watermark", ctypes.c_uint32),
-        ("sample_max_stack", ctypes.c_uint16),
-        ("reserved_2", ctypes.c_uint16),
-    ]
-
-
-assert ctypes.sizeof(PerfEventAttr) == PERF_ATTR_SIZE_VER5
 
 
 def sample_size(record_size: int) -> int:
@@ -106,20 +79,10 @@ def perf_event_open_bpf_output(cpu: int) -> int:
     attr.sample_period = 1
     attr.sample_type = PERF_SAMPLE_RAW
     attr.wakeup_events = 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    fd = libc.syscall(
-        ctypes.c_long(NR_PERF_EVENT_OPEN_X86_64),
-        ctypes.byref(attr),
-        ctypes.c_long(-1),  # pid: any task
-        ctypes.c_long(cpu),
-        ctypes.c_long(-1),  # group_fd
-        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
-    )
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"perf_event_open(BPF_OUTPUT, cpu={cpu}): {os.strerror(err)}")
-    return fd
+    try:
+        return perf_event_open(attr, -1, cpu)  # pid -1: any task on that CPU
+    except OSError as exc:
+        raise OSError(exc.errno, f"perf_event_open(BPF_OUTPUT, cpu={cpu}): {exc.strerror}") from exc
 
 
 class _CpuRing:
@@ -144,12 +107,16 @@ class _CpuRing:
         if self.data_size != page_cnt * page:
             raise OSError(errno.EINVAL, f"perf ring of {self.data_size} bytes, asked for {page_cnt} pages")
         self.data = memoryview(self.mm)[offset : offset + self.data_size]
+        # Single 8-byte loads/stores: a torn data_tail could make the kernel
+        # see the ring as full.
+        self._head = shared_u64(self.mm, DATA_HEAD)
+        self._tail = shared_u64(self.mm, DATA_TAIL)
 
     def positions(self) -> tuple[int, int]:
-        return U64.unpack_from(self.mm, DATA_TAIL)[0], U64.unpack_from(self.mm, DATA_HEAD)[0]
+        return int(self._tail[0]), int(self._head[0])
 
     def set_tail(self, tail: int) -> None:
-        U64.pack_into(self.mm, DATA_TAIL, tail)
+        self._tail[0] = tail
 
     def span(self, tail: int, nbytes: int):
         """Bytes [tail, tail + nbytes) of the ring as one contiguous buffer:
@@ -164,6 +131,7 @@ class _CpuRing:
         return out
 
     def close(self) -> None:
+        del self._head, self._tail  # views must go before the mapping
         self.data.release()
         self.mm.close()
         os.close(self.fd)
@@ -269,31 +237,58 @@ class PerfBufReader:
                 return records
             del samples, span
         # A PERF_RECORD_LOST (or anything unexpected) is in the range.
-        return self._walk_ring(ring, tail, head, limit)
+        return self._drain_mixed(ring, tail, avail, limit)
 
-    def _walk_ring(self, ring: _CpuRing, tail: int, head: int, limit: int | None) -> np.ndarray:
-        """Slow path, one header at a time. Taken after an overflow, for the
-        batch holding the PERF_RECORD_LOST; kept general so a surprise cannot
-        wedge the reader."""
+    def _drain_mixed(self, ring: _CpuRing, tail: int, avail: int, limit: int | None) -> np.ndarray:
+        """Slow path, for a batch that holds more than our samples: after an
+        overflow, the PERF_RECORD_LOST the kernel writes before the next
+        sample. Runs of samples still go through the numpy check; only the
+        records that break a run are read one by one in Python, so an
+        overflow (when the reader is already behind) costs no Python call
+        per event. Kept general so a surprise cannot wedge the reader."""
         self.walked_batches += 1
-        buf = bytes(ring.span(tail, head - tail))
+        buf = ring.span(tail, avail)
+        if isinstance(buf, memoryview):
+            buf = np.frombuffer(buf, dtype=np.uint8).copy()  # let go of the mapping
         out = []
+        taken = 0
         pos = 0
-        while pos < len(buf) and (limit is None or len(out) < limit):
+        while pos < avail and (limit is None or taken < limit):
+            count = (avail - pos) // self.stride
+            if limit is not None:
+                count = min(count, limit - taken)
+            if count:
+                samples = np.frombuffer(buf, dtype=self._sample_dtype, count=count, offset=pos)
+                ok = (
+                    (samples["type"] == PERF_RECORD_SAMPLE)
+                    & (samples["size"] == self.stride)
+                    & (samples["rawsize"] == self.rawsize)
+                )
+                run = count if ok.all() else int(np.argmin(ok))  # first record that is not ours
+                if run:
+                    out.append(samples["record"][:run].copy())
+                    taken += run
+                    pos += run * self.stride
+                if run == count:
+                    continue
+            # One record that is not a sample of our size, at `pos`.
             rtype, _misc, size = HEADER.unpack_from(buf, pos)
-            if size < HEADER.size or pos + size > len(buf):
+            if size < HEADER.size or pos + size > avail:
                 raise RuntimeError(
                     f"perf ring of cpu {ring.cpu} corrupt: record of {size} bytes at {tail + pos}"
                 )
-            if rtype == PERF_RECORD_SAMPLE and U32.unpack_from(buf, pos + 8)[0] >= self.record_size:
-                out.append(buf[pos + 12 : pos + 12 + self.record_size])
-            elif rtype == PERF_RECORD_LOST:
+            if rtype == PERF_RECORD_LOST:
                 self.lost_notified += U64.unpack_from(buf, pos + 16)[0]
+            elif rtype == PERF_RECORD_SAMPLE and U32.unpack_from(buf, pos + 8)[0] >= self.record_size:
+                out.append(np.frombuffer(buf, dtype=f"V{self.record_size}", count=1, offset=pos + 12).copy())
+                taken += 1
             else:
                 self.skipped_records += 1
             pos += size
         ring.set_tail(tail + pos)
-        return np.frombuffer(b"".join(out), dtype=f"V{self.record_size}").copy()
+        if not out:
+            return np.empty(0, dtype=f"V{self.record_size}")
+        return np.concatenate(out)
 
     def close(self) -> None:
         """Remove our map entries, unmap and close. Safe to call twice."""

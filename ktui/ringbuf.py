@@ -20,6 +20,19 @@ import struct
 
 import numpy as np
 
+def shared_u64(buf, offset: int = 0) -> np.ndarray:
+    """One aligned 8-byte word of a mapping shared with the kernel.
+
+    Indexing it is a single 8-byte load or store. struct.pack_into and
+    unpack_from go byte by byte, so the kernel could see a torn position
+    (and it did: the ring buffer refused single events as "full" while
+    nearly empty, because a half-written consumer position looked like
+    one ahead of the producer)."""
+    if offset % 8:
+        raise ValueError("shared positions are 8-byte aligned")
+    return np.frombuffer(buf, dtype=np.uint64, count=1, offset=offset)
+
+
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 RECORD_HEADER = 8
@@ -43,14 +56,16 @@ class RingBufReader:
             map_fd, page + 2 * data_size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page
         )
         self._data = memoryview(self._producer)[page:]
+        self._cons_pos = shared_u64(self._consumer)
+        self._prod_pos = shared_u64(self._producer)
         self._slot_dtype = np.dtype(
             [("len", "<u4"), ("pgoff", "<u4"), ("record", f"V{record_size}")]
         )
 
     def drain(self, max_records: int | None = None) -> np.ndarray:
         """Copy out every committed record; returns a (n,) array of V<record_size>."""
-        cons = struct.unpack_from("<Q", self._consumer, 0)[0]
-        prod = struct.unpack_from("<Q", self._producer, 0)[0]
+        cons = int(self._cons_pos[0])
+        prod = int(self._prod_pos[0])
         avail = prod - cons
         if avail <= 0:
             return np.empty(0, dtype=f"V{self.record_size}")
@@ -74,7 +89,7 @@ class RingBufReader:
             new_cons = cons + count * self.stride
         else:  # records of another size are in the ring: walk the headers
             return self._drain_walk(cons, prod)
-        struct.pack_into("<Q", self._consumer, 0, new_cons)
+        self._cons_pos[0] = new_cons
         return records
 
     def _drain_walk(self, cons: int, prod: int) -> np.ndarray:
@@ -92,15 +107,16 @@ class RingBufReader:
             if not length & DISCARD_BIT and size == self.record_size:
                 out.append(bytes(self._data[off + RECORD_HEADER : off + RECORD_HEADER + size]))
             pos += (RECORD_HEADER + size + 7) & ~7
-        struct.pack_into("<Q", self._consumer, 0, pos)
+        self._cons_pos[0] = pos
         return np.frombuffer(b"".join(out), dtype=f"V{self.record_size}").copy()
 
     def pending_bytes(self) -> int:
-        cons = struct.unpack_from("<Q", self._consumer, 0)[0]
-        prod = struct.unpack_from("<Q", self._producer, 0)[0]
-        return prod - cons
+        return int(self._prod_pos[0]) - int(self._cons_pos[0])
 
     def close(self) -> None:
+        if self._consumer.closed:
+            return
+        del self._cons_pos, self._prod_pos  # views must go before the mappings
         self._data.release()
         self._consumer.close()
         self._producer.close()

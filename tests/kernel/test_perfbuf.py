@@ -311,3 +311,28 @@ def test_max_records_and_close(bpf, probe, dev_zero):
     read_zero(dev_zero, 1, 10)
     trace_off(bpf)
     assert kernel_lost(bpf) == 10
+
+
+def test_lost_record_between_samples(bpf, probe, dev_zero, restore_affinity):
+    """A PERF_RECORD_LOST in the middle of a batch: the samples on both sides
+    still come out, in order, and the LOST count is taken."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    pin(cpu)
+    reader = probe(page_cnt=2)
+    capacity = reader.data_size // reader.stride - 1
+    trace_on(bpf)
+    read_zero(dev_zero, 1, capacity + 100)  # fills the ring, then 100 fail
+    trace_off(bpf)
+    head = as_rec(reader.drain(max_records=10))  # frees room for the LOST + 5
+    trace_on(bpf)
+    read_zero(dev_zero, 1, 5)
+    trace_off(bpf)
+    rest = as_rec(reader.drain())  # capacity - 10 samples, LOST, 5 samples
+
+    assert len(head) == 10 and len(rest) == capacity - 10 + 5
+    assert reader.walked_batches == 1
+    assert kernel_lost(bpf) == 100 and reader.lost_notified == 100
+    seq = (np.concatenate([head, rest])["seq"] & SEQ_MASK).astype(np.int64)
+    expected = np.concatenate([np.arange(capacity), np.arange(capacity + 100, capacity + 105)])
+    assert np.array_equal(seq, expected)
+    check_identity(np.concatenate([head, rest]))
