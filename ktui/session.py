@@ -393,10 +393,14 @@ def _read_unit_stats(unit: _Unit) -> dict[int, ProbeStats]:
     errnos: dict[int, list[tuple[int, int]]] = {}
     for k, v in bpf[b"ktui_errnos"].items():
         errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
-    comms: dict[int, list[tuple[str, int]]] = {}
+    # bpf_get_current_comm does not clear the bytes after the NUL, so one
+    # name can sit under several keys (stale tails): add them up by name.
+    comm_counts: dict[int, dict[str, int]] = {}
     for k, v in bpf[b"ktui_comms"].items():
         name = bytes(k.comm).split(b"\0", 1)[0].decode("utf-8", "replace")
-        comms.setdefault(k.probe, []).append((name, int(v.value)))
+        per = comm_counts.setdefault(k.probe, {})
+        per[name] = per.get(name, 0) + int(v.value)
+    comms = {p: list(d.items()) for p, d in comm_counts.items()}
     out = {}
     for local in sorted(unit.live):
         probe = unit.program.probes[local]
