@@ -22,10 +22,6 @@ EXIT_INVALID = 1
 EXIT_RUNTIME = 4
 
 
-class _PipeClosed(Exception):
-    """stdout's reader went away (`ktui stream | head`)."""
-
-
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -69,6 +65,21 @@ def _open_session(ps: ProbeSet, options):
     except KeyboardInterrupt:
         session.close()
         raise
+    return session
+
+
+def _open_session_or_status(ps: ProbeSet, options):
+    """The attached session (failed probes reported on stderr), or the exit
+    status to return when it could not be opened."""
+    try:
+        session = _open_session(ps, options)
+    except KtuiError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        print("ktui: interrupted before the probes were attached", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    _report_failures(session)
     return session
 
 
@@ -120,16 +131,10 @@ class _GuardedSink:
 
 def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
                with_stats: bool = True) -> int:
+    session = _open_session_or_status(ps, options)
+    if isinstance(session, int):
+        return session
     try:
-        session = _open_session(ps, options)
-    except KtuiError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
-        return EXIT_RUNTIME
-    except KeyboardInterrupt:
-        print("ktui: interrupted before the probes were attached", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    try:
-        _report_failures(session)
         collector = Collector(session, stats_interval=interval)
         sink = NdjsonSink(sys.stdout, session, session.symbolize, with_stats=with_stats,
                           should_stop=lambda: collector.stopping)
@@ -160,16 +165,10 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_INVALID
     try:
+        session = _open_session_or_status(ps, options)
+        if isinstance(session, int):
+            return session
         try:
-            session = _open_session(ps, options)
-        except KtuiError as exc:
-            print(f"ktui: {exc}", file=sys.stderr)
-            return EXIT_RUNTIME
-        except KeyboardInterrupt:
-            print("ktui: interrupted before the probes were attached", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        try:
-            _report_failures(session)
             last = {}
 
             class Sink:
