@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .feed import Event
-from .layout import HEADER_FIELDS, HEADER_SIZE, RecordLayout
+from .layout import HEADER_FIELDS, RecordLayout
 from .model import Kind, Probe
 
 

@@ -148,4 +148,4 @@ class ReplayFeed:
         raise FeedError("this is a replay: probes cannot be removed (no kernel)")
 
     def close(self) -> None:
-        self._chunks.close() if hasattr(self._chunks, "close") else None
+        self._chunks.close()  # a generator: closing it closes the file
