@@ -122,8 +122,8 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            for pid_ in list(self._fds):
-                self._detach(pid_)
+            fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            kprobe_pmu.detach_all(fds)
             for unit in self._units:
                 self._close_unit(unit)
             self._units.clear()
