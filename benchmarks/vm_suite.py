@@ -203,8 +203,36 @@ def ktui_summary(stderr: str) -> dict:
     return out
 
 
+def watchdog(suite: "Suite", quiet_s: float = 60.0) -> None:
+    """If the suite has said nothing for quiet_s, say where every process waits.
+
+    A case once hung with its alarm never firing: the main thread was stuck in
+    the kernel. This thread still runs then, and leaves the evidence."""
+    while True:
+        time.sleep(10)
+        if time.monotonic() - suite.last_note < quiet_s:
+            continue
+        lines = []
+        for proc in sorted(Path("/proc").glob("[0-9]*"), key=lambda p: int(p.name)):
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:80]
+                if not cmd:
+                    continue
+                state = (proc / "stat").read_text().split(") ", 1)[1].split()[0]
+                wchan = (proc / "wchan").read_text()
+                stack = (proc / "stack").read_text().split("\n")[:6] if state == "D" else []
+                lines.append(f"  {proc.name} {state} {wchan} {cmd} {' < '.join(s.split(' ')[-1] for s in stack if s)}")
+            except OSError:
+                continue
+        dmesg = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()[-15:]
+        print(f"[vm {time.strftime('%H:%M:%S')}] WATCHDOG: quiet for {time.monotonic() - suite.last_note:.0f} s; processes:\n"
+              + "\n".join(lines) + "\n  dmesg:\n  " + "\n  ".join(dmesg), flush=True)
+        suite.last_note = time.monotonic()
+
+
 class Suite:
     def __init__(self, args) -> None:
+        self.last_note = time.monotonic()
         self.args = args
         self.wl = args.workload
         self.out_dir = Path(args.out).parent
@@ -213,6 +241,7 @@ class Suite:
         self.log_path = str(self.out_dir / "ktui-vm.log")
 
     def note(self, text: str) -> None:
+        self.last_note = time.monotonic()
         print(f"[vm {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
     def baseline(self, n: int, rounds: int, tag: str) -> list[int]:
@@ -370,6 +399,8 @@ class Suite:
              num_line, {}),
         ]
         for name, k, argv_of, pattern, env in cases:
+            if self.args.cases and f"{name}:{k}" not in self.args.cases.split(","):
+                continue
             signal.signal(signal.SIGALRM, _alarm)
             signal.alarm(CASE_TIMEOUT)
             w = tool = None
@@ -451,8 +482,11 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=100_000, help="reads per round, stats-only part")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--flood", type=int, default=1_000_000, help="reads in the streaming flood")
+    ap.add_argument("--cases", default="", help="startup cases to run, e.g. ktui:1,ktui:20 (default all)")
     ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup")
-    Suite(ap.parse_args()).run()
+    suite = Suite(ap.parse_args())
+    threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
+    suite.run()
     return 0
 
 

@@ -47,8 +47,14 @@ if [ "$shell" = 1 ]; then
     exec vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" \
         --shell "$cmd"
 fi
+# KTUI_VM_VERBOSE=1: the guest kernel's messages (lockups, stalls) go to the console log.
+verbose=()
+[ "${KTUI_VM_VERBOSE:-0}" = 1 ] && verbose=(-v)
+# KTUI_VM_QEMU_OPTS: extra QEMU arguments, e.g. "-accel tcg,thread=single".
+qemu_opts=()
+[ -n "${KTUI_VM_QEMU_OPTS:-}" ] && qemu_opts=("--qemu-opts=$KTUI_VM_QEMU_OPTS")
 set +e
-timeout "${KTUI_VM_TIMEOUT:-2400}" vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 \
+timeout "${KTUI_VM_TIMEOUT:-2400}" vng "${verbose[@]}" "${qemu_opts[@]}" -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 \
     --rwdir "$repo" -- "$inner" > "$out/console-$$.log" 2>&1
 vng_rc=$?
 set -e
