@@ -84,6 +84,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     from .probeset import load_probeset
     from .spec import parse_spec, validate_probe
 
+    if comm is not None:
+        _check_comm_option(comm)
     if not files and not specs and default:
         files = (str(DEFAULT_SET),)
     if not files and not specs:
@@ -115,6 +117,21 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         name = name if not specs else "command line"
     return ProbeSet(name=name, description=description, probes=tuple(probes), pid=pid,
                     comm=comm, source=source if len(files) == 1 and not specs else None)
+
+
+def _check_comm_option(comm: str) -> None:
+    """--comm obeys the rules of `filter: {comm: ...}` in a probe set."""
+    from .chars import first_refused, refused_message
+    from .probeset import COMM_MAX_BYTES
+
+    odd = first_refused(comm)
+    if odd is not None:
+        raise KtuiError(f"--comm: {refused_message(comm[odd])}")
+    if not comm.strip():
+        raise KtuiError("--comm: must not be empty")
+    if len(comm.encode("utf-8", "surrogateescape")) > COMM_MAX_BYTES:
+        raise KtuiError(f"--comm: longer than {COMM_MAX_BYTES} bytes "
+                        "(the kernel keeps only 15 bytes of a command name)")
 
 
 def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSet:
