@@ -4,7 +4,7 @@
     ktui check FILE...                       validate probe sets
     ktui compile FILE | -e SPEC...           print the generated BPF program
     ktui stream FILE | -e SPEC... | --from REC   NDJSON events + stats on stdout
-    ktui record FILE | -e SPEC... -o OUT     raw batches to a recording
+    ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
     ktui vm [ARGS...]                        the dashboard inside a throwaway VM
 
@@ -270,14 +270,18 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Recording file.")
 @click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between stats snapshots.")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
-def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration):
-    """Record raw event batches and stats to a file (replay with `ktui replay`)."""
+@click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
+def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration,
+               force):
+    """Record raw event batches and stats to a file (replay with `ktui replay`).
+
+    An existing file is refused unless --force is given."""
     from .headless import run_record
 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
     sys.exit(run_record(ps, _session_options(buffer, buffer_pages, log_path), output, interval,
-                        duration))
+                        duration, force=force))
 
 
 @main.command("replay")

@@ -219,16 +219,22 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
 
 
 def run_record(ps: ProbeSet, options, output: str, interval: float,
-               duration: float | None) -> int:
-    from .recording import Recorder, RecordingError
+               duration: float | None, *, force: bool = False, open_feed=None) -> int:
+    """`ktui record`. An existing `output` is refused unless `force`; the
+    file is created before anything is compiled, so a bad name fails fast.
+    `open_feed` as in run_stream."""
+    from .recording import Recorder, RecordingError, RecordingExists
 
     try:
-        recorder = Recorder(output, ps)
+        recorder = Recorder(output, ps, overwrite=force)
+    except RecordingExists as exc:
+        print(f"ktui: {exc}; use --force to overwrite it", file=sys.stderr)
+        return EXIT_INVALID
     except RecordingError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_INVALID
     try:
-        session = _open_session_or_status(ps, options)
+        session = (open_feed or _open_session_or_status)(ps, options)
         if isinstance(session, int):
             return session
         try:
