@@ -12,12 +12,15 @@ second, reads the stats; each poll updates the screen in one batch.
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from typing import ClassVar
 
+from rich.console import Console
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.worker import WorkerFailed
 
 from .feed import Feed
 from .format import Symbolize
@@ -33,6 +36,27 @@ DIALOG_KEYS = [
     Binding("enter", "submit", "Add / save / open / write", tooltip="Submit the dialog (errors stay inline)"),
     Binding("tab", "focus_next", "Next field"),
 ]
+
+
+class _AppendToLog(io.TextIOBase):
+    """A text stream that appends each write to the log file (nowhere when
+    there is none). Textual prints a failure's traceback to
+    `App.error_console` once the screen is gone: on the terminal that would
+    be a screenful of traceback, so it goes to the log instead. The file is
+    opened per write because Textual prints after the app is unmounted."""
+
+    def __init__(self, path: str | None) -> None:
+        super().__init__()
+        self.path = path
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.path:
+            with open(self.path, "a", encoding="utf-8", errors="replace") as log:
+                log.write(text)
+        return len(text)
 
 
 class KtuiApp(App[None]):
@@ -72,6 +96,21 @@ class KtuiApp(App[None]):
         self._stats_at = float("-inf")
         self._log_handler: logging.Handler | None = None
         self._propagate = True
+        # The first exception that escaped a handler, timer or worker: the
+        # app has exited because of it; the caller reports it in one line.
+        self.failure: BaseException | None = None
+        self.error_console = Console(file=_AppendToLog(log_path), markup=False, highlight=False,
+                                     color_system=None, width=120)
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual's one entry point for an exception escaping a handler, a
+        # timer or a worker (it then exits with return code 1). Overridden
+        # only to remember the error; tests/ui/test_crash.py notices if a
+        # Textual upgrade stops calling it.
+        if self.failure is None:
+            # A worker's exception arrives wrapped: report the one it raised.
+            self.failure = error.error if isinstance(error, WorkerFailed) else error
+        super()._handle_exception(error)
 
     def get_default_screen(self) -> MainScreen:
         return self.main

@@ -4,7 +4,7 @@
     ktui check FILE...                       validate probe sets
     ktui compile FILE | -e SPEC...           print the generated BPF program
     ktui stream FILE | -e SPEC... | --from REC   NDJSON events + stats on stdout
-    ktui record FILE | -e SPEC... -o OUT     raw batches to a recording
+    ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
     ktui vm [ARGS...]                        the dashboard inside a throwaway VM
 
@@ -84,6 +84,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     from .probeset import load_probeset
     from .spec import parse_spec, validate_probe
 
+    if comm is not None:
+        _check_comm_option(comm)
     if not files and not specs and default:
         files = (str(DEFAULT_SET),)
     if not files and not specs:
@@ -115,6 +117,21 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         name = name if not specs else "command line"
     return ProbeSet(name=name, description=description, probes=tuple(probes), pid=pid,
                     comm=comm, source=source if len(files) == 1 and not specs else None)
+
+
+def _check_comm_option(comm: str) -> None:
+    """--comm obeys the rules of `filter: {comm: ...}` in a probe set."""
+    from .chars import first_refused, refused_message
+    from .probeset import COMM_MAX_BYTES
+
+    odd = first_refused(comm)
+    if odd is not None:
+        raise KtuiError(f"--comm: {refused_message(comm[odd])}")
+    if not comm.strip():
+        raise KtuiError("--comm: must not be empty")
+    if len(comm.encode("utf-8", "surrogateescape")) > COMM_MAX_BYTES:
+        raise KtuiError(f"--comm: longer than {COMM_MAX_BYTES} bytes "
+                        "(the kernel keeps only 15 bytes of a command name)")
 
 
 def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSet:
@@ -253,14 +270,18 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Recording file.")
 @click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between stats snapshots.")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
-def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration):
-    """Record raw event batches and stats to a file (replay with `ktui replay`)."""
+@click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
+def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration,
+               force):
+    """Record raw event batches and stats to a file (replay with `ktui replay`).
+
+    An existing file is refused unless --force is given."""
     from .headless import run_record
 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
     sys.exit(run_record(ps, _session_options(buffer, buffer_pages, log_path), output, interval,
-                        duration))
+                        duration, force=force))
 
 
 @main.command("replay")

@@ -84,6 +84,7 @@ class BufferedFeed:
         self._backlog: list[EventBatch] = []
         self._backlog_len = 0
         self._task: asyncio.Task | None = None
+        self._failure: Exception | None = None  # raised by the background drain
 
     # Feed attributes and calls that pass straight through.
     @property
@@ -99,9 +100,15 @@ class BufferedFeed:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
-            self._collect()
-            await asyncio.sleep(self.interval)
+        try:
+            while True:
+                self._collect()
+                await asyncio.sleep(self.interval)
+        except Exception as exc:  # noqa: BLE001 - handed to the app, not dropped
+            # Nobody awaits this task: an exception left in it would only be
+            # logged when it is garbage collected. The next drain() raises it
+            # where the app polls, so the app fails the way it reports failures.
+            self._failure = exc
 
     def _collect(self) -> None:
         batch = self.inner.drain()
@@ -120,6 +127,8 @@ class BufferedFeed:
                 self.start()
             except RuntimeError:
                 pass  # no running loop (a synchronous caller): drain inline only
+        if self._failure is not None:
+            raise self._failure
         self._collect()
         parts, self._backlog, self._backlog_len = self._backlog, [], 0
         if not parts:

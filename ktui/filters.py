@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from . import chars
 from .model import (
     BUILTINS,
     COMPARE_OPS,
@@ -120,8 +121,9 @@ def is_reserved(word: str) -> bool:
 
 
 def show_char(c: str) -> str:
-    """A character for a one-line message: `"x"`, or escaped (`'\\n'`)."""
-    return f'"{c}"' if " " <= c <= "~" else ascii(c)
+    """A character for a one-line message: `"x"`, or by code point and
+    name (`U+00E9 LATIN SMALL LETTER E WITH ACUTE`), never raw."""
+    return f'"{c}"' if " " <= c <= "~" else chars.char_name(c)
 
 
 def suggest(word: str, candidates) -> str:
@@ -186,7 +188,7 @@ def _string_token(text: str, start: int) -> _Token:
             i += 2
             continue
         if not " " <= c <= "~":
-            return _Token("error", c, i + 1, "strings hold printable ASCII characters only")
+            return _Token("error", c, i + 1, f"strings hold printable ASCII characters only, not {show_char(c)}")
         chars.append(c)
         i += 1
     return _Token("error", '"', start + 1, 'unterminated string: missing closing "')
@@ -364,6 +366,9 @@ def _check_text(text: object) -> str:
         raise SpecError(f"a filter must be text, got {type(text).__name__}")
     if len(text) > MAX_TEXT:
         raise SpecError(f"filter longer than {MAX_TEXT} characters", col=MAX_TEXT + 1)
+    odd = chars.first_refused(text, allowed="\t\r\n")
+    if odd is not None:  # before the grammar: named as what it is, wherever it is
+        raise SpecError(chars.refused_message(text[odd], "in a filter"), col=odd + 1)
     return text
 
 

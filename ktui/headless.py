@@ -2,7 +2,8 @@
 
 Both drive the same Collector as the dashboard, stop cleanly on SIGINT,
 SIGTERM or SIGHUP (and after --duration), detach every probe, and end with
-a per-probe summary (hits, emitted, lost).
+a per-probe summary (hits, emitted, lost). `stream` also stops when the
+reader of its stdout pipe goes away, whether or not it was writing.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
+import stat
 import sys
+from typing import Callable
 
 from .collector import Collector
 from .model import KtuiError, ProbeSet
@@ -25,20 +29,67 @@ EXIT_RUNTIME = 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+READER_CHECK_INTERVAL = 0.1  # seconds between checks that stdout's reader is still there
+
+
+class ReaderGone:
+    """Tells whether the reader of a pipe has gone (`ktui stream | head -1`).
+
+    A write into such a pipe raises BrokenPipeError, but a probe that never
+    fires writes nothing (with --no-stats, or between stats lines), so the
+    stream would run on forever. poll() on the write end reports POLLERR
+    once no reader is left, whatever else it was asked for (Linux pipe_poll),
+    so polling for no event at all answers without writing. Only pipes and
+    FIFOs are watched: a file or a terminal has no reader to lose."""
+
+    def __init__(self, fd: int) -> None:
+        self._poller: select.poll | None = None
+        try:
+            is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            is_pipe = False  # stdout closed or invalid: the first write will tell
+        if is_pipe:
+            self._poller = select.poll()
+            self._poller.register(fd, 0)
+
+    @property
+    def watching(self) -> bool:
+        return self._poller is not None
+
+    def __call__(self) -> bool:
+        if self._poller is None:
+            return False
+        return any(events & select.POLLERR for _, events in self._poller.poll(0))
+
+
+async def _watch_reader(gone: Callable[[], bool], on_gone: Callable[[], None]) -> None:
+    while True:
+        if gone():
+            on_gone()
+            return
+        await asyncio.sleep(READER_CHECK_INTERVAL)
+
+
 async def _collect(feed, sink, interval: float, duration: float | None,
-                   collector: Collector | None = None) -> Collector:
-    """Run the collector until a stop signal or the duration.
+                   collector: Collector | None = None,
+                   reader_gone: tuple[Callable[[], bool], Callable[[], None]] | None = None) -> Collector:
+    """Run the collector until a stop signal, the duration, or (with
+    `reader_gone`, a test and what to do) the output's reader going away.
 
     Plain signal.signal handlers, not loop.add_signal_handler: those only run
     when the loop gets control back, which a sink busy with a big batch may
     not give for seconds. Ours set a flag the sink checks between chunks."""
     collector = collector or Collector(feed, stats_interval=interval)
     old = {sig: signal.signal(sig, lambda signum, frame: collector.stop()) for sig in STOP_SIGNALS}
+    loop = asyncio.get_running_loop()
     if duration is not None:
-        asyncio.get_running_loop().call_later(duration, collector.stop)
+        loop.call_later(duration, collector.stop)
+    watcher = loop.create_task(_watch_reader(*reader_gone)) if reader_gone else None
     try:
         await collector.run(sink)
     finally:
+        if watcher is not None:
+            watcher.cancel()
         for sig, handler in old.items():
             signal.signal(sig, handler)
     return collector
@@ -111,16 +162,23 @@ class _GuardedSink:
         self.ref = collector_ref
         self.broken = False
 
+    def pipe_broken(self) -> None:
+        """The reader is gone (a write failed, or ReaderGone saw it): stop,
+        and write nothing more to stdout."""
+        if self.broken:
+            return
+        self.broken = True
+        _stdout_to_devnull()
+        if self.ref:
+            self.ref[0].stop()
+
     def _guard(self, fn, arg) -> None:
         if self.broken:
             return
         try:
             fn(arg)
         except BrokenPipeError:
-            self.broken = True
-            _stdout_to_devnull()
-            if self.ref:
-                self.ref[0].stop()
+            self.pipe_broken()
 
     def on_batch(self, batch) -> None:
         self._guard(self.sink.on_batch, batch)
@@ -130,17 +188,22 @@ class _GuardedSink:
 
 
 def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
-               with_stats: bool = True) -> int:
-    session = _open_session_or_status(ps, options)
+               with_stats: bool = True, *, open_feed=None) -> int:
+    """`ktui stream`. `open_feed(ps, options)` returns an open Feed or an
+    exit status; the default compiles and attaches a Session. Tests pass a
+    FakeFeed through it to drive this loop without a kernel."""
+    session = (open_feed or _open_session_or_status)(ps, options)
     if isinstance(session, int):
         return session
     try:
         collector = Collector(session, stats_interval=interval)
-        sink = NdjsonSink(sys.stdout, session, session.symbolize, with_stats=with_stats,
-                          should_stop=lambda: collector.stopping)
+        sink = NdjsonSink(sys.stdout, session, getattr(session, "symbolize", None),
+                          with_stats=with_stats, should_stop=lambda: collector.stopping)
         guarded = _GuardedSink(sink, [collector])
+        gone = ReaderGone(sys.stdout.fileno())
+        watch = (gone, guarded.pipe_broken) if gone.watching else None
         try:
-            asyncio.run(_collect(session, guarded, interval, duration, collector))
+            asyncio.run(_collect(session, guarded, interval, duration, collector, watch))
         except KeyboardInterrupt:
             pass  # a stop signal before the loop's handlers took over: stop as usual
         summary = sink.summary()
@@ -156,16 +219,22 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
 
 
 def run_record(ps: ProbeSet, options, output: str, interval: float,
-               duration: float | None) -> int:
-    from .recording import Recorder, RecordingError
+               duration: float | None, *, force: bool = False, open_feed=None) -> int:
+    """`ktui record`. An existing `output` is refused unless `force`; the
+    file is created before anything is compiled, so a bad name fails fast.
+    `open_feed` as in run_stream."""
+    from .recording import Recorder, RecordingError, RecordingExists
 
     try:
-        recorder = Recorder(output, ps)
+        recorder = Recorder(output, ps, overwrite=force)
+    except RecordingExists as exc:
+        print(f"ktui: {exc}; use --force to overwrite it", file=sys.stderr)
+        return EXIT_INVALID
     except RecordingError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_INVALID
     try:
-        session = _open_session_or_status(ps, options)
+        session = (open_feed or _open_session_or_status)(ps, options)
         if isinstance(session, int):
             return session
         try:

@@ -41,6 +41,7 @@ from typing import NoReturn
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from . import chars
 from .filters import parse_filter
 from .model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from .spec import parse_fetch, parse_spec, parse_target, validate_probe
@@ -211,8 +212,11 @@ def _compose(text: str, source: str) -> Node | None:
 
 
 def _one_line(text: str) -> str:
-    """Control characters (newlines above all) escaped: errors are one line."""
-    return _CONTROL_CHARS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    """Control characters (newlines above all) escaped: errors are one line.
+    Bidi and zero-width characters too: a message quoting a key or a spec
+    must not show as something else (see ktui/chars.py)."""
+    text = _CONTROL_CHARS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return chars.escape_refused(text)
 
 
 def _fail_at(source: str, mark: yaml.Mark | None, message: str, offset: int = 0) -> NoReturn:
@@ -288,12 +292,15 @@ class _SetReader:
         return scalar.value
 
     def line_string(self, node: Node, what: str, prefix: str, limit: int) -> str:
-        """A non-empty one-line string (a name or a label)."""
+        """A non-empty one-line string (a name or a label) that shows as what
+        it is: no control, bidi, zero-width or other invisible characters."""
         value = self.string(node, what, prefix)
         if not value.strip():
             self.fail(node, f"{what}: must not be empty", prefix)
-        if _CONTROL_CHARS.search(value):
-            self.fail(node, f"{what}: must be one line without control characters", prefix)
+        odd = chars.first_refused(value)
+        if odd is not None:
+            message = chars.refused_message(value[odd])
+            self.fail_inside(node, SpecError(message, col=odd + 1), f"{prefix}{what}: ")  # type: ignore[arg-type]
         if len(value) > limit:
             self.fail(node, f"{what}: too long ({len(value)} characters, at most {limit})", prefix)
         return value

@@ -27,13 +27,18 @@ def default_log_path() -> Path:
 
 def open_log(path: Path | None = None) -> int:
     """Open (append) the log file, private to the user; returns an fd."""
+    return open_log_file(path)[0]
+
+
+def open_log_file(path: Path | None = None) -> tuple[int, Path]:
+    """`open_log`, and which file it opened (to tell the user where to look)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
     candidates = [path] if path else [default_log_path(), Path(tempfile.gettempdir()) / f"ktui-{os.getuid()}.log"]
     error: OSError | None = None
     for candidate in candidates:
         try:
             candidate.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            return os.open(candidate, flags, 0o600)
+            return os.open(candidate, flags, 0o600), candidate
         except OSError as exc:  # e.g. a read-only home inside the test VM
             error = exc
     assert error is not None
@@ -87,4 +92,4 @@ def log_line(log_fd: int, text: str) -> None:
     os.write(log_fd, (text.rstrip("\n") + "\n").encode("utf-8", "replace"))
 
 
-__all__ = ["captured_stderr", "open_log", "default_log_path", "log_line", "Captured", "Path"]
+__all__ = ["captured_stderr", "open_log", "open_log_file", "default_log_path", "log_line", "Captured", "Path"]

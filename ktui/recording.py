@@ -17,7 +17,7 @@ complete chunk.
 What a recording contains: kernel addresses and argument values the probes
 fetched, process names and ids, strings read from kernel and user memory.
 It is written with mode 0600, never through a symlink and only to a regular
-file (never a device or FIFO).
+file (never a device or FIFO), and never over an existing file unless asked.
 """
 
 from __future__ import annotations
@@ -50,17 +50,35 @@ class RecordingError(KtuiError):
     pass
 
 
-def open_private(path: str, *, append: bool = False) -> BinaryIO:
-    """Create a file only we can read, refusing symlinks and non-regular files."""
+class RecordingExists(RecordingError):
+    """The output file exists and overwriting it was not asked for."""
+
+
+def open_private(path: str, *, append: bool = False, overwrite: bool = True) -> BinaryIO:
+    """Create a file only we can read, refusing symlinks and non-regular files.
+    With `overwrite` False, an existing file is refused too (RecordingExists):
+    O_EXCL decides, so a file that appears after a check cannot be clobbered."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     flags |= os.O_APPEND if append else os.O_TRUNC
+    if not append and not overwrite:
+        flags |= os.O_EXCL
     try:
         # O_NONBLOCK: opening a FIFO must fail (ENXIO), not wait for a reader.
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # the final component is a symlink
+        problem = exc.errno
+        if problem == errno.EEXIST:
+            # O_EXCL fails with EEXIST whatever is there: say what it is.
+            mode = _lstat_mode(path)
+            if stat.S_ISLNK(mode):
+                problem = errno.ELOOP
+            elif not stat.S_ISREG(mode):
+                problem = errno.ENXIO
+            else:
+                raise RecordingExists(f"{path}: already exists") from exc
+        if problem == errno.ELOOP:  # the final component is a symlink
             raise RecordingError(f"{path}: is a symlink; refusing to write through it") from exc
-        if exc.errno == errno.ENXIO:
+        if problem == errno.ENXIO:
             raise RecordingError(f"{path}: not a regular file; refusing to write to it") from exc
         raise RecordingError(f"{path}: {exc.strerror}") from exc
     try:
@@ -74,12 +92,21 @@ def open_private(path: str, *, append: bool = False) -> BinaryIO:
     return os.fdopen(fd, "wb", buffering=1 << 20)
 
 
+def _lstat_mode(path: str) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return stat.S_IFREG  # gone again since open(): call it what open() said
+
+
 class Recorder:
     """A collector sink that appends batches and stats to a recording."""
 
-    def __init__(self, path: str, probeset: ProbeSet) -> None:
+    def __init__(self, path: str, probeset: ProbeSet, *, overwrite: bool = False) -> None:
+        """`overwrite`: replace an existing file (`ktui record --force`);
+        by default an existing file is refused with RecordingExists."""
         self.path = path
-        self.file = open_private(path)
+        self.file = open_private(path, overwrite=overwrite)
         self._units: dict[int, int] = {}  # id(decoder) -> unit number
         self._decoders: list[Decoder] = []  # keep them alive: id() must stay unique
         self.events = 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import filters
+from . import chars, filters
 from .model import (
     BUILTINS,
     FETCH_TYPES,
@@ -135,6 +135,9 @@ def _check_text(text: object, what: str) -> str:
         raise SpecError(f"a {what} must be text, got {type(text).__name__}")
     if len(text) > MAX_SPEC:
         raise SpecError(f"{what} longer than {MAX_SPEC} characters", col=MAX_SPEC + 1)
+    odd = chars.first_refused(text, allowed="\t")
+    if odd is not None:  # before the grammar: named as what it is, wherever it is
+        raise SpecError(chars.refused_message(text[odd], f"in a {what}"), col=odd + 1)
     if not text.strip(" \t"):
         example = {"spec": "vfs_read:c:a3", "fetch": "a3 or fname=+0(a2):string", "target": "vfs_read"}[what]
         raise SpecError(f"empty {what}; write e.g. {example}", col=1)
@@ -512,6 +515,13 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
             expr, depth = expr.inner, depth + 1
             if depth > MAX_DEREF:
                 raise SpecError(f"dereferences nest deeper than {MAX_DEREF} levels")
+    if probe.label is not None:
+        # Shown in the probe table and written to files: refused as in a probe set.
+        if not isinstance(probe.label, str):
+            raise SpecError(f"label must be text, got {type(probe.label).__name__}")
+        odd = chars.first_refused(probe.label)
+        if odd is not None:
+            raise SpecError(f"label: {chars.refused_message(probe.label[odd])}")
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Label, Static
 
+from .. import chars
 from ..filters import parse_filter
 from ..model import Probe, SpecError
 from ..spec import parse_spec, validate_probe
@@ -37,7 +38,9 @@ def caret_text(text: str, err: SpecError) -> Text:
     if err.col is None:
         out.append(err.message, "bold")
         return out
-    out.append(text + "\n")
+    # A refused character (bidi, zero-width...) shows as U+FFFD, one cell:
+    # the caret still lines up and the text cannot reorder itself.
+    out.append("".join("\ufffd" if chars.is_refused(c) else c for c in text) + "\n")
     out.append(" " * (err.col - 1) + "^ ", "bold")
     out.append(f"col {err.col}: {err.message}", "bold")
     return out
@@ -59,6 +62,9 @@ def build_probe(
             expr = parse_filter(filter_text)
         except SpecError as err:
             raise FieldProblem("filter", err) from None
+    odd = chars.first_refused(label)
+    if odd is not None:
+        raise FieldProblem("label", SpecError(chars.refused_message(label[odd]), col=odd + 1))
     keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit}
     probe = dataclasses.replace(probe, filter=expr, label=label.strip() or None, **keep)
     try:

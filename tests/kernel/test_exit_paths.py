@@ -86,6 +86,31 @@ def test_stream_into_a_closed_pipe(spinner):
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
+def test_silent_stream_into_a_closed_pipe():
+    """`ktui stream --no-stats ... | head -1` on a probe that never fires:
+    nothing is written, so no write fails; ktui still notices the reader is
+    gone (headless.ReaderGone), detaches and exits 0 within about a second.
+    Host twin on a FakeFeed: tests/unit/test_headless.py."""
+    sleeper = subprocess.Popen(["sleep", "600"])  # never calls vfs_read
+    try:
+        before = len(kprobe_entries())
+        p = start(["stream", "--no-stats", "-e", "vfs_read:c:a3", "--pid", str(sleeper.pid)],
+                  stdout=subprocess.PIPE)
+        wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
+        time.sleep(0.5)  # into the collector's loop
+        p.stdout.close()
+        closed = time.monotonic()
+        err = p.stderr.read().decode()
+        p.wait(timeout=30)
+        assert time.monotonic() - closed < 3, "ran on after its reader went away"
+        check_clean(before)
+        assert p.returncode == 0, err
+        assert "Traceback" not in err and "Exception ignored" not in err
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def has_events(path: Path) -> bool:
     return path.exists() and b"EVTS" in path.read_bytes()
 

@@ -87,6 +87,21 @@ async def test_duplicate_name_is_refused_inline(app, feed):
         assert problem(app, "spec") == "" and problem(app, "label") == ""
 
 
+async def test_label_with_a_bidi_override_is_refused_inline(app, feed):
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        await type_into(pilot, "#spec", "vfs_write:c")
+        await type_into(pilot, "#label", "tx\u202ebad")
+        lines = problem(app, "label").splitlines()
+        assert lines[0] == "tx\ufffdbad"  # shown as a replacement character, not applied
+        assert lines[1].index("^") == 2
+        assert "col 3: U+202E RIGHT-TO-LEFT OVERRIDE is not allowed" in lines[1]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProbeDialog)
+        assert not [c for c in feed.calls if c[0] == "add_probe"]
+
+
 async def test_replay_refusal_is_shown_in_the_dialog():
     feed = make_feed(replay=True)
     app = make_app(feed)

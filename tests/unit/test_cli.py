@@ -105,6 +105,8 @@ BAD_INPUTS = {
     "duplicate key": b"name: x\nname: y\nprobes: [vfs_read:c]\n",
     "invalid utf-8": b"name: \xff\xfe\nprobes: [vfs_read:c]\n",
     "bidi override in spec": "name: x\nprobes: ['vfs_read:c:a1\u202e']\n".encode(),
+    "bidi override in label": "name: x\nprobes:\n  - spec: vfs_read:c\n    label: rx\u202eyt\n".encode(),
+    "zero-width space in name": "name: vfs\u200b\nprobes: [vfs_read:c]\n".encode(),
     "huge number": b"name: x\nprobes:\n  - spec: vfs_read:c\n    sample: " + b"9" * 5000 + b"\n",
     "not a mapping": b"- just\n- a list\n",
 }
@@ -128,6 +130,36 @@ def test_odd_unicode_that_is_valid_is_accepted_and_kept(tmp_path):
                  encoding="utf-8")
     r = run("check", str(f))
     assert r.exit_code == 0
+
+
+def test_check_names_the_refused_code_point_in_one_line(tmp_path):
+    f = tmp_path / "bidi.yaml"
+    f.write_text("name: x\nprobes:\n  - spec: vfs_read:c\n    label: rx\u202eyt\n", encoding="utf-8")
+    out = ktui("check", str(f))
+    assert out.returncode == 1 and out.stderr == ""
+    assert out.stdout == (f"{f}:4:14: probe 1 (vfs_read:c): label: U+202E RIGHT-TO-LEFT OVERRIDE "
+                          "is not allowed (no control, invisible or text-direction characters)\n")
+
+
+def test_spec_on_the_command_line_names_the_refused_code_point():
+    out = ktui("compile", "-e", "vfs_read:c:a1 if comm == \"d\u2067\"")
+    assert one_line_error(out).startswith(
+        "ktui: -e #1:11: U+2067 RIGHT-TO-LEFT ISOLATE is not allowed in a filter")
+
+
+@pytest.mark.parametrize("comm, words", [
+    ("d\u202ed", "--comm: U+202E RIGHT-TO-LEFT OVERRIDE is not allowed"),
+    ("\u200b", "--comm: U+200B ZERO WIDTH SPACE is not allowed"),
+    ("abcdefghijklmnop", "--comm: longer than 15 bytes"),
+    ("", "--comm: must not be empty"),
+])
+def test_bad_comm_option_is_invalid_input(monkeypatch, comm, words):
+    monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
+    import ktui.headless as headless
+    monkeypatch.setattr(headless, "run_stream", lambda *a, **kw: 0)
+    r = run("stream", "-e", "vfs_read:c", "--comm", comm)
+    assert r.exit_code == 1 and r.output.startswith(f"ktui: {words}") and r.output.count("\n") == 1
+    assert run("stream", "-e", "vfs_read:c", "--comm", "größe").exit_code == 0
 
 
 @pytest.mark.parametrize("spec", [

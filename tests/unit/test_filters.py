@@ -129,7 +129,7 @@ ERRORS = [
     ("a1 == 1 || || a2 == 1", 12, "expected a condition"),
     ('comm == "dd', 9, "unterminated string"),
     (r'comm == "d\n"', 11, "escapes"),
-    ('comm == "d\x01"', 11, "printable ASCII"),
+    ('comm == "d\x01"', 11, "U+0001 (a control character) is not allowed"),
     ('comm == "é"', 10, "printable ASCII"),
     ('f == "' + "x" * (MAX_STRING + 1) + '"', 6, "longer than 63"),
     ("a1 == 0xg", 7, 'bad number "0xg"'),

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE = (
     "ktui.model",
     "ktui.spec",
+    "ktui.chars",
     "ktui.filters",
     "ktui.probeset",
     "ktui.layout",

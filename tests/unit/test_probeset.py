@@ -441,3 +441,78 @@ def test_save_refuses_a_directory(tmp_path: Path):
     with pytest.raises(ProbeSetError) as info:
         save_probeset(full_probeset(), tmp_path)
     assert "directory" in str(info.value)
+
+
+# ---------------------------------------------------------------- odd unicode
+
+# Characters that make text show as something else (ktui/chars.py): every
+# bidi control, every zero-width character, and one of each other refused
+# category (control, private use, surrogate, line and paragraph separator).
+ODD_CHARS = {
+    0x202A: "LEFT-TO-RIGHT EMBEDDING", 0x202B: "RIGHT-TO-LEFT EMBEDDING",
+    0x202C: "POP DIRECTIONAL FORMATTING", 0x202D: "LEFT-TO-RIGHT OVERRIDE",
+    0x202E: "RIGHT-TO-LEFT OVERRIDE", 0x2066: "LEFT-TO-RIGHT ISOLATE",
+    0x2067: "RIGHT-TO-LEFT ISOLATE", 0x2068: "FIRST STRONG ISOLATE",
+    0x2069: "POP DIRECTIONAL ISOLATE", 0x200E: "LEFT-TO-RIGHT MARK",
+    0x200F: "RIGHT-TO-LEFT MARK", 0x061C: "ARABIC LETTER MARK",
+    0x200B: "ZERO WIDTH SPACE", 0x200C: "ZERO WIDTH NON-JOINER", 0x200D: "ZERO WIDTH JOINER",
+    0x2060: "WORD JOINER", 0xFEFF: "ZERO WIDTH NO-BREAK SPACE", 0x00AD: "SOFT HYPHEN",
+    0x0007: "BELL (a control character)", 0x001B: "ESCAPE (a control character)",
+    0x0085: "NEXT LINE (a control character)", 0xE000: "(a private-use character)",
+    0xD800: "(a surrogate)", 0x2028: "LINE SEPARATOR", 0x2029: "PARAGRAPH SEPARATOR",
+}
+# YAML reads these itself (line breaks, surrogates, C0 controls) or refuses
+# them raw: they can only arrive through a double-quoted escape.
+ESCAPE_ONLY = {0x0007, 0x001B, 0x0085, 0xD800, 0x2028, 0x2029}
+
+
+def odd_char_cases(where: str, template: str, line: int, col: int):
+    """(yaml text, line, col of the character, code point): the character
+    written raw (located exactly) and as a double-quoted escape (located at
+    the string)."""
+    for code in ODD_CHARS:
+        if code not in ESCAPE_ONLY:
+            yield pytest.param(template.format(f"ab{chr(code)}c"), line, col + 2, code,
+                               id=f"{where}-raw-U+{code:04X}")
+        escaped = '"ab\\u%04x"' % code if code <= 0xFFFF else '"ab\\U%08x"' % code
+        yield pytest.param(template.format(escaped), line, col, code, id=f"{where}-escaped-U+{code:04X}")
+
+
+@pytest.mark.parametrize("text, line, col, code", [
+    *odd_char_cases("label", "name: x\nprobes:\n  - spec: vfs_read:c\n    label: {}\n", 4, 12),
+    *odd_char_cases("name", "name: {}\nprobes: [vfs_read:c]\n", 1, 7),
+    *odd_char_cases("comm", "name: x\nfilter:\n  comm: {}\nprobes: [vfs_read:c]\n", 3, 9),
+])
+def test_odd_unicode_in_labels_and_names_is_refused_by_code_point(text, line, col, code):
+    err = load_error(text)
+    what = "label" if "label:" in text else "filter.comm" if "comm:" in text else "name"
+    assert_located(err, line, col, f"{what}: U+{code:04X} {ODD_CHARS[code]} is not allowed")
+    assert chr(code) not in str(err) and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("code", [0x202E, 0x200B, 0x2066, 0xFEFF])
+@pytest.mark.parametrize("key, value, col", [
+    ("spec", "vfs_read:c:a1{}", 11 + 13),
+    ("filter", "'a1 == 1 {}'", 13 + 9),
+])
+def test_odd_unicode_in_specs_and_filters_is_refused_by_code_point(key, value, col, code):
+    entry = f"  - spec: {value.format(chr(code))}\n" if key == "spec" else \
+            f"  - spec: vfs_read:c:a1\n    filter: {value.format(chr(code))}\n"
+    err = load_error("name: x\nprobes:\n" + entry)
+    line = 3 if key == "spec" else 4
+    assert_located(err, line, col, f"{key}: U+{code:04X} {ODD_CHARS[code]} is not allowed in a {key}")
+    assert chr(code) not in str(err)
+
+
+def test_odd_unicode_quoted_back_in_a_message_is_escaped():
+    """A message that quotes what the user wrote (here an unknown key) must
+    not carry the bidi override itself: it would reorder the error line."""
+    err = load_error("name: x\nprobes:\n  - spec: vfs_read:c\n    lab\u202eel: x\n")
+    assert_located(err, 4, 5, "unknown key 'lab\\u202eel'")
+    assert "\u202e" not in str(err)
+
+
+def test_printable_unicode_in_labels_is_still_accepted():
+    ps = loads_probeset("name: 'vfs ✓ ünï'\nfilter: {comm: größe}\n"
+                        "probes:\n  - spec: vfs_read:c\n    label: 读取 größe\n")
+    assert ps.name == "vfs ✓ ünï" and ps.comm == "größe" and ps.probes[0].label == "读取 größe"

@@ -18,7 +18,7 @@ from ktui.decode import Decoder, MultiBatch, RecordBatch
 from ktui.feed import ProbeStats, StatsSnapshot
 from ktui.layout import record_layout
 from ktui.model import ProbeSet
-from ktui.recording import MAGIC, Recorder, RecordingError, RecordingReader
+from ktui.recording import MAGIC, Recorder, RecordingError, RecordingExists, RecordingReader
 from ktui.replay import ReplayFeed
 from ktui.spec import parse_spec
 
@@ -70,9 +70,9 @@ def stats_for(n: int) -> StatsSnapshot:
 BATCHES = [(0, 5), (5, 7), (12, 4), (16, 9)]  # (start, n)
 
 
-def write_recording(path: Path, close: bool = True) -> Recorder:
+def write_recording(path: Path, close: bool = True, overwrite: bool = False) -> Recorder:
     dec = make_decoder()
-    rec = Recorder(str(path), ProbeSet("synthetic", probes=dec.probes))
+    rec = Recorder(str(path), ProbeSet("synthetic", probes=dec.probes), overwrite=overwrite)
     for j, (start, n) in enumerate(BATCHES):
         if j == 2:  # a MultiBatch goes in as its parts
             rec.on_batch(MultiBatch([make_batch(dec, start, 2), make_batch(dec, start + 2, n - 2)]))
@@ -120,9 +120,77 @@ def test_file_mode_is_0600_even_over_an_existing_file(tmp_path):
     path = tmp_path / "r.ktrec"
     path.write_text("old")
     path.chmod(0o644)
-    write_recording(path)
+    write_recording(path, overwrite=True)  # ktui record --force
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert path.read_bytes().startswith(MAGIC)
+
+
+def test_existing_file_is_refused_and_untouched(tmp_path):
+    """Recording twice into the same name is a mistake more often than not:
+    the first recording stays unless overwriting is asked for."""
+    path = tmp_path / "r.ktrec"
+    write_recording(path)
+    first = path.read_bytes()
+    with pytest.raises(RecordingExists, match=r"r\.ktrec: already exists$"):
+        write_recording(path)
+    assert path.read_bytes() == first
+    write_recording(path, overwrite=True)
+    assert replay_all(path)[0]  # overwritten with a complete recording
+
+
+def test_record_refuses_an_existing_file_in_one_line_exit_1(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from ktui import cli, preflight
+
+    monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
+    path = tmp_path / "r.ktrec"
+    path.write_bytes(b"an earlier recording")
+    r = CliRunner().invoke(cli.main, ["record", "-e", "vfs_read:c", "-o", str(path)])
+    assert r.exit_code == 1, r.output
+    assert r.output == f"ktui: {path}: already exists; use --force to overwrite it\n"
+    assert path.read_bytes() == b"an earlier recording"
+
+
+@pytest.mark.parametrize("flag", ["--force", "-f"])
+def test_record_force_flag_reaches_run_record(tmp_path, monkeypatch, flag):
+    from click.testing import CliRunner
+
+    import ktui.headless as headless
+    from ktui import cli, preflight
+
+    monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
+    seen = {}
+    monkeypatch.setattr(headless, "run_record", lambda *a, **kw: seen.update(kw) or 0)
+    out = str(tmp_path / "r.ktrec")
+    assert CliRunner().invoke(cli.main, ["record", "-e", "vfs_read:c", "-o", out, flag]).exit_code == 0
+    assert seen["force"] is True
+    assert CliRunner().invoke(cli.main, ["record", "-e", "vfs_read:c", "-o", out]).exit_code == 0
+    assert seen["force"] is False
+
+
+def test_record_with_force_overwrites_on_a_fake_feed(tmp_path):
+    """run_record end to end without a kernel (its open_feed seam)."""
+    from ktui.fakefeed import FakeFeed
+    from ktui.headless import run_record
+
+    path = tmp_path / "r.ktrec"
+    path.write_bytes(b"an earlier recording")
+    ps = ProbeSet("x", probes=(parse_spec("vfs_read:c:a3"),))
+    feeds = []
+
+    def open_fake(ps, options):
+        feeds.append(FakeFeed(ps))
+        return feeds[-1]
+
+    assert run_record(ps, None, str(path), 0.05, 0.2, open_feed=open_fake) == 1
+    assert path.read_bytes() == b"an earlier recording" and not feeds  # refused before any probe
+    assert run_record(ps, None, str(path), 0.05, 0.2, force=True, open_feed=open_fake) == 0
+    assert feeds[0].closed
+    events, feed = replay_all(path)  # FakeFeed batches are not raw records: stats only
+    assert path.read_bytes().startswith(MAGIC) and not feed.truncated  # END was written
+    assert feed.stats().probes[1].hits > 0
+    feed.close()
 
 
 def test_symlink_is_refused_and_its_target_untouched(tmp_path):

@@ -230,6 +230,55 @@ def test_non_text_is_a_spec_error():
             fn(None)  # type: ignore[arg-type]
 
 
+# ---------------------------------------------------------------- odd unicode
+
+# Bidi controls, zero-width characters and other invisible ones
+# (ktui/chars.py), each where the grammar would otherwise accept the text
+# around it: the error names the code point and points at it.
+ODD = [
+    ("\u202e", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("\u2066", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+    ("\u200f", "U+200F RIGHT-TO-LEFT MARK"),
+    ("\u061c", "U+061C ARABIC LETTER MARK"),
+    ("\u200b", "U+200B ZERO WIDTH SPACE"),
+    ("\u2060", "U+2060 WORD JOINER"),
+    ("\ufeff", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    ("\x00", "U+0000 NULL (a control character)"),
+    ("\ue000", "U+E000 (a private-use character)"),
+    ("\u2029", "U+2029 PARAGRAPH SEPARATOR"),
+]
+ODD_PLACES = [
+    (parse_spec, "spec", "vfs_read:c:a1{}", 14),
+    (parse_spec, "spec", "{}vfs_read:c", 1),
+    (parse_fetch, "fetch", "n{}=a1", 2),
+    (parse_target, "target", "vfs_read{}", 9),
+    (parse_filter, "filter", "a1 == 1{}", 8),
+    (parse_filter, "filter", 'comm == "d{}d"', 11),  # inside a string, too
+]
+
+
+@pytest.mark.parametrize("char, name", ODD)
+@pytest.mark.parametrize("parse, what, template, col", ODD_PLACES)
+def test_odd_unicode_is_refused_by_code_point(parse, what, template, col, char, name):
+    err = _error(parse, template.format(char))
+    assert err.col == col, str(err)
+    assert err.message.startswith(f"{name} is not allowed in a {what}"), err.message
+    assert char not in str(err)
+
+
+def test_other_non_ascii_is_named_by_code_point_not_shown_raw():
+    err = _error(parse_spec, "vfs_r\u00ebad:c")
+    assert err.col == 6 and "U+00EB LATIN SMALL LETTER E WITH DIAERESIS" in err.message
+
+
+@pytest.mark.parametrize("label", ["rx\u202e", "\u200b", "a\u2028b"])
+def test_validate_refuses_a_probe_label_with_odd_unicode(label):
+    probe = dataclasses.replace(parse_spec("vfs_read:c"), label=label)
+    with pytest.raises(SpecError, match=r"^label: U\+[0-9A-F]{4} .* is not allowed"):
+        validate_probe(probe)
+    validate_probe(dataclasses.replace(probe, label="größe ✓"))  # printable text is fine
+
+
 # ---------------------------------------------------------------- validate_probe
 
 
