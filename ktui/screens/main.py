@@ -87,6 +87,7 @@ class MainScreen(Screen[None]):
         self.losing: set[int] = set()
         self.history = RateHistory()
         self._warned_lost: set[int] = set()
+        self._binding_state: tuple[bool, bool, bool] | None = None  # see _refresh_bindings_if_changed
         self.ready = False  # mounted: polls may update the panes
 
     def compose(self) -> ComposeResult:
@@ -151,7 +152,17 @@ class MainScreen(Screen[None]):
         )
         self._show_selected()
         self._show_status()
-        self.refresh_bindings()
+        self._refresh_bindings_if_changed()
+
+    def _refresh_bindings_if_changed(self) -> None:
+        """Refresh the footer's keys only when what check_action answers has
+        changed: each refresh recomposes the footer, and doing it on every
+        stats update (once a second) grew memory without bound (the bench's
+        host flood, docs/benchmarks.md)."""
+        state = (self.table.selected_id is not None, bool(self.order), self.events.paused)
+        if state != self._binding_state:
+            self._binding_state = state
+            self.refresh_bindings()
 
     def _show_selected(self) -> None:
         status = self.selected
@@ -185,7 +196,7 @@ class MainScreen(Screen[None]):
     @on(DataTable.RowHighlighted, "#probes")
     def _probe_highlighted(self) -> None:
         self._show_selected()
-        self.refresh_bindings()
+        self._refresh_bindings_if_changed()
 
     @on(DataTable.RowSelected, "#probes")
     def _probe_selected(self) -> None:
@@ -331,12 +342,12 @@ class MainScreen(Screen[None]):
     def action_pause(self) -> None:
         self.events.set_paused(True)
         self._show_status()
-        self.refresh_bindings()
+        self._refresh_bindings_if_changed()
 
     def action_follow(self) -> None:
         self.events.set_paused(False)
         self._show_status()
-        self.refresh_bindings()
+        self._refresh_bindings_if_changed()
 
     def action_filter(self) -> None:
         self.events.open_filter()
