@@ -97,9 +97,23 @@ def test_counting_probe_is_minimal():
 
 def test_return_probe_saves_arguments_only_when_used():
     plain = generate([parse_spec("vfs_read:r:retval")]).text
-    assert "entry.args[" not in plain
+    assert "saved->args[" not in plain and "BPF_ARRAY(ktui_entry_args" not in plain
     with_args = generate([parse_spec("vfs_read:r:retval,a3")]).text
-    assert "entry.args[2] = ctx->dx;" in with_args
+    assert "saved->args[2] = ctx->dx;" in with_args
+
+
+def test_return_probes_each_get_their_own_block_of_entry_slots():
+    text = generate([parse_spec("vfs_read:r"), parse_spec("vfs_open:c"),
+                     parse_spec("vfs_write:r:a1")]).text
+    assert "BPF_ARRAY(ktui_entries, struct ktui_entry, 2 * KTUI_ENTRY_SLOTS);" in text
+    assert "BPF_ARRAY(ktui_entry_args, struct ktui_entry_args, 1 * KTUI_ENTRY_SLOTS);" in text
+    assert "u32 slot = 0 * KTUI_ENTRY_SLOTS + thread_slot;" in text  # vfs_read
+    assert "u32 slot = 1 * KTUI_ENTRY_SLOTS + thread_slot;" in text  # vfs_write
+    assert "u32 args_slot = 0 * KTUI_ENTRY_SLOTS + thread_slot;" in text
+    # a return only counts when the slot holds this thread's entry
+    assert "entry->tid != (u32)pid_tgid" in text
+    counting = generate([parse_spec("vfs_open:c")]).text
+    assert "ktui_entries" not in counting
 
 
 def test_record_layout_is_fixed_size_and_aligned():

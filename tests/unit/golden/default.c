@@ -6,6 +6,7 @@
 #define KTUI_PAYLOAD 64
 #define KTUI_COMM_EXACT 1024
 #define KTUI_COMM_EVERY 64
+#define KTUI_ENTRY_SLOTS 16384
 
 struct ktui_event {
     u64 ts;
@@ -18,8 +19,19 @@ struct ktui_event {
     u8 payload[KTUI_PAYLOAD];
 };
 
+/* Return probes keep the entry time per thread in an array slot,
+ * tid mod KTUI_ENTRY_SLOTS: a hash update, lookup and delete per call
+ * cost more than the kretprobe itself (docs/benchmarks.md), and a
+ * slot never leaks when a return is missed. Two threads in the same
+ * function at once whose tids collide lose one latency (the slot's
+ * tid must match), they are not mixed up. */
 struct ktui_entry {
     u64 ts;
+    u32 tid;
+    u32 pad;
+};
+
+struct ktui_entry_args {
     u64 args[6];
 };
 
@@ -48,8 +60,8 @@ BPF_PERCPU_ARRAY(ktui_hist, u64, KTUI_NPROBES * KTUI_HIST_SLOTS);
 BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
 BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_NPROBES);
-BPF_TABLE("lru_hash", u64, struct ktui_entry, ktui_entries, 10240);
 BPF_PERCPU_ARRAY(ktui_scratch, struct ktui_event, 1);
+BPF_ARRAY(ktui_entries, struct ktui_entry, 2 * KTUI_ENTRY_SLOTS);
 
 static __always_inline void ktui_bump(void *map_lookup_result)
 {
@@ -182,9 +194,13 @@ int ktui_e1(struct pt_regs *ctx)
     u64 pid_tgid = bpf_get_current_pid_tgid();
     if (!ktui_set_filter(pid_tgid, 0))
         return 0;
-    u64 key = ((u64)1 << 32) | (u32)pid_tgid;
-    struct ktui_entry entry = {.ts = bpf_ktime_get_ns()};
-    ktui_entries.update(&key, &entry);
+    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);
+    u32 slot = 0 * KTUI_ENTRY_SLOTS + thread_slot;
+    struct ktui_entry *entry = ktui_entries.lookup(&slot);
+    if (!entry)
+        return 0;
+    entry->tid = (u32)pid_tgid;
+    entry->ts = bpf_ktime_get_ns();
     return 0;
 }
 
@@ -192,13 +208,15 @@ int ktui_p1(struct pt_regs *ctx)
 {
     u32 probe = 1;
     u64 pid_tgid = bpf_get_current_pid_tgid();
-    u64 key = ((u64)1 << 32) | (u32)pid_tgid;
-    struct ktui_entry *entry = ktui_entries.lookup(&key);
-    if (!entry)
-        return 0;  /* entered before we attached, or filtered out */
+    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);
+    u32 slot = 0 * KTUI_ENTRY_SLOTS + thread_slot;
+    struct ktui_entry *entry = ktui_entries.lookup(&slot);
+    /* entered before we attached, filtered out, or another thread's */
+    if (!entry || !entry->ts || entry->tid != (u32)pid_tgid)
+        return 0;
     u64 now = bpf_ktime_get_ns();
     u64 latency = now - entry->ts;
-    ktui_entries.delete(&key);
+    entry->ts = 0;
     u32 zero = 0;
     struct ktui_event *e = ktui_scratch.lookup(&zero);
     if (!e)
@@ -254,9 +272,13 @@ int ktui_e3(struct pt_regs *ctx)
     u64 pid_tgid = bpf_get_current_pid_tgid();
     if (!ktui_set_filter(pid_tgid, 0))
         return 0;
-    u64 key = ((u64)3 << 32) | (u32)pid_tgid;
-    struct ktui_entry entry = {.ts = bpf_ktime_get_ns()};
-    ktui_entries.update(&key, &entry);
+    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);
+    u32 slot = 1 * KTUI_ENTRY_SLOTS + thread_slot;
+    struct ktui_entry *entry = ktui_entries.lookup(&slot);
+    if (!entry)
+        return 0;
+    entry->tid = (u32)pid_tgid;
+    entry->ts = bpf_ktime_get_ns();
     return 0;
 }
 
@@ -264,13 +286,15 @@ int ktui_p3(struct pt_regs *ctx)
 {
     u32 probe = 3;
     u64 pid_tgid = bpf_get_current_pid_tgid();
-    u64 key = ((u64)3 << 32) | (u32)pid_tgid;
-    struct ktui_entry *entry = ktui_entries.lookup(&key);
-    if (!entry)
-        return 0;  /* entered before we attached, or filtered out */
+    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);
+    u32 slot = 1 * KTUI_ENTRY_SLOTS + thread_slot;
+    struct ktui_entry *entry = ktui_entries.lookup(&slot);
+    /* entered before we attached, filtered out, or another thread's */
+    if (!entry || !entry->ts || entry->tid != (u32)pid_tgid)
+        return 0;
     u64 now = bpf_ktime_get_ns();
     u64 latency = now - entry->ts;
-    ktui_entries.delete(&key);
+    entry->ts = 0;
     u32 zero = 0;
     struct ktui_event *e = ktui_scratch.lookup(&zero);
     if (!e)
