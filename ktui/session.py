@@ -18,6 +18,7 @@ import ctypes
 import dataclasses
 import errno
 import os
+import resource
 import threading
 import time
 from dataclasses import dataclass, field
@@ -103,6 +104,7 @@ class Session:
         """Compile the whole set once and attach every enabled probe."""
         if self._log_fd < 0:
             self._log_fd = open_log(self.options.log_path)
+        _raise_fd_limit()
         probes = list(self.probeset.probes)
         ids = [self._new_id(p) for p in probes]
         try:
@@ -110,11 +112,13 @@ class Session:
         except KtuiError:
             self.close()
             raise
+        started = time.monotonic()
         for pid_ in ids:
             if self._probes[pid_].enabled:
                 self._attach(pid_)
             else:
                 self._set_status(pid_, ProbeState.OFF)
+        log_line(self._log_fd, f"ktui: attached in {time.monotonic() - started:.2f} s")
 
     def close(self) -> None:
         """Detach everything and free the programs. Safe to call twice."""
@@ -123,10 +127,14 @@ class Session:
                 return
             self._closed = True
             fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            started = time.monotonic()
             kprobe_pmu.detach_all(fds)
+            detached = time.monotonic()
             for unit in self._units:
                 self._close_unit(unit)
             self._units.clear()
+            log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in {detached - started:.2f} s, "
+                     f"freed the programs in {time.monotonic() - detached:.2f} s (at {time.monotonic():.3f})")
             if self._log_fd >= 0:
                 os.close(self._log_fd)
                 self._log_fd = -1
@@ -167,12 +175,14 @@ class Session:
             exclude_pid=None if self.options.include_self else os.getpid(),
         )
         log_line(self._log_fd, f"ktui: compiling {len(probes)} probe(s)")
+        started = time.monotonic()
         with captured_stderr(self._log_fd) as cap:
             try:
                 bpf = BPF(text=program.text.encode())
             except Exception as exc:  # bcc raises bare Exception on compile errors
                 detail = cap.first_error() if cap.text else str(exc)
                 raise KtuiError(f"BPF compile failed: {detail or exc}") from exc
+        log_line(self._log_fd, f"ktui: compiled in {time.monotonic() - started:.2f} s")
         try:
             reader = self._open_reader(bpf, program)
         except Exception:
@@ -250,20 +260,35 @@ class Session:
         return t.symbol, t.offset, None
 
     def _precheck(self, probe: Probe) -> str:
-        """Reasons to refuse a probe before asking the kernel."""
+        """Reasons to refuse a probe before asking the kernel. Symbol checks
+        wait until the kernel refuses: parsing /proc/kallsyms costs seconds
+        under emulation, and a probe that attaches needs none of it."""
         t = probe.target
         if probe.kind is Kind.RETURN and (t.address is not None or t.offset):
             return "a return probe needs a function entry: drop the address/offset or use :c"
-        if t.symbol is not None and self.symbols.available:
-            if not self.symbols.exists(t.symbol):
-                close = self.symbols.close_names(t.symbol)
-                hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                return f"unknown kernel function {t.symbol!r}{hint}"
-            if self.symbols.blacklisted(t.symbol):
-                return f"{t.symbol} is on the kernel's kprobe blacklist: it cannot be probed"
+        return ""
+
+    def _symbol_reason(self, probe: Probe) -> str:
+        """Why the kernel refused a named function, from kallsyms and the
+        kprobe blacklist: unknown (with close names) or blacklisted."""
+        name = probe.target.symbol
+        if name is None or not self.symbols.available:
+            return ""
+        if not self.symbols.exists(name):
+            close = self.symbols.close_names(name)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return f"unknown kernel function {name!r}{hint}"
+        if self.symbols.blacklisted(name):
+            return f"{name} is on the kernel's kprobe blacklist: it cannot be probed"
         return ""
 
     def _explain(self, probe: Probe, exc: Exception, cap) -> str:
+        if not isinstance(exc, OSError) and "Too many open files" in str(exc):
+            exc = OSError(errno.EMFILE, str(exc))  # bcc's load_func says it in words
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOENT, errno.EINVAL):
+            reason = self._symbol_reason(probe)
+            if reason:
+                return reason
         if isinstance(exc, OSError) and exc.errno is not None:
             where = str(probe.target)
             reasons = {
@@ -377,6 +402,18 @@ class _AttachError(Exception):
 
 
 # ---------------------------------------------------------------- map reads
+
+
+def _raise_fd_limit() -> None:
+    """Every probe holds a perf fd (two for a return probe) and its program's
+    fd: lift the soft RLIMIT_NOFILE (often 1024) to the hard limit, as a big
+    set would otherwise fail at a few hundred probes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass  # keep the soft limit; probes past it fail with their reason
 
 
 def _percpu_sum(table, key: int) -> int:
