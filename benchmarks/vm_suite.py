@@ -153,6 +153,7 @@ class Tool:
     def stop(self, timeout: float = EXIT_TIMEOUT) -> dict:
         """SIGINT, then reap with wait4 (for peak RSS). Returns what happened."""
         t = time.monotonic()
+        self.note_sigint = t  # CLOCK_MONOTONIC: comparable with times in ktui's log
         if self.proc.returncode is None:
             try:
                 os.kill(self.proc.pid, signal.SIGINT)
@@ -427,7 +428,8 @@ class Suite:
             entry.update(tool.stop())
             entry["stop_during_flood"] = True
             self.results["startup"][f"{name}:{k}"] = entry
-            self.note(f"{name} x{k}: live {live}, first event {first}, exit after SIGINT "
+            entry["sigint_at"] = tool.note_sigint
+            self.note(f"{name} x{k}: SIGINT at {tool.note_sigint:.3f}, live {live}, first event {first}, exit after SIGINT "
                       f"{entry['exit_s']}, detached after {entry['detached_s']}, probes left "
                       f"{entry['probes_left']}" + ("" if live is not None else f" ERR {entry['stderr_tail']}"))
         finally:
