@@ -93,8 +93,9 @@ def attach(prog_fd: int, symbol: str | None, offset: int, retprobe: bool,
     running `prog_fd`. Returns the perf fd that owns it; close it to detach."""
     try:
         pmu_type = int((_PMU_DIR / "type").read_text())
-    except (OSError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise OSError(errno.ENOENT, "this kernel has no kprobe PMU (CONFIG_KPROBES off?)") from exc
+    # other errors (EMFILE: no fd left to read the file) propagate as they are
     attr = PerfEventAttr()
     attr.type = pmu_type
     attr.config = _retprobe_bit() if retprobe else 0

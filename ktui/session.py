@@ -235,11 +235,13 @@ class Session:
                         fds.append(kprobe_pmu.attach(fn, symbol, offset, retprobe, address))
                     except Exception as exc:
                         raise _AttachError(self._explain(probe, exc, cap)) from exc
-            except _AttachError as exc:
+            except (_AttachError, OSError) as exc:
+                # OSError: not even an fd left to capture bcc's stderr (EMFILE)
+                reason = str(exc) if isinstance(exc, _AttachError) else self._explain(probe, exc, None)
                 for fd in fds:
                     os.close(fd)
-                log_line(self._log_fd, f"ktui: {probe.spec_text}: {exc}")
-                return self._set_status(pid_, ProbeState.FAILED, str(exc))
+                log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
+                return self._set_status(pid_, ProbeState.FAILED, reason)
             self._fds[pid_] = fds
             return self._set_status(pid_, ProbeState.ATTACHED)
 
@@ -301,7 +303,7 @@ class Session:
                 errno.EMFILE: "too many open files: raise `ulimit -n` for this many probes",
             }
             return reasons.get(exc.errno, f"{where}: {os.strerror(exc.errno)}")
-        detail = cap.first_error() if cap.text else ""
+        detail = cap.first_error() if cap is not None and cap.text else ""
         return f"{exc}" + (f": {detail}" if detail else "")
 
     # ------------------------------------------------------------ Feed API
