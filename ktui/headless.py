@@ -8,18 +8,23 @@ reader of its stdout pipe goes away, whether or not it was writing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import select
 import signal
 import stat
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .collector import Collector
 from .model import KtuiError, ProbeSet
 from .ndjson import NdjsonSink, summary_of
+
+if TYPE_CHECKING:
+    from .collector import Collector
+
+# asyncio and the collector (and numpy, through the session's decoder) are
+# imported once the probes are attached: under emulation those imports take
+# seconds, and the probes should be counting meanwhile.
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -63,6 +68,8 @@ class ReaderGone:
 
 
 async def _watch_reader(gone: Callable[[], bool], on_gone: Callable[[], None]) -> None:
+    import asyncio
+
     while True:
         if gone():
             on_gone()
@@ -79,6 +86,10 @@ async def _collect(feed, sink, interval: float, duration: float | None,
     Plain signal.signal handlers, not loop.add_signal_handler: those only run
     when the loop gets control back, which a sink busy with a big batch may
     not give for seconds. Ours set a flag the sink checks between chunks."""
+    import asyncio
+
+    from .collector import Collector
+
     collector = collector or Collector(feed, stats_interval=interval)
     old = {sig: signal.signal(sig, lambda signum, frame: collector.stop()) for sig in STOP_SIGNALS}
     loop = asyncio.get_running_loop()
@@ -196,6 +207,10 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
     if isinstance(session, int):
         return session
     try:
+        import asyncio
+
+        from .collector import Collector
+
         collector = Collector(session, stats_interval=interval)
         sink = NdjsonSink(sys.stdout, session, getattr(session, "symbolize", None),
                           with_stats=with_stats, should_stop=lambda: collector.stopping)
@@ -247,6 +262,8 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
                 def on_stats(self, stats):
                     last["stats"] = stats
                     recorder.on_stats(stats)
+
+            import asyncio
 
             try:
                 asyncio.run(_collect(session, Sink(), interval, duration))

@@ -13,7 +13,6 @@ all, and if the process dies (even by SIGKILL) the kernel does it.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import dataclasses
 import errno
@@ -26,7 +25,6 @@ from pathlib import Path
 
 from . import kprobe_pmu
 from .codegen import PERF, RINGBUF, Program, generate
-from .decode import Decoder, EmptyBatch, MultiBatch
 from .feed import (
     HIST_SLOTS,
     EventBatch,
@@ -40,7 +38,6 @@ from .feed import (
 from .ksyms import KernelSymbols
 from .model import Kind, KtuiError, Probe, ProbeSet
 from .quiet import captured_stderr, log_line, open_log
-from .ringbuf import RingBufReader
 
 TOP_COMMS = 5
 
@@ -70,8 +67,9 @@ class _Unit:
     bpf: object
     program: Program
     ids: list[int]  # session probe id by local index
-    decoder: Decoder
-    reader: object
+    # Set by _start_reading: numpy (decode, ring views) is imported only then.
+    decoder: object | None = None
+    reader: object | None = None
     live: set[int] = field(default_factory=set)  # local indices not removed
 
 
@@ -107,18 +105,25 @@ class Session:
         _raise_fd_limit()
         probes = list(self.probeset.probes)
         ids = [self._new_id(p) for p in probes]
+        # A ring buffer keeps what the probes write until it is read, so its
+        # reader (and numpy, a second of imports under emulation) can come
+        # after the probes are live. Perf buffers drop events while no reader
+        # has opened them: their reader comes first.
+        read_first = self.buffer == PERF
         try:
-            self._compile_unit(probes, ids)
-        except KtuiError:
+            unit = self._compile_unit(probes, ids, read_now=read_first)
+            started = time.monotonic()
+            for pid_ in ids:
+                if self._probes[pid_].enabled:
+                    self._attach(pid_)
+                else:
+                    self._set_status(pid_, ProbeState.OFF)
+            log_line(self._log_fd, f"ktui: attached in {time.monotonic() - started:.2f} s")
+            if not read_first:
+                self._start_reading(unit)
+        except BaseException:  # KeyboardInterrupt too: nothing stays attached
             self.close()
             raise
-        started = time.monotonic()
-        for pid_ in ids:
-            if self._probes[pid_].enabled:
-                self._attach(pid_)
-            else:
-                self._set_status(pid_, ProbeState.OFF)
-        log_line(self._log_fd, f"ktui: attached in {time.monotonic() - started:.2f} s")
 
     def close(self) -> None:
         """Detach everything and free the programs. Safe to call twice."""
@@ -141,7 +146,8 @@ class Session:
 
     def _close_unit(self, unit: _Unit) -> None:
         try:
-            unit.reader.close()
+            if unit.reader is not None:
+                unit.reader.close()
         finally:
             with captured_stderr(self._log_fd):
                 unit.bpf.cleanup()
@@ -163,7 +169,7 @@ class Session:
         self._status[pid_] = ProbeStatus(pid_, probe, ProbeState.PENDING)
         return pid_
 
-    def _compile_unit(self, probes: list[Probe], ids: list[int]) -> _Unit:
+    def _compile_unit(self, probes: list[Probe], ids: list[int], read_now: bool = True) -> _Unit:
         from bcc import BPF  # imported late: offline commands need no bcc
 
         program = generate(
@@ -183,23 +189,34 @@ class Session:
                 detail = cap.first_error() if cap.text else str(exc)
                 raise KtuiError(f"BPF compile failed: {detail or exc}") from exc
         log_line(self._log_fd, f"ktui: compiled in {time.monotonic() - started:.2f} s")
-        try:
-            reader = self._open_reader(bpf, program)
-        except Exception:
-            with captured_stderr(self._log_fd):
-                bpf.cleanup()
-            raise
-        unit = _Unit(bpf, program, list(ids), Decoder(program.layout, probes, ids), reader,
-                     live=set(range(len(ids))))
+        unit = _Unit(bpf, program, list(ids), live=set(range(len(ids))))
+        if read_now:
+            try:
+                self._start_reading(unit)
+            except Exception:
+                with captured_stderr(self._log_fd):
+                    bpf.cleanup()
+                raise
         with self._lock:
             self._units.append(unit)
             for local, pid_ in enumerate(ids):
                 self._where[pid_] = (unit, local)
         return unit
 
+    def _start_reading(self, unit: _Unit) -> None:
+        """Map the unit's event buffer and build its decoder."""
+        from .decode import Decoder
+
+        program = unit.program
+        probes = [self._probes[i] for i in unit.ids]
+        unit.decoder = Decoder(program.layout, probes, unit.ids)
+        unit.reader = self._open_reader(unit.bpf, program)
+
     def _open_reader(self, bpf, program: Program):
         size = program.layout.record_size
         if program.buffer == RINGBUF:
+            from .ringbuf import RingBufReader
+
             table = bpf[b"ktui_events"]
             return RingBufReader(table.map_fd, self.options.ringbuf_pages * 4096, size)
         from .perfbuf import PerfBufReader
@@ -327,8 +344,12 @@ class Session:
         return self.symbols.symbolize(addr)
 
     def drain(self) -> EventBatch:
+        from .decode import EmptyBatch, MultiBatch
+
         parts = []
         for unit in list(self._units):
+            if unit.reader is None:
+                continue
             raw = unit.reader.drain()
             if len(raw):
                 parts.append(unit.decoder.batch(raw))
@@ -356,6 +377,8 @@ class Session:
             return self._set_status(probe_id, ProbeState.OFF)
 
     async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:
+        import asyncio
+
         return await asyncio.to_thread(self.set_enabled_now, probe_id, enabled)
 
     def add_probe_now(self, probe: Probe) -> ProbeStatus:
@@ -374,6 +397,8 @@ class Session:
         return self._set_status(pid_, ProbeState.OFF)
 
     async def add_probe(self, probe: Probe) -> ProbeStatus:
+        import asyncio
+
         return await asyncio.to_thread(self.add_probe_now, probe)
 
     def remove_probe_now(self, probe_id: int) -> None:
@@ -391,6 +416,8 @@ class Session:
             self._sync_probeset()
 
     async def remove_probe(self, probe_id: int) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.remove_probe_now, probe_id)
 
     def _sync_probeset(self) -> None:
