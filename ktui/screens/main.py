@@ -16,12 +16,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from ..feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
 from ..format import Symbolize
 from ..model import Probe, ProbeSet
 from ..rates import RateHistory, drop_percent, lost_growing, rates, totals
+from ..widgets.footer import KtuiFooter
 from ..widgets.event_log import EventLog
 from ..widgets.event_pane import EventPane
 from ..widgets.event_window import DEFAULT_WINDOW
@@ -96,7 +97,7 @@ class MainScreen(Screen[None]):
         with Horizontal(id="panes"):
             yield EventPane(self.window, self.symbolize, id="events")
             yield StatsPane(id="stats")
-        yield Footer()
+        yield KtuiFooter()
 
     def on_mount(self) -> None:
         self.info = self.feed.system_info()  # fixed for a run: read once
