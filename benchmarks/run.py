@@ -59,14 +59,9 @@ def run_vm(binary: Path) -> dict:
            f"--out {out.relative_to(ROOT)} --n {env_int('KTUI_BENCH_N', 100_000)} "
            f"--rounds {env_int('KTUI_BENCH_ROUNDS', 3)} --flood {env_int('KTUI_BENCH_FLOOD', 1_000_000)}")
     print(f"bench: one VM boot: scripts/vm.sh -- '{cmd}'", flush=True)
-    # Single-threaded TCG: under the default multi-threaded TCG, putting a
-    # kprobe on vfs_read while the other vCPU ran it oopsed the guest (an
-    # instruction fetch at 0 from vfs_read+5, then RCU stalls) in 3 of 4
-    # startup runs; that was the "hung" case of run 2. One host thread runs
-    # both vCPUs in turn: no crash in any run since, and ratios stay fair as
-    # every tool runs under the same VM.
-    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "1500"),
-           "KTUI_VM_QEMU_OPTS": os.environ.get("KTUI_VM_QEMU_OPTS", "-accel tcg,thread=single")}
+    # scripts/vm.sh runs single-threaded TCG: under the multi-threaded kind the
+    # guest oopsed while kprobes went onto a running vfs_read (see there).
+    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "1500")}
     t0 = time.monotonic()
     proc = sh(["scripts/vm.sh", "--", cmd], env=env)
     print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)

@@ -303,7 +303,7 @@ class Suite:
         n = self.args.flood
         rec = str(self.out_dir / "stream-record.ktrec")
         tools = [
-            ("ktui_record", lambda p: self.ktui("record", "vfs_read:c:a3", pid=p, extra=["-o", rec]), None),
+            ("ktui_record", lambda p: self.ktui("record", "vfs_read:c:a3", pid=p, extra=["-o", rec, "--force"]), None),
             ("ktui_stream", lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p, extra=["--no-stats"]), None),
             ("trace_bpfcc", lambda p: ["trace-bpfcc", "-p", str(p), 'vfs_read "%d", arg3'],
              str(self.out_dir / "stream-trace.out")),
@@ -386,7 +386,7 @@ class Suite:
             ("ktui", 20, lambda p: self.ktui("stream", *[f"{f}:c:a1" for f in funcs], pid=p,
                                              extra=["--no-stats"]), ktui_ev, {}),
             ("ktui_record", 1, lambda p: self.ktui("record", "vfs_read:c:a3", pid=p,
-                                                   extra=["-o", "/tmp/bench-stop.ktrec"]), False, {}),
+                                                   extra=["-o", "/tmp/bench-stop.ktrec", "--force"]), False, {}),
             ("trace_bpfcc", 1, lambda p: ["trace-bpfcc", "-p", str(p), 'vfs_read "%d", arg3'],
              None, unbuffered),
             ("trace_bpfcc", 20, lambda p: ["trace-bpfcc", "-p", str(p), *funcs], None, unbuffered),

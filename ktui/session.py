@@ -296,7 +296,8 @@ class Session:
         if not self.symbols.exists(name):
             close = self.symbols.close_names(name)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            return f"unknown kernel function {name!r}{hint}"
+            return (f"unknown kernel function {name!r}{hint}: not in /proc/kallsyms "
+                    "(misspelt, inlined away, or in a module not loaded)")
         if self.symbols.blacklisted(name):
             return f"{name} is on the kernel's kprobe blacklist: it cannot be probed"
         return ""

@@ -40,19 +40,25 @@ mkdir -p "$out"
 log="$out/guest-$$.log"
 rc_file="$out/rc-$$"
 rm -f "$rc_file"
+# KTUI_VM_VERBOSE=1: the guest kernel's messages (lockups, stalls) go to the console log.
+verbose=()
+[ "${KTUI_VM_VERBOSE:-0}" = 1 ] && verbose=(-v)
+# Single-threaded TCG by default (KTUI_VM_QEMU_OPTS overrides; set it empty
+# for QEMU's multi-threaded TCG). Under multi-threaded TCG, putting a kprobe
+# on vfs_read while the other vCPU ran it oopsed the guest (an instruction
+# fetch at 0 from vfs_read+5, then RCU stalls) in 3 of 4 benchmark startups:
+# the patched text was not seen the same way by both vCPUs. One host thread
+# running both vCPUs in turn has not crashed since, and ran the kernel suite
+# faster (3.5 min instead of 4.4).
+qemu_opts=("--qemu-opts=${KTUI_VM_QEMU_OPTS--accel tcg,thread=single}")
+[ -z "${KTUI_VM_QEMU_OPTS-x}" ] && qemu_opts=()
 inner="cd '$repo' && mount -t debugfs none /sys/kernel/debug 2>/dev/null; export PATH='$repo/.venv/bin':\$PATH; ( $cmd ) > '$log' 2>&1; echo \$? > '$rc_file'"
 if [ "$shell" = 1 ]; then
     # Interactive: COMMAND is a script run as the guest's shell, on the
     # guest console, with the host terminal's size and TERM.
-    exec vng -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" \
+    exec vng "${qemu_opts[@]}" -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" \
         --shell "$cmd"
 fi
-# KTUI_VM_VERBOSE=1: the guest kernel's messages (lockups, stalls) go to the console log.
-verbose=()
-[ "${KTUI_VM_VERBOSE:-0}" = 1 ] && verbose=(-v)
-# KTUI_VM_QEMU_OPTS: extra QEMU arguments, e.g. "-accel tcg,thread=single".
-qemu_opts=()
-[ -n "${KTUI_VM_QEMU_OPTS:-}" ] && qemu_opts=("--qemu-opts=$KTUI_VM_QEMU_OPTS")
 set +e
 timeout "${KTUI_VM_TIMEOUT:-2400}" vng "${verbose[@]}" "${qemu_opts[@]}" -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 \
     --rwdir "$repo" -- "$inner" > "$out/console-$$.log" 2>&1

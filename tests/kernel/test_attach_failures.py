@@ -75,6 +75,7 @@ def test_unknown_symbol_suggests_close_names(session):
     st = status(s, "typo")
     assert st.state is ProbeState.FAILED
     assert "unknown kernel function 'vfs_raed'" in st.reason and "vfs_read" in st.reason
+    assert "inlined away" in st.reason
 
 
 def test_blacklisted_function_is_refused(session):
