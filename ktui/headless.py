@@ -211,7 +211,8 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
 
         from .collector import Collector
 
-        collector = Collector(session, stats_interval=interval)
+        # --no-stats: no stats lines, so no map reads but the final one
+        collector = Collector(session, stats_interval=interval if with_stats else float("inf"))
         sink = NdjsonSink(sys.stdout, session, getattr(session, "symbolize", None),
                           with_stats=with_stats, should_stop=lambda: collector.stopping)
         guarded = _GuardedSink(sink, [collector])
