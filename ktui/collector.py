@@ -78,15 +78,20 @@ class Collector:
         if self.stopping:
             self._stopping.set()
         next_stats = time.monotonic() + self.stats_interval
+        # A set whose probes only count (no fetches) never writes an event:
+        # then there is nothing to drain, and the loop sleeps until the next
+        # stats read or the stop, like funccount-bpfcc.
+        emits = any(p.emits_events for p in self.feed.probeset.probes)
         try:
             while not self.stopping:
-                drained = self.drain_once(sink)
+                drained = self.drain_once(sink) if emits else 0
                 now = time.monotonic()
                 if now >= next_stats:
                     sink.on_stats(self.feed.stats())
                     next_stats = now + self.stats_interval
+                wait = self.backoff.next(drained) if emits else next_stats - now
                 try:
-                    await asyncio.wait_for(self._stopping.wait(), self.backoff.next(drained))
+                    await asyncio.wait_for(self._stopping.wait(), None if wait == float("inf") else wait)
                 except asyncio.TimeoutError:
                     pass
         finally:

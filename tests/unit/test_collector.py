@@ -53,3 +53,16 @@ def test_an_idle_feed_is_drained_far_less_often_than_a_busy_one():
     # idle: ~0.5 s / 0.05 s; busy: up to 0.5 s / 0.01 s (fewer on a slow machine)
     assert idle <= 15
     assert busy > 2 * idle
+
+
+def test_a_counting_only_set_is_never_drained_until_the_end():
+    feed = CountingFeed(5)
+    feed.probeset = ProbeSet(name="t", probes=(parse_spec("vfs_read:c"),))  # no fetches
+    collector = Collector(feed, interval=0.01, stats_interval=float("inf"))
+
+    async def run():
+        asyncio.get_running_loop().call_later(0.3, collector.stop)
+        await collector.run(NullSink())
+
+    asyncio.run(run())
+    assert feed.drains == 1  # the final drain only
