@@ -143,6 +143,28 @@ class Tool:
             time.sleep(0.01)
         return None
 
+    def cpu_seconds(self) -> float:
+        """user + system CPU time of the tool's process and its reaped children."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def wait_settled(self, window: float = 0.5, share: float = 0.05, timeout: float = 15.0) -> float:
+        """Wait until the tool uses under `share` of a CPU over `window`:
+        a tool still importing or compiling after its probes are listed
+        would otherwise take CPU from the timed rounds (one host thread runs
+        both vCPUs). Returns the seconds waited."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            before = self.cpu_seconds()
+            time.sleep(window)
+            if self.cpu_seconds() - before < share * window:
+                break
+        return time.monotonic() - t0
+
     def wait_first_event(self, timeout: float = 30.0) -> float | None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.first_event is None:
@@ -288,6 +310,7 @@ class Suite:
                 self.note(f"{name}: NEVER LIVE: {entry['stderr_tail']}")
                 continue
             time.sleep(ATTACH_GRACE)
+            entry["settle_s"] = tool.wait_settled()
             entry["ns"] = [w.round() for _ in range(rounds)]
             w.stop()
             time.sleep(0.3)
@@ -295,7 +318,8 @@ class Suite:
             if name.startswith("ktui"):
                 entry["summary"] = ktui_summary(tool.stderr())
             self.results["stats_only"][name] = entry
-            self.note(f"{name}: live {live:.1f}s, {[round(t / n) for t in entry['ns']]} ns/read, "
+            self.note(f"{name}: live {live:.1f}s, settled +{entry['settle_s']:.1f}s, "
+                      f"{[round(t / n) for t in entry['ns']]} ns/read, "
                       f"exit {entry['exit_s']:.2f}s, left {entry['probes_left']}")
             self.baseline(n, rounds, f"stats:after {name}")
 
@@ -330,6 +354,7 @@ class Suite:
                 self.note(f"{name}: NEVER LIVE: {entry['stderr_tail']}")
                 continue
             time.sleep(ATTACH_GRACE)
+            entry["settle_s"] = tool.wait_settled()
             entry["ns"] = [w.round()]
             w.stop()
             self._settle(out)
