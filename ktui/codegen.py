@@ -412,12 +412,7 @@ def _entry_function(index: int, probe: Probe, sets: "_SetFilter", slots: _EntryS
         "    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);",
     ]
     if slots.args_block is not None:
-        lines += [
-            f"    u32 args_slot = {slots.args_block} * KTUI_ENTRY_SLOTS + thread_slot;",
-            "    struct ktui_entry_args *saved = ktui_entry_args.lookup(&args_slot);",
-            "    if (!saved)",
-            "        return 0;",
-        ]
+        lines += _saved_args_slot(slots.args_block)
         lines += [f"    saved->args[{i}] = ctx->{reg};" for i, reg in enumerate(ARG_REGISTERS)]
     lines += [
         f"    u32 slot = {slots.ts_block} * KTUI_ENTRY_SLOTS + thread_slot;",
@@ -431,6 +426,16 @@ def _entry_function(index: int, probe: Probe, sets: "_SetFilter", slots: _EntryS
         "",
     ]
     return lines
+
+
+def _saved_args_slot(block: int) -> list[str]:
+    """`saved`: this thread's slot for a return probe's entry arguments."""
+    return [
+        f"    u32 args_slot = {block} * KTUI_ENTRY_SLOTS + thread_slot;",
+        "    struct ktui_entry_args *saved = ktui_entry_args.lookup(&args_slot);",
+        "    if (!saved)",
+        "        return 0;",
+    ]
 
 
 @dataclass(frozen=True)
@@ -465,14 +470,8 @@ def _probe_function(index: int, probe: Probe, layout: ProbeLayout, sets: _SetFil
             "    entry->ts = 0;",
         ]
         if slots.args_block is not None:
-            lines += [
-                f"    u32 args_slot = {slots.args_block} * KTUI_ENTRY_SLOTS + thread_slot;",
-                "    struct ktui_entry_args *saved = ktui_entry_args.lookup(&args_slot);",
-                "    if (!saved)",
-                "        return 0;",
-                "    u64 args[6];",
-                "    __builtin_memcpy(args, saved->args, sizeof(args));",
-            ]
+            lines += _saved_args_slot(slots.args_block)
+            lines += ["    u64 args[6];", "    __builtin_memcpy(args, saved->args, sizeof(args));"]
     elif emits:
         lines.append("    u64 now = bpf_ktime_get_ns();")
     comm = "0"
