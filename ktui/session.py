@@ -138,9 +138,9 @@ class Session:
             for unit in self._units:
                 self._close_unit(unit)
             self._units.clear()
-            log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in {detached - started:.2f} s, "
-                     f"freed the programs in {time.monotonic() - detached:.2f} s (at {time.monotonic():.3f})")
-            if self._log_fd >= 0:
+            if self._log_fd >= 0:  # not opened when open() was never called
+                log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in {detached - started:.2f} s, "
+                         f"freed the programs in {time.monotonic() - detached:.2f} s (at {time.monotonic():.3f})")
                 os.close(self._log_fd)
                 self._log_fd = -1
 
