@@ -165,6 +165,8 @@ def analyse(vm: dict, host: dict) -> dict:
     for name in stats:
         e = stats[name]
         hits = next(iter(e.get("summary", {}).get("probes", {}).values()), {}).get("hits")
+        row("1 stats-only", f"{name} CPU s during the timed rounds", e.get("cpu_rounds_s"), "{:.2f}",
+            f"launch to exit {e['cpu_s']:.1f} s" if e.get("cpu_s") is not None else "")
         row("1 stats-only", f"slowdown {name}", sd.get(name), "{:.2f}x",
             f"hits {hits} (expected {vm['params']['n'] * vm['params']['rounds']})" if hits is not None else
             e.get("error", ""))
@@ -194,6 +196,8 @@ def analyse(vm: dict, host: dict) -> dict:
             row("2 streaming", f"{name} delivered / its probe's hits", ratio(d, e["hits"]), "{:.3%}",
                 f"delivered {d} + lost {lost} vs hits {e['hits']} (reads seen by the probe)")
         row("2 streaming", f"{name} slowdown", ss.get(name), "{:.2f}x")
+        row("2 streaming", f"{name} CPU s during the flood and its catch-up", e.get("cpu_rounds_s"), "{:.2f}",
+            f"launch to exit {e['cpu_s']:.1f} s" if e.get("cpu_s") is not None else "")
         row("2 streaming", f"{name} peak RSS MiB", None if e.get("maxrss_kb") is None else e["maxrss_kb"] / 1024,
             "{:.0f}")
     kr = stream.get("ktui_record", {})

@@ -116,6 +116,7 @@ class Tool:
             self._reader.start()
         self.rc: int | None = None
         self.maxrss_kb: int | None = None
+        self.cpu_s: float | None = None
 
     def _read(self, pattern: re.Pattern) -> None:
         fd = self.proc.stdout.fileno()
@@ -192,6 +193,9 @@ class Tool:
                 exit_s = time.monotonic() - t
                 self.rc = os.waitstatus_to_exitcode(status)
                 self.maxrss_kb = usage.ru_maxrss
+                # The tool's own CPU (all threads): with one host thread for
+                # both vCPUs it comes out of the workload's time.
+                self.cpu_s = usage.ru_utime + usage.ru_stime
                 self.proc.returncode = self.rc
                 break
             if time.monotonic() - t > timeout:
@@ -206,6 +210,7 @@ class Tool:
         if detached_s is None and left <= 0:
             detached_s = time.monotonic() - t
         return {"exit_s": exit_s, "detached_s": detached_s, "killed": killed, "rc": self.rc, "maxrss_kb": self.maxrss_kb,
+                "cpu_s": self.cpu_s,
                 "probes_left": left, "stderr_tail": self.stderr()[-600:]}
 
     def stderr(self) -> str:
@@ -311,7 +316,9 @@ class Suite:
                 continue
             time.sleep(ATTACH_GRACE)
             entry["settle_s"] = tool.wait_settled()
+            cpu0 = tool.cpu_seconds()
             entry["ns"] = [w.round() for _ in range(rounds)]
+            entry["cpu_rounds_s"] = tool.cpu_seconds() - cpu0
             w.stop()
             time.sleep(0.3)
             entry.update(tool.stop())
@@ -355,9 +362,12 @@ class Suite:
                 continue
             time.sleep(ATTACH_GRACE)
             entry["settle_s"] = tool.wait_settled()
+            cpu0 = tool.cpu_seconds()
             entry["ns"] = [w.round()]
             w.stop()
             self._settle(out)
+            # the flood and the time the tool then takes to catch up
+            entry["cpu_rounds_s"] = tool.cpu_seconds() - cpu0
             entry.update(tool.stop())
             err = tool.stderr()
             if name.startswith("ktui"):
