@@ -1,6 +1,7 @@
 """The async collector: drains a Feed on a short timer, hands out batches.
 
-The kernel's buffers are emptied every `interval` (10 ms by default) without
+The kernel's buffers are emptied every `interval` (10 ms by default; up to
+50 ms while nothing arrives, see IdleBackoff) without
 blocking the event loop: a drain is a few memory reads and one numpy copy
 per buffer, never a Python call per event. Consumers get whole batches.
 
@@ -32,9 +33,9 @@ class IdleBackoff:
     doubling up to `idle` while the buffers stay empty. A quiet or stats-only
     probe set then wakes 20 times a second instead of 100: each wake-up is
     Python work, and on a small or emulated machine that CPU comes out of the
-    traced workload's share (a stats-only probe slowed the bench's workload
-    1.3x more than funccount-bpfcc, which sleeps, until this). After a quiet
-    spell the first events wait at most `idle` in the kernel's buffer."""
+    traced workload's share. After a quiet spell the first events wait at
+    most `idle` in the kernel's buffer (the default 8 MiB ring holds ~130k
+    small records: 2.6M events/s for those 50 ms)."""
 
     def __init__(self, busy: float = 0.01, idle: float = 0.05) -> None:
         self.busy = busy
