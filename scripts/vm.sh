@@ -56,7 +56,7 @@ inner="cd '$repo' && mount -t debugfs none /sys/kernel/debug 2>/dev/null; export
 if [ "$shell" = 1 ]; then
     # Interactive: COMMAND is a script run as the guest's shell, on the
     # guest console, with the host terminal's size and TERM.
-    exec vng "${qemu_opts[@]}" -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" \
+    exec vng "${verbose[@]}" "${qemu_opts[@]}" -r "/boot/vmlinuz-$kernel" --disable-kvm --memory 3G --cpus 2 --rwdir "$repo" \
         --shell "$cmd"
 fi
 set +e
