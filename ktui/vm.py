@@ -42,7 +42,16 @@ def guest_script(args: list[str], workload: bool) -> str:
         "mount -t debugfs none /sys/kernel/debug 2>/dev/null",
         f"cd {shlex.quote(str(REPO))}",
         WORKLOAD if workload else "",
-        ktui,
+        # The dashboard runs in tmux inside the guest, on a private socket.
+        # Written straight to the guest console, its output stalled mid-frame
+        # after some seconds (keys unanswered, the VM still up); through tmux,
+        # which redraws only what changed, it keeps going. SHELL: the guest's
+        # shell is this very script, which tmux would run again otherwise.
+        "if command -v tmux >/dev/null; then",
+        f"    SHELL=/bin/bash tmux -u -S /run/ktui-vm.tmux new-session -s ktui {shlex.quote(ktui)}",
+        "else",
+        f"    {ktui}",
+        "fi",
         "poweroff -f >/dev/null 2>&1",
         "",
     ])
