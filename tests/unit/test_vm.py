@@ -9,7 +9,7 @@ from ktui.vm import guest_script
 def test_the_dashboard_runs_in_a_private_tmux_with_a_plain_shell():
     script = guest_script([], workload=False)
     line = next(ln for ln in script.splitlines() if "tmux" in ln and "new-session" in ln)
-    # a private socket: the guest sees the host's /tmp, where a host tmux may live
+    # its own socket under /run (the guest's tmpfs), not the default in /tmp
     assert "-S /run/ktui-vm.tmux" in line
     # the guest's shell is this script; tmux must not run it again for the command
     assert line.strip().startswith("SHELL=/bin/bash ")
