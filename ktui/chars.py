@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from .model import SpecError
+
 REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 
 # unicodedata has no names for control characters; these are the ones a
@@ -63,6 +65,14 @@ def refused_message(c: str, where: str = "") -> str:
     `where` is e.g. "in a spec", or empty."""
     place = f" {where}" if where else ""
     return f"{char_name(c)} is not allowed{place} ({WHY})"
+
+
+def refuse(text: str, where: str = "", allowed: str = "") -> None:
+    """Raise SpecError at the first refused character of `text` (ignoring
+    `allowed`), with its 1-based column; `where` as in refused_message."""
+    odd = first_refused(text, allowed)
+    if odd is not None:
+        raise SpecError(refused_message(text[odd], where), col=odd + 1)
 
 
 def escape_refused(text: str) -> str:

@@ -366,9 +366,7 @@ def _check_text(text: object) -> str:
         raise SpecError(f"a filter must be text, got {type(text).__name__}")
     if len(text) > MAX_TEXT:
         raise SpecError(f"filter longer than {MAX_TEXT} characters", col=MAX_TEXT + 1)
-    odd = chars.first_refused(text, allowed="\t\r\n")
-    if odd is not None:  # before the grammar: named as what it is, wherever it is
-        raise SpecError(chars.refused_message(text[odd], "in a filter"), col=odd + 1)
+    chars.refuse(text, "in a filter", allowed="\t\r\n")  # before the grammar: named as what it is
     return text
 
 

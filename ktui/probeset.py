@@ -297,10 +297,10 @@ class _SetReader:
         value = self.string(node, what, prefix)
         if not value.strip():
             self.fail(node, f"{what}: must not be empty", prefix)
-        odd = chars.first_refused(value)
-        if odd is not None:
-            message = chars.refused_message(value[odd])
-            self.fail_inside(node, SpecError(message, col=odd + 1), f"{prefix}{what}: ")  # type: ignore[arg-type]
+        try:
+            chars.refuse(value)
+        except SpecError as err:
+            self.fail_inside(node, err, f"{prefix}{what}: ")  # type: ignore[arg-type]
         if len(value) > limit:
             self.fail(node, f"{what}: too long ({len(value)} characters, at most {limit})", prefix)
         return value

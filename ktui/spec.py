@@ -135,9 +135,7 @@ def _check_text(text: object, what: str) -> str:
         raise SpecError(f"a {what} must be text, got {type(text).__name__}")
     if len(text) > MAX_SPEC:
         raise SpecError(f"{what} longer than {MAX_SPEC} characters", col=MAX_SPEC + 1)
-    odd = chars.first_refused(text, allowed="\t")
-    if odd is not None:  # before the grammar: named as what it is, wherever it is
-        raise SpecError(chars.refused_message(text[odd], f"in a {what}"), col=odd + 1)
+    chars.refuse(text, f"in a {what}", allowed="\t")  # before the grammar: named as what it is
     if not text.strip(" \t"):
         example = {"spec": "vfs_read:c:a3", "fetch": "a3 or fname=+0(a2):string", "target": "vfs_read"}[what]
         raise SpecError(f"empty {what}; write e.g. {example}", col=1)

@@ -62,9 +62,10 @@ def build_probe(
             expr = parse_filter(filter_text)
         except SpecError as err:
             raise FieldProblem("filter", err) from None
-    odd = chars.first_refused(label)
-    if odd is not None:
-        raise FieldProblem("label", SpecError(chars.refused_message(label[odd]), col=odd + 1))
+    try:
+        chars.refuse(label)
+    except SpecError as err:
+        raise FieldProblem("label", err) from None
     keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit}
     probe = dataclasses.replace(probe, filter=expr, label=label.strip() or None, **keep)
     try:
