@@ -22,10 +22,10 @@ from ..feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
 from ..format import Symbolize
 from ..model import Probe, ProbeSet
 from ..rates import RateHistory, drop_percent, lost_growing, rates, totals
-from ..widgets.footer import KtuiFooter
 from ..widgets.event_log import EventLog
 from ..widgets.event_pane import EventPane
 from ..widgets.event_window import DEFAULT_WINDOW
+from ..widgets.footer import KtuiFooter
 from ..widgets.probe_table import ProbeLine, ProbeTable
 from ..widgets.stats_pane import ProbeView, StatsPane
 from ..widgets.status_line import StatusLine, Totals
