@@ -1,4 +1,4 @@
-"""Perf buffers (ktui.perfbuf) vs the BPF ring buffer (ktui.ringbuf), batch-read.
+"""Perf buffers (ktui.kernel.perfbuf) vs the BPF ring buffer (ktui.kernel.ringbuf), batch-read.
 
 Run inside the VM, as root:
 
@@ -38,8 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ktui.perfbuf import PerfBufReader  # noqa: E402
-from ktui.ringbuf import RingBufReader  # noqa: E402
+from ktui.kernel.perfbuf import PerfBufReader  # noqa: E402
+from ktui.kernel.ringbuf import RingBufReader  # noqa: E402
 
 RECORD_SIZE = 48
 SEQ_VIEW = np.dtype([("head", "V40"), ("seq", "<u8")])  # the record's last field

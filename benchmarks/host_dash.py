@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import sys
 import time
@@ -26,11 +25,11 @@ import time
 from textual import events
 
 from ktui.app import KtuiApp
-from ktui.collector import BufferedFeed, Collector
-from ktui.fakefeed import FakeFeed
-from ktui.model import ProbeSet
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_spec
+from ktui.pipeline.collector import BufferedFeed, Collector
 from ktui.screens.help import HelpScreen
-from ktui.spec import parse_spec
+from tests.fakefeed import FakeFeed
 
 SIZE = (140, 40)
 
@@ -134,7 +133,7 @@ class NullSink:
 
 
 def ingest_collector(recording: str) -> dict:
-    from ktui.replay import ReplayFeed
+    from ktui.pipeline.replay import ReplayFeed
 
     feed = ReplayFeed(recording, speed=0)
     collector = Collector(feed)
@@ -148,7 +147,7 @@ def ingest_collector(recording: str) -> dict:
 
 
 async def ingest_dashboard(recording: str) -> dict:
-    from ktui.replay import ReplayFeed
+    from ktui.pipeline.replay import ReplayFeed
 
     feed = ReplayFeed(recording, speed=0)
     total = 0

@@ -1,3 +1,3 @@
-from .cli import main
+from ktui.cli import main
 
 main()

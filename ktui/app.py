@@ -22,14 +22,14 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.worker import WorkerFailed
 
-from .feed import Feed
-from .format import Symbolize
-from .screens.dialog import Dialog
-from .screens.help import HelpScreen, Section
-from .screens.main import MainScreen
-from .widgets.event_log import EventLog
-from .widgets.event_pane import EventPane
-from .widgets.event_window import DEFAULT_WINDOW
+from ktui.pipeline.format import Symbolize
+from ktui.record.feed import Feed
+from ktui.screens.dialog import Dialog
+from ktui.screens.help import HelpScreen, Section
+from ktui.screens.main import MainScreen
+from ktui.widgets.event_log import EventLog
+from ktui.widgets.event_pane import EventPane
+from ktui.widgets.event_window import DEFAULT_WINDOW
 
 STATS_INTERVAL = 1.0  # seconds between reads of the in-kernel counters
 DIALOG_KEYS = [

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .model import KtuiError, ProbeSet
+from ktui import __version__
+from ktui.lang.model import KtuiError, ProbeSet
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
@@ -79,10 +79,10 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     """Files and -e specs -> one ProbeSet. Raises KtuiError."""
     import dataclasses
 
-    from .filters import parse_filter
-    from .model import ProbeSetError, SpecError
-    from .probeset import load_probeset
-    from .spec import parse_spec, validate_probe
+    from ktui.lang.filters import parse_filter
+    from ktui.lang.model import ProbeSetError, SpecError
+    from ktui.lang.probeset import load_probeset
+    from ktui.lang.spec import parse_spec, validate_probe
 
     if comm is not None:
         _check_comm_option(comm)
@@ -121,8 +121,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
 
 def _check_comm_option(comm: str) -> None:
     """--comm obeys the rules of `filter: {comm: ...}` in a probe set."""
-    from .chars import first_refused, refused_message
-    from .probeset import COMM_MAX_BYTES
+    from ktui.lang.chars import first_refused, refused_message
+    from ktui.lang.probeset import COMM_MAX_BYTES
 
     odd = first_refused(comm)
     if odd is not None:
@@ -146,7 +146,7 @@ def _preflight_or_exit(print_warnings: bool = False) -> None:
 
     Warnings go to stderr only for headless commands: the dashboard shows
     them in its status line instead (preflight_warnings -> SystemInfo.notes)."""
-    from .preflight import check_environment
+    from ktui.kernel.preflight import check_environment
 
     findings = check_environment()
     problems = [p for p in findings if p.fatal]
@@ -180,7 +180,7 @@ def probe_options(f):
 
 
 def _session_options(buffer, buffer_pages, log_path):
-    from .session import SessionOptions
+    from ktui.kernel.session import SessionOptions
 
     if buffer_pages < 1 or buffer_pages & (buffer_pages - 1):
         _fail("--buffer-pages must be a power of two", EXIT_USAGE)
@@ -205,7 +205,7 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
     """The full-screen dashboard (the default command)."""
     ps = _inputs_or_exit(files, specs, pid, comm, default=True)
     _preflight_or_exit()
-    from .dashboard import run_live
+    from ktui.dashboard import run_live
 
     sys.exit(run_live(ps, _session_options(buffer, buffer_pages, log_path), refresh))
 
@@ -214,7 +214,7 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 def check_cmd(files):
     """Validate probe sets; print every error as file:line:col: message."""
-    from .probeset import load_probeset
+    from ktui.lang.probeset import load_probeset
 
     bad = 0
     for f in files:
@@ -234,7 +234,7 @@ def check_cmd(files):
 @click.option("--buffer", type=click.Choice(["ringbuf", "perf"]), default="ringbuf", show_default=True)
 def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
-    from .codegen import generate
+    from ktui.kernel.codegen import generate
 
     ps = _inputs_or_exit(files, specs)
     try:
@@ -272,7 +272,7 @@ def _leave(code: int) -> None:
 def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec, interval,
                duration, no_stats):
     """One JSON object per event on stdout (NDJSON), stats every --interval."""
-    from .headless import replay_to_ndjson, run_stream
+    from ktui.headless import replay_to_ndjson, run_stream
 
     if from_rec:
         sys.exit(replay_to_ndjson(from_rec, with_stats=not no_stats))
@@ -294,7 +294,7 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, 
     """Record raw event batches and stats to a file (replay with `ktui replay`).
 
     An existing file is refused unless --force is given."""
-    from .headless import run_record
+    from ktui.headless import run_record
 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
@@ -309,7 +309,7 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, 
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None)
 def replay_cmd(recording, speed, refresh, log_path):
     """The dashboard on a recording: no root, no kernel."""
-    from .dashboard import run_replay
+    from ktui.dashboard import run_replay
 
     sys.exit(run_replay(recording, speed, refresh, Path(log_path) if log_path else None))
 
@@ -322,7 +322,7 @@ def vm_cmd(kernel, no_workload, args):
     """The dashboard inside a throwaway VM with a stock Debian kernel.
 
     For machines whose own kernel has no kprobes or is locked down."""
-    from .vm import run_in_vm
+    from ktui.vm import run_in_vm
 
     sys.exit(run_in_vm(list(args), kernel=kernel, workload=not no_workload))
 

@@ -22,10 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .chars import escape_refused
-from .collector import BufferedFeed
-from .model import KtuiError, ProbeSet
-from .quiet import log_line, open_log_file
+from ktui.kernel.quiet import log_line, open_log_file
+from ktui.lang.chars import escape_refused
+from ktui.lang.model import KtuiError, ProbeSet
+from ktui.pipeline.collector import BufferedFeed
 
 EXIT_OK = 0
 EXIT_RUNTIME = 4
@@ -75,7 +75,7 @@ def failure_line(error: BaseException | None, status: int | None, log_file: Path
 
 
 def _run_app(feed, refresh: float, log_path: Path | None, probeset_path: str | None) -> int:
-    from .app import KtuiApp
+    from ktui.app import KtuiApp
 
     log_fd, log_file = open_log_file(log_path)
     try:
@@ -108,7 +108,7 @@ def _run_app(feed, refresh: float, log_path: Path | None, probeset_path: str | N
 
 
 def run_live(ps: ProbeSet, options, refresh: float) -> int:
-    from .session import Session
+    from ktui.kernel.session import Session
 
     session = Session(ps, options)
     try:
@@ -132,7 +132,7 @@ def run_feed(feed, refresh: float, log_path: Path | None, probeset_path: str | N
 
 
 def run_replay(path: str, speed: float, refresh: float, log_path: Path | None) -> int:
-    from .replay import ReplayFeed
+    from ktui.pipeline.replay import ReplayFeed
 
     try:
         feed = ReplayFeed(path, speed=speed)

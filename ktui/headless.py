@@ -16,11 +16,11 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Callable
 
-from .model import KtuiError, ProbeSet
-from .ndjson import NdjsonSink, summary_of
+from ktui.lang.model import KtuiError, ProbeSet
+from ktui.pipeline.ndjson import NdjsonSink, summary_of
 
 if TYPE_CHECKING:
-    from .collector import Collector
+    from ktui.pipeline.collector import Collector
 
 # asyncio and the collector (and numpy, through the session's decoder) are
 # imported once the probes are attached: under emulation those imports take
@@ -88,7 +88,7 @@ async def _collect(feed, sink, interval: float, duration: float | None,
     not give for seconds. Ours set a flag the sink checks between chunks."""
     import asyncio
 
-    from .collector import Collector
+    from ktui.pipeline.collector import Collector
 
     collector = collector or Collector(feed, stats_interval=interval)
     old = {sig: signal.signal(sig, lambda signum, frame: collector.stop()) for sig in STOP_SIGNALS}
@@ -117,7 +117,7 @@ def _open_session(ps: ProbeSet, options):
     """Compile and attach. A stop signal during the (long) compile becomes a
     KeyboardInterrupt: Session.open() then cleans up, and no traceback shows.
     The collector's loop installs its own handlers once probes run."""
-    from .session import Session
+    from ktui.kernel.session import Session
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
@@ -209,7 +209,7 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
     try:
         import asyncio
 
-        from .collector import Collector
+        from ktui.pipeline.collector import Collector
 
         # --no-stats: no stats lines, so no map reads but the final one
         collector = Collector(session, stats_interval=interval if with_stats else float("inf"))
@@ -239,7 +239,7 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
     """`ktui record`. An existing `output` is refused unless `force`; the
     file is created before anything is compiled, so a bad name fails fast.
     `open_feed` as in run_stream."""
-    from .recording import Recorder, RecordingError, RecordingExists
+    from ktui.pipeline.recording import Recorder, RecordingError, RecordingExists
 
     try:
         recorder = Recorder(output, ps, overwrite=force)
@@ -281,8 +281,8 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
 
 
 def replay_to_ndjson(path: str, with_stats: bool = True) -> int:
-    from .recording import RecordingError
-    from .replay import ReplayFeed
+    from ktui.pipeline.recording import RecordingError
+    from ktui.pipeline.replay import ReplayFeed
 
     try:
         feed = ReplayFeed(path, speed=0)

@@ -12,8 +12,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..feed import FeedError
-from ..model import KtuiError
+from ktui.lang.model import KtuiError
+from ktui.record.feed import FeedError
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,15 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..feed import ProbeStatus
-from ..format import Symbolize, fetch_pairs, format_latency, format_ts, printable
-from ..widgets.event_window import EventRow
+from ktui.pipeline.format import (
+    Symbolize,
+    fetch_pairs,
+    format_latency,
+    format_ts,
+    printable,
+)
+from ktui.record.feed import ProbeStatus
+from ktui.widgets.event_window import EventRow
 
 
 def _raw(value: object) -> str:

@@ -18,23 +18,23 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable
 
-from ..feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
-from ..format import Symbolize
-from ..model import Probe, ProbeSet
-from ..rates import RateHistory, drop_percent, lost_growing, rates, totals
-from ..widgets.event_log import EventLog
-from ..widgets.event_pane import EventPane
-from ..widgets.event_window import DEFAULT_WINDOW
-from ..widgets.footer import KtuiFooter
-from ..widgets.probe_table import ProbeLine, ProbeTable
-from ..widgets.stats_pane import ProbeView, StatsPane
-from ..widgets.status_line import StatusLine, Totals
-from .commands import DashboardCommands
-from .confirm import ConfirmDialog
-from .event_detail import EventDetailScreen
-from .path_dialog import PathDialog
-from .probe_dialog import ProbeDialog
-from .probe_ops import ProbeOps, ReplaceFailed, is_on
+from ktui.lang.model import Probe, ProbeSet
+from ktui.pipeline.format import Symbolize
+from ktui.pipeline.rates import RateHistory, drop_percent, lost_growing, rates, totals
+from ktui.record.feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
+from ktui.screens.commands import DashboardCommands
+from ktui.screens.confirm import ConfirmDialog
+from ktui.screens.event_detail import EventDetailScreen
+from ktui.screens.path_dialog import PathDialog
+from ktui.screens.probe_dialog import ProbeDialog
+from ktui.screens.probe_ops import ProbeOps, ReplaceFailed, is_on
+from ktui.widgets.event_log import EventLog
+from ktui.widgets.event_pane import EventPane
+from ktui.widgets.event_window import DEFAULT_WINDOW
+from ktui.widgets.footer import KtuiFooter
+from ktui.widgets.probe_table import ProbeLine, ProbeTable
+from ktui.widgets.stats_pane import ProbeView, StatsPane
+from ktui.widgets.status_line import StatusLine, Totals
 
 log = logging.getLogger(__name__)
 DEFAULT_SAVE_PATH = "./ktui-probeset.yaml"

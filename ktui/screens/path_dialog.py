@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Label, Static
 
-from .dialog import Dialog
+from ktui.screens.dialog import Dialog
 
 SubmitPath = Callable[[str], Awaitable[None]]
 

@@ -13,11 +13,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Label, Static
 
-from .. import chars
-from ..filters import parse_filter
-from ..model import Probe, SpecError
-from ..spec import parse_spec, validate_probe
-from .dialog import Dialog
+from ktui.lang import chars
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import Probe, SpecError
+from ktui.lang.spec import parse_spec, validate_probe
+from ktui.screens.dialog import Dialog
 
 SubmitProbe = Callable[[Probe], Awaitable[None]]
 FIELDS = ("spec", "filter", "label")

@@ -12,9 +12,10 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from ..feed import Feed, FeedError, ProbeState, ProbeStatus
-from ..model import Probe, ProbeSet
-from ..probeset import load_probeset, save_probeset
+from ktui.lang.model import Probe, ProbeSet
+from ktui.lang.probeset import load_probeset
+from ktui.lang.probeset_write import save_probeset
+from ktui.record.feed import Feed, FeedError, ProbeState, ProbeStatus
 
 log = logging.getLogger(__name__)
 

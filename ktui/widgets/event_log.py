@@ -21,10 +21,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..feed import Event
-from ..format import Symbolize
-from ..model import Probe
-from .event_window import DEFAULT_WINDOW, EventRow, EventWindow
+from ktui.lang.model import Probe
+from ktui.pipeline.format import Symbolize
+from ktui.record.feed import Event
+from ktui.widgets.event_window import DEFAULT_WINDOW, EventRow, EventWindow
 
 _ERRNO = re.compile(r"\(E[A-Z0-9]+\)")
 # Column widths never shrink while rows live, so lines do not jump sideways;

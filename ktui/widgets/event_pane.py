@@ -16,11 +16,11 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Input
 
-from ..feed import EventBatch
-from ..format import Symbolize, format_count
-from ..model import Probe
-from .event_log import EventLog
-from .event_window import DEFAULT_WINDOW
+from ktui.lang.model import Probe
+from ktui.pipeline.format import Symbolize, format_count
+from ktui.record.feed import EventBatch
+from ktui.widgets.event_log import EventLog
+from ktui.widgets.event_window import DEFAULT_WINDOW
 
 
 class EventPane(Vertical):

@@ -11,9 +11,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..feed import Event
-from ..format import Symbolize, event_columns
-from ..model import Probe
+from ktui.lang.model import Probe
+from ktui.pipeline.format import Symbolize, event_columns
+from ktui.record.feed import Event
 
 DEFAULT_WINDOW = 2000
 

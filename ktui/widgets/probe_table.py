@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ..feed import ProbeState, ProbeStats, ProbeStatus
-from ..format import format_count, format_latency
-from ..model import Kind
-from ..rates import error_count, percentile
+from ktui.lang.model import Kind
+from ktui.pipeline.format import format_count, format_latency
+from ktui.pipeline.rates import error_count, percentile
+from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
 
 # (key, header, width); the name column is sized to the names, see NAME_WIDTH
 COLUMNS = (

@@ -11,10 +11,10 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Sparkline, Static
 
-from ..feed import ProbeState, ProbeStats, ProbeStatus
-from ..format import errno_name, format_count, format_latency, printable
-from ..model import Kind
-from ..rates import error_count, hist_lines, percentile
+from ktui.lang.model import Kind
+from ktui.pipeline.format import errno_name, format_count, format_latency, printable
+from ktui.pipeline.rates import error_count, hist_lines, percentile
+from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
 
 TOP_N = 6
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
-from ..feed import SystemInfo
-from ..format import format_count
+from ktui.pipeline.format import format_count
+from ktui.record.feed import SystemInfo
 
 
 @dataclass(frozen=True)

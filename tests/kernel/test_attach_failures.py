@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ktui.feed import ProbeState
-from ktui.ksyms import KernelSymbols
-from ktui.model import ProbeSet
-from ktui.probeset import loads_probeset
-from ktui.session import Session
+from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.session import Session
+from ktui.lang.probeset import loads_probeset
+from ktui.record.feed import ProbeState
 
 from .conftest import kprobe_entries, ktui_bpf_programs
 

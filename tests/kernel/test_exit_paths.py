@@ -4,7 +4,6 @@ recording is complete (or, after SIGKILL, truncated but replayable)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ktui.replay import ReplayFeed
+from ktui.pipeline.replay import ReplayFeed
 
 from .conftest import kprobe_entries, ktui_bpf_programs
 

@@ -9,8 +9,8 @@ import os
 import resource
 import time
 
-from ktui.feed import ProbeState
-from ktui.session import Session
+from ktui.kernel.session import Session
+from ktui.record.feed import ProbeState
 
 from .conftest import kprobe_entries
 from .test_pipeline import by_label, drain_all, probe_set

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ktui.feed import ProbeState
-from ktui.probeset import load_probeset, loads_probeset
-from ktui.session import Session, SessionOptions
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import load_probeset, loads_probeset
+from ktui.record.feed import ProbeState
 
 from .conftest import kprobe_entries, ktui_bpf_programs
 
@@ -158,7 +158,7 @@ def test_added_probe_compiles_alone_and_removed_probe_detaches(workload):
     w = workload([phase, phase])
     with Session(probe_set("name: a\nprobes:\n  - spec: vfs_read:c\n", w.pid)) as s:
         before = len(kprobe_entries())
-        from ktui.spec import parse_spec
+        from ktui.lang.spec import parse_spec
         status = s.add_probe_now(parse_spec("vfs_read:c:a3"))
         assert status.state is ProbeState.ATTACHED
         w.run_phase()

@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 
 from ktui.app import KtuiApp
-from ktui.fakefeed import FakeFeed
-from ktui.model import ProbeSet
-from ktui.spec import parse_spec
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_spec
+from tests.fakefeed import FakeFeed
 
 SIZE = (140, 40)
 FAILING = {"ext4_file_write_iter": "no such symbol (is ext4 loaded?)"}

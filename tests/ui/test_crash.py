@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from textual.worker import WorkerFailed
 
-from ktui.collector import BufferedFeed
 from ktui.dashboard import EXIT_RUNTIME, failure_line
-from ktui.fakefeed import FakeFeed
-from ktui.feed import ProbeStatus
+from ktui.pipeline.collector import BufferedFeed
+from ktui.record.feed import ProbeStatus
+from tests.fakefeed import FakeFeed
 
 from .conftest import FAILING, SIZE, demo_probeset, make_app
 

@@ -35,8 +35,8 @@ async def test_events_stream_formatted_by_type(app):
 
 
 async def test_symbols_use_the_symbolizer():
-    from ktui.model import ProbeSet
-    from ktui.spec import parse_spec
+    from ktui.lang.model import ProbeSet
+    from ktui.lang.spec import parse_spec
 
     feed = make_feed(ProbeSet(name="s", probes=(parse_spec("kmem_cache_alloc:r:ret=retval:x64,caller=rip:symbol"),)))
     app = make_app(feed)

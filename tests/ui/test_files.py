@@ -6,9 +6,9 @@ import dataclasses
 
 from textual.widgets import Input
 
-from ktui.feed import ProbeState
-from ktui.model import ProbeSet
-from ktui.probeset import load_probeset
+from ktui.lang.model import ProbeSet
+from ktui.lang.probeset import load_probeset
+from ktui.record.feed import ProbeState
 from ktui.screens.main import MainScreen
 from ktui.screens.path_dialog import PathDialog
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ktui.feed import ProbeState
+from ktui.record.feed import ProbeState
 from ktui.widgets.probe_table import ProbeTable
 from ktui.widgets.stats_pane import StatsPane
 from ktui.widgets.status_line import StatusLine
@@ -140,7 +140,7 @@ async def test_status_line_shows_system_and_totals(app):
 async def test_system_notes_are_warnings():
     import dataclasses
 
-    from ktui.fakefeed import DEFAULT_INFO
+    from tests.fakefeed import DEFAULT_INFO
 
     info = dataclasses.replace(DEFAULT_INFO, btf=False, notes=("no BTF: struct offsets need a kernel-devel match",))
     app = make_app(make_feed(info=info))
@@ -151,7 +151,7 @@ async def test_system_notes_are_warnings():
 
 
 async def test_keys_that_need_a_probe_are_hidden_without_probes():
-    from ktui.model import ProbeSet
+    from ktui.lang.model import ProbeSet
 
     app = make_app(make_feed(ProbeSet(name="empty")))
     async with app.run_test(size=SIZE) as pilot:

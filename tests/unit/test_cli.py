@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ktui import cli, preflight
+from ktui import cli
+from ktui.kernel import preflight
 
 KTUI = [sys.executable, "-m", "ktui"]
 REPO = Path(__file__).resolve().parents[2]

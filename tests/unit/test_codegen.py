@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ktui.codegen import PERF, RINGBUF, generate
-from ktui.filters import parse_filter
-from ktui.layout import HEADER_SIZE, record_layout
-from ktui.model import SpecError
-from ktui.probeset import load_probeset
-from ktui.spec import parse_spec
+from ktui.kernel.codegen import PERF, RINGBUF, generate
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import SpecError
+from ktui.lang.probeset import load_probeset
+from ktui.lang.spec import parse_spec
+from ktui.record.layout import HEADER_SIZE, record_layout
 
 GOLDEN = Path(__file__).parent / "golden"
 REPO = Path(__file__).resolve().parents[2]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ktui.collector import Collector, IdleBackoff
-from ktui.fakefeed import FakeFeed
-from ktui.model import ProbeSet
-from ktui.spec import parse_spec
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_spec
+from ktui.pipeline.collector import Collector, IdleBackoff
+from tests.fakefeed import FakeFeed
 
 
 def test_backoff_doubles_while_idle_and_snaps_back_on_events():

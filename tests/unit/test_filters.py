@@ -1,4 +1,4 @@
-"""The filter language: ktui.filters (and the model's filter printer)."""
+"""The filter language: ktui.lang.filters (and the model's filter printer)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktui.filters import (
+from ktui.lang.filters import (
     INT_MAX,
     INT_MIN,
     MAX_STRING,
@@ -17,7 +17,17 @@ from ktui.filters import (
     parse_filter_with_columns,
     tree_depth,
 )
-from ktui.model import COMPARE_OPS, And, Compare, Field, IntLit, Not, Or, SpecError, StrLit
+from ktui.lang.model import (
+    COMPARE_OPS,
+    And,
+    Compare,
+    Field,
+    IntLit,
+    Not,
+    Or,
+    SpecError,
+    StrLit,
+)
 
 
 def F(name):

@@ -1,4 +1,4 @@
-"""ktui.format: values by fetch type, strings, errnos, times, latencies, counts."""
+"""ktui.pipeline.format: values by fetch type, strings, errnos, times, latencies, counts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from ktui.feed import Event
-from ktui.format import (
+from ktui.lang.model import Arg, Fetch, RetVal
+from ktui.lang.spec import parse_spec
+from ktui.pipeline.format import (
     as_errno,
     errno_name,
     event_columns,
@@ -23,8 +24,7 @@ from ktui.format import (
     short_name,
     to_signed,
 )
-from ktui.model import Arg, Fetch, RetVal
-from ktui.spec import parse_spec
+from ktui.record.feed import Event
 
 
 @pytest.mark.parametrize(

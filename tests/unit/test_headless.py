@@ -17,10 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 # handed in through run_stream's open_feed seam instead of a Session.
 SILENT_STREAM = """
 import sys
-from ktui.fakefeed import FakeFeed
+from tests.fakefeed import FakeFeed
 from ktui.headless import run_stream
-from ktui.model import ProbeSet
-from ktui.spec import parse_spec
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_spec
 
 ps = ProbeSet(name="silent", probes=(parse_spec("vfs_read:c:a3"),))
 feed = FakeFeed(ps, events_per_drain=0)

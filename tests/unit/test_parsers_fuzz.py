@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktui.filters import parse_filter
-from ktui.model import (
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import (
     And,
     Arg,
     Builtin,
@@ -28,7 +28,7 @@ from ktui.model import (
     StrLit,
     Target,
 )
-from ktui.spec import parse_fetch, parse_spec, parse_target, validate_probe
+from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
 
 PARSERS = {
     "spec": (parse_spec, Probe),

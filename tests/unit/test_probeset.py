@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ktui.filters import parse_filter
-from ktui.model import Kind, Probe, ProbeSet, ProbeSetError, Target
-from ktui.probeset import (
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, Target
+from ktui.lang.probeset import (
     MAX_FILE_BYTES,
-    dumps_probeset,
     load_probeset,
     loads_probeset,
-    save_probeset,
 )
-from ktui.spec import parse_spec
+from ktui.lang.probeset_write import dumps_probeset, save_probeset
+from ktui.lang.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "probesets").glob("*.yaml"))

@@ -17,8 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ktui.model import ProbeSet, ProbeSetError
-from ktui.probeset import MAX_FILE_BYTES, dumps_probeset, load_probeset, loads_probeset
+from ktui.lang.model import ProbeSet, ProbeSetError
+from ktui.lang.probeset import MAX_FILE_BYTES, load_probeset, loads_probeset
+from ktui.lang.probeset_write import dumps_probeset
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_TEXTS = [path.read_text(encoding="utf-8") for path in sorted((REPO / "probesets").glob("*.yaml"))]

@@ -1,12 +1,11 @@
-"""ktui.rates: rates from counter deltas, percentiles and funclatency text
+"""ktui.pipeline.rates: rates from counter deltas, percentiles and funclatency text
 from log2 histograms, and the bounded rate history."""
 
 from __future__ import annotations
 
 import pytest
 
-from ktui.feed import HIST_SLOTS, ProbeStats, StatsSnapshot
-from ktui.rates import (
+from ktui.pipeline.rates import (
     RateHistory,
     counter_delta,
     drop_percent,
@@ -19,6 +18,7 @@ from ktui.rates import (
     slot_bounds,
     totals,
 )
+from ktui.record.feed import HIST_SLOTS, ProbeStats, StatsSnapshot
 
 
 def snap(time: float, **hits_by_id) -> StatsSnapshot:

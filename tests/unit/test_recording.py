@@ -14,13 +14,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ktui.decode import Decoder, MultiBatch, RecordBatch
-from ktui.feed import ProbeStats, StatsSnapshot
-from ktui.layout import record_layout
-from ktui.model import ProbeSet
-from ktui.recording import MAGIC, Recorder, RecordingError, RecordingExists, RecordingReader
-from ktui.replay import ReplayFeed
-from ktui.spec import parse_spec
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_spec
+from ktui.pipeline.recording import (
+    MAGIC,
+    Recorder,
+    RecordingError,
+    RecordingExists,
+    RecordingReader,
+)
+from ktui.pipeline.replay import ReplayFeed
+from ktui.record.decode import Decoder, MultiBatch, RecordBatch
+from ktui.record.feed import ProbeStats, StatsSnapshot
+from ktui.record.layout import record_layout
 
 KTUI = [sys.executable, "-m", "ktui"]
 SPECS = ["vfs_read:c:a3", "vfs_read:r:retval:s64", "do_sys_openat2:c:fname=+0(a2):ustring"]
@@ -141,7 +147,8 @@ def test_existing_file_is_refused_and_untouched(tmp_path):
 def test_record_refuses_an_existing_file_in_one_line_exit_1(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from ktui import cli, preflight
+    from ktui import cli
+    from ktui.kernel import preflight
 
     monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
     path = tmp_path / "r.ktrec"
@@ -157,7 +164,8 @@ def test_record_force_flag_reaches_run_record(tmp_path, monkeypatch, flag):
     from click.testing import CliRunner
 
     import ktui.headless as headless
-    from ktui import cli, preflight
+    from ktui import cli
+    from ktui.kernel import preflight
 
     monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
     seen = {}
@@ -171,8 +179,8 @@ def test_record_force_flag_reaches_run_record(tmp_path, monkeypatch, flag):
 
 def test_record_with_force_overwrites_on_a_fake_feed(tmp_path):
     """run_record end to end without a kernel (its open_feed seam)."""
-    from ktui.fakefeed import FakeFeed
     from ktui.headless import run_record
+    from tests.fakefeed import FakeFeed
 
     path = tmp_path / "r.ktrec"
     path.write_bytes(b"an earlier recording")
@@ -382,7 +390,7 @@ def test_record_onto_a_symlink_is_refused_by_the_cli(tmp_path):
     link = tmp_path / "out.ktrec"
     link.symlink_to(target)
     from ktui.headless import run_record
-    from ktui.session import SessionOptions
+    from ktui.kernel.session import SessionOptions
 
     ps = ProbeSet("x", probes=(parse_spec("vfs_read:c"),))
     assert run_record(ps, SessionOptions(), str(link), 1.0, 0.0) == 1

@@ -1,4 +1,4 @@
-"""The probe spec language: ktui.spec."""
+"""The probe spec language: ktui.lang.spec."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktui import filters
-from ktui.filters import parse_filter
-from ktui.model import (
+from ktui.lang import filters
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import (
     FETCH_TYPES,
     INT_TYPES,
     REGISTERS,
@@ -29,7 +29,7 @@ from ktui.model import (
     SpecError,
     Target,
 )
-from ktui.spec import parse_fetch, parse_spec, parse_target, validate_probe
+from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
 
 # ---------------------------------------------------------------- examples
 

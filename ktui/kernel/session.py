@@ -13,9 +13,7 @@ all, and if the process dies (even by SIGKILL) the kernel does it.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import errno
 import os
 import resource
 import threading
@@ -23,10 +21,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import kprobe_pmu
-from .codegen import PERF, RINGBUF, Program, generate
-from .feed import (
-    HIST_SLOTS,
+from ktui.kernel import kprobe_pmu
+from ktui.kernel.codegen import PERF, RINGBUF, Program, generate
+from ktui.kernel.explain import explain_attach_error
+from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.quiet import captured_stderr, log_line, open_log
+from ktui.kernel.statmaps import read_unit_stats
+from ktui.lang.model import Kind, KtuiError, Probe, ProbeSet
+from ktui.record.feed import (
     EventBatch,
     FeedError,
     ProbeState,
@@ -35,11 +37,6 @@ from .feed import (
     StatsSnapshot,
     SystemInfo,
 )
-from .ksyms import KernelSymbols
-from .model import Kind, KtuiError, Probe, ProbeSet
-from .quiet import captured_stderr, log_line, open_log
-
-TOP_COMMS = 5
 
 
 @dataclass
@@ -205,7 +202,7 @@ class Session:
 
     def _start_reading(self, unit: _Unit) -> None:
         """Map the unit's event buffer and build its decoder."""
-        from .decode import Decoder
+        from ktui.record.decode import Decoder
 
         program = unit.program
         probes = [self._probes[i] for i in unit.ids]
@@ -215,11 +212,11 @@ class Session:
     def _open_reader(self, bpf, program: Program):
         size = program.layout.record_size
         if program.buffer == RINGBUF:
-            from .ringbuf import RingBufReader
+            from ktui.kernel.ringbuf import RingBufReader
 
             table = bpf[b"ktui_events"]
             return RingBufReader(table.map_fd, self.options.ringbuf_pages * 4096, size)
-        from .perfbuf import PerfBufReader
+        from ktui.kernel.perfbuf import PerfBufReader
 
         return PerfBufReader(bpf, b"ktui_events", size, self.options.perf_pages)
 
@@ -287,42 +284,8 @@ class Session:
             return "a return probe needs a function entry: drop the address/offset or use :c"
         return ""
 
-    def _symbol_reason(self, probe: Probe) -> str:
-        """Why the kernel refused a named function, from kallsyms and the
-        kprobe blacklist: unknown (with close names) or blacklisted."""
-        name = probe.target.symbol
-        if name is None or not self.symbols.available:
-            return ""
-        if not self.symbols.exists(name):
-            close = self.symbols.close_names(name)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            return (f"unknown kernel function {name!r}{hint}: not in /proc/kallsyms "
-                    "(misspelt, inlined away, or in a module not loaded)")
-        if self.symbols.blacklisted(name):
-            return f"{name} is on the kernel's kprobe blacklist: it cannot be probed"
-        return ""
-
     def _explain(self, probe: Probe, exc: Exception, cap) -> str:
-        if not isinstance(exc, OSError) and "Too many open files" in str(exc):
-            exc = OSError(errno.EMFILE, str(exc))  # bcc's load_func says it in words
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOENT, errno.EINVAL):
-            reason = self._symbol_reason(probe)
-            if reason:
-                return reason
-        if isinstance(exc, OSError) and exc.errno is not None:
-            where = str(probe.target)
-            reasons = {
-                errno.ENOENT: f"{where}: no such probe point (not found, or inlined away)",
-                errno.EILSEQ: f"{where}: offset is not on an instruction boundary",
-                errno.EINVAL: f"{where}: cannot be probed (notrace, blacklisted, or a bad offset)",
-                errno.EPERM: "permission denied (need root or CAP_PERFMON; kernel lockdown?)",
-                errno.EACCES: "permission denied (need root or CAP_PERFMON; kernel lockdown?)",
-                errno.EBUSY: f"{where}: busy (another probe owns this point?)",
-                errno.EMFILE: "too many open files: raise `ulimit -n` for this many probes",
-            }
-            return reasons.get(exc.errno, f"{where}: {os.strerror(exc.errno)}")
-        detail = cap.first_error() if cap is not None and cap.text else ""
-        return f"{exc}" + (f": {detail}" if detail else "")
+        return explain_attach_error(probe, exc, cap, self.symbols)
 
     # ------------------------------------------------------------ Feed API
 
@@ -330,7 +293,7 @@ class Session:
         return dict(self._status)
 
     def system_info(self) -> SystemInfo:
-        from .preflight import preflight_warnings
+        from ktui.kernel.preflight import preflight_warnings
 
         return SystemInfo(
             notes=tuple(p.message for p in preflight_warnings()),
@@ -345,7 +308,7 @@ class Session:
         return self.symbols.symbolize(addr)
 
     def drain(self) -> EventBatch:
-        from .decode import EmptyBatch, MultiBatch
+        from ktui.record.decode import EmptyBatch, MultiBatch
 
         parts = []
         for unit in list(self._units):
@@ -362,7 +325,7 @@ class Session:
         now = time.monotonic()
         out: dict[int, ProbeStats] = {}
         for unit in list(self._units):
-            out.update(_read_unit_stats(unit))
+            out.update(read_unit_stats(unit))
         return StatsSnapshot(now, out)
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
@@ -431,7 +394,6 @@ class _AttachError(Exception):
     pass
 
 
-# ---------------------------------------------------------------- map reads
 
 
 def _raise_fd_limit() -> None:
@@ -444,45 +406,3 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError):
             pass  # keep the soft limit; probes past it fail with their reason
-
-
-def _percpu_sum(table, key: int) -> int:
-    try:
-        return int(sum(table[ctypes.c_int(key)]))
-    except KeyError:
-        return 0
-
-
-def _read_unit_stats(unit: _Unit) -> dict[int, ProbeStats]:
-    bpf = unit.bpf
-    hits_t, emit_t, lost_t = bpf[b"ktui_hits"], bpf[b"ktui_emitted"], bpf[b"ktui_lost"]
-    hist_t = bpf[b"ktui_hist"]
-    errnos: dict[int, list[tuple[int, int]]] = {}
-    for k, v in bpf[b"ktui_errnos"].items():
-        errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
-    # bpf_get_current_comm does not clear the bytes after the NUL, so one
-    # name can sit under several keys (stale tails): add them up by name.
-    comm_counts: dict[int, dict[str, int]] = {}
-    for k, v in bpf[b"ktui_comms"].items():
-        name = bytes(k.comm).split(b"\0", 1)[0].decode("utf-8", "replace")
-        per = comm_counts.setdefault(k.probe, {})
-        per[name] = per.get(name, 0) + int(v.value)
-    comms = {p: list(d.items()) for p, d in comm_counts.items()}
-    out = {}
-    for local in sorted(unit.live):
-        probe = unit.program.probes[local]
-        hist: tuple[int, ...] = ()
-        if probe.kind is Kind.RETURN:
-            base = local * HIST_SLOTS
-            hist = tuple(_percpu_sum(hist_t, base + s) for s in range(HIST_SLOTS))
-        pid_ = unit.ids[local]
-        out[pid_] = ProbeStats(
-            probe_id=pid_,
-            hits=_percpu_sum(hits_t, local),
-            lost=_percpu_sum(lost_t, local),
-            emitted=_percpu_sum(emit_t, local),
-            hist=hist,
-            errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
-            top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
-        )
-    return out

@@ -20,6 +20,7 @@ import struct
 
 import numpy as np
 
+
 def shared_u64(buf, offset: int = 0) -> np.ndarray:
     """One aligned 8-byte word of a mapping shared with the kernel.
 

@@ -18,8 +18,8 @@ import asyncio
 import time
 from typing import Protocol
 
-from .decode import EmptyBatch, MultiBatch
-from .feed import EventBatch, Feed, StatsSnapshot
+from ktui.record.decode import EmptyBatch, MultiBatch
+from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
 
 class Sink(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterable, Sequence
 
-from .feed import ProbeStats, StatsSnapshot
+from ktui.record.feed import ProbeStats, StatsSnapshot
 
 HISTORY_LEN = 60  # one rate sample a second: the sparkline shows the last minute
 

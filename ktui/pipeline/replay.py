@@ -13,8 +13,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .decode import EmptyBatch, MultiBatch, RecordBatch
-from .feed import (
+from ktui.lang.model import Probe, ProbeSet
+from ktui.pipeline.recording import Chunk, RecordingReader
+from ktui.record.decode import EmptyBatch, MultiBatch, RecordBatch
+from ktui.record.feed import (
     EventBatch,
     FeedError,
     ProbeState,
@@ -22,8 +24,6 @@ from .feed import (
     StatsSnapshot,
     SystemInfo,
 )
-from .model import Probe, ProbeSet
-from .recording import Chunk, RecordingReader
 
 MAX_CHUNKS_PER_DRAIN = 64
 

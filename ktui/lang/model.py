@@ -1,7 +1,7 @@
 """The parsed, frozen data model shared by every layer of ktui.
 
 Text (a spec string, a YAML file) is parsed into these dataclasses by
-`ktui.spec` and `ktui.probeset`; `ktui.codegen` turns them into C. Nothing
+`ktui.lang.spec` and `ktui.lang.probeset`; `ktui.kernel.codegen` turns them into C. Nothing
 here imports Textual or Rich, and nothing here knows about the kernel.
 
 Every node prints back to its canonical text with `str()`, and parsing that

@@ -32,24 +32,34 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import re
-import stat
-import tempfile
-from pathlib import Path
 from typing import NoReturn
 
-import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from . import chars
-from .filters import parse_filter
-from .model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
-from .spec import parse_fetch, parse_spec, parse_target, validate_probe
+from ktui.lang import chars
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
+from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
+from ktui.lang.yamlnodes import (
+    BOOL,
+    BOOL_WORDS,
+    INT,
+    MAP,
+    MAX_FILE_BYTES,
+    NULL,
+    SEQ,
+    STR,
+    TAG,
+    compose,
+    content_offset,
+    decode_utf8,
+    describe,
+    fail_at,
+    parse_int,
+    read_bounded,
+    too_big,
+)
 
-MAX_FILE_BYTES = 1024 * 1024  # refused before parsing
-MAX_DEPTH = 16  # the schema needs 4 levels; anything deeper is not a probe set
-MAX_NODES = 20_000  # YAML values in one file: a large set has a few hundred
-MAX_NUMBER_CHARS = 40  # enough for any 64-bit number written with underscores
 MAX_NAME_CHARS = 128
 MAX_LABEL_CHARS = 64
 COMM_MAX_BYTES = 15  # TASK_COMM_LEN - 1
@@ -67,17 +77,6 @@ KIND_WORDS = {
     "r": Kind.RETURN, "return": Kind.RETURN, "kretprobe": Kind.RETURN,
 }
 
-_TAG = "tag:yaml.org,2002:"
-_STR, _INT, _BOOL, _NULL, _FLOAT = (_TAG + t for t in ("str", "int", "bool", "null", "float"))
-_MAP, _SEQ = _TAG + "map", _TAG + "seq"
-# What a user wrote, for "expected a string, got ..." messages.
-_TAG_NAMES = {
-    _STR: "a string", _INT: "an integer", _BOOL: "a boolean", _NULL: "null",
-    _FLOAT: "a number", _TAG + "timestamp": "a date", _TAG + "binary": "binary data",
-    _MAP: "a mapping", _SEQ: "a list",
-}
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
 # ---------------------------------------------------------------- loading
@@ -86,167 +85,19 @@ _BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": Fals
 def load_probeset(path: str | os.PathLike[str]) -> ProbeSet:
     """Load and validate the probe set in the file `path`."""
     source = os.fspath(path)
-    return loads_probeset(_read_bounded(source), source=source)
+    return loads_probeset(read_bounded(source), source=source)
 
 
 def loads_probeset(text: str | bytes, source: str = "<string>") -> ProbeSet:
     """Load and validate a probe set from YAML text (str, or bytes in UTF-8)."""
     if isinstance(text, (bytes, bytearray, memoryview)):
-        text = _decode(bytes(text), source)
+        text = decode_utf8(bytes(text), source)
     if not isinstance(text, str):
         raise TypeError(f"loads_probeset takes str or bytes, not {type(text).__name__}")
     if len(text) > MAX_FILE_BYTES:
-        raise ProbeSetError(_too_big(len(text)), source=source, line=1, col=1)
-    root = _compose(text, source)
+        raise ProbeSetError(too_big(len(text)), source=source, line=1, col=1)
+    root = compose(text, source)
     return _SetReader(source).read(root)
-
-
-def _read_bounded(source: str) -> bytes:
-    """The file's bytes, refusing anything but a regular file of at most 1 MiB.
-
-    O_NONBLOCK keeps a FIFO from hanging us; reading one byte past the limit
-    catches files that grow, and /proc-style files that report size 0."""
-    try:
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as err:
-        raise ProbeSetError(f"cannot open: {err.strerror}", source=source) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ProbeSetError("not a regular file", source=source)
-        if info.st_size > MAX_FILE_BYTES:
-            raise ProbeSetError(_too_big(info.st_size), source=source, line=1, col=1)
-        chunks, size = [], 0
-        while size <= MAX_FILE_BYTES:
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as err:
-        raise ProbeSetError(f"cannot read: {err.strerror}", source=source) from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > MAX_FILE_BYTES:
-        raise ProbeSetError(_too_big(len(data)), source=source, line=1, col=1)
-    return data
-
-
-def _too_big(size: int) -> str:
-    return f"file too large ({size} bytes); a probe set is at most {MAX_FILE_BYTES} bytes"
-
-
-def _decode(data: bytes, source: str) -> str:
-    if len(data) > MAX_FILE_BYTES:
-        raise ProbeSetError(_too_big(len(data)), source=source, line=1, col=1)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line_start = data.rfind(b"\n", 0, err.start) + 1
-        col = len(data[line_start:err.start].decode("utf-8", "replace")) + 1
-        raise ProbeSetError(
-            f"not UTF-8 text (byte 0x{data[err.start]:02x}); a probe set is a YAML text file",
-            source=source, line=data.count(b"\n", 0, err.start) + 1, col=col,
-        ) from None
-
-
-class _NodeLoader(yaml.SafeLoader):
-    """The safe loader, composing nodes only, refusing aliases and bounding
-    depth and size.
-
-    Aliases are refused outright (not just bounded): a probe set has no use
-    for them and they are how "billion laughs" documents blow up. The node
-    count bound stops a 1 MiB file of tiny values early instead of spending
-    seconds composing it only to reject it."""
-
-    def __init__(self, text: str, source: str) -> None:
-        super().__init__(text)
-        self.ktui_source = source
-        self.ktui_depth = 0
-        self.ktui_nodes = 0
-
-    def compose_node(self, parent: Node | None, index: object) -> Node | None:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            _fail_at(self.ktui_source, event.start_mark,
-                     f"aliases (*{event.anchor}) are not allowed in a probe set")
-        self.ktui_nodes += 1
-        if self.ktui_nodes > MAX_NODES:
-            _fail_at(self.ktui_source, self.peek_event().start_mark,
-                     f"too many values (more than {MAX_NODES}); this is not a probe set")
-        self.ktui_depth += 1
-        try:
-            if self.ktui_depth > MAX_DEPTH:
-                _fail_at(self.ktui_source, self.peek_event().start_mark,
-                         f"nested too deeply (more than {MAX_DEPTH} levels)")
-            return super().compose_node(parent, index)
-        finally:
-            self.ktui_depth -= 1
-
-
-def _compose(text: str, source: str) -> Node | None:
-    loader = None
-    try:
-        loader = _NodeLoader(text, source)  # the reader checks characters here
-        return loader.get_single_node()
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        message = err.problem or err.context or "invalid YAML"
-        if err.context and err.problem:
-            message = f"{err.problem} ({err.context})"
-        _fail_at(source, mark, f"YAML syntax error: {message}")
-    except yaml.reader.ReaderError as err:
-        line = text.count("\n", 0, err.position) + 1
-        col = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
-        char = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or "\0")
-        raise ProbeSetError(
-            f"character U+{char:04X} is not allowed in YAML; a probe set is a text file",
-            source=source, line=line, col=col,
-        ) from None
-    except yaml.YAMLError as err:
-        raise ProbeSetError(_one_line(f"invalid YAML: {err}"), source=source, line=1, col=1) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _one_line(text: str) -> str:
-    """Control characters (newlines above all) escaped: errors are one line.
-    Bidi and zero-width characters too: a message quoting a key or a spec
-    must not show as something else (see ktui/chars.py)."""
-    text = _CONTROL_CHARS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
-    return chars.escape_refused(text)
-
-
-def _fail_at(source: str, mark: yaml.Mark | None, message: str, offset: int = 0) -> NoReturn:
-    message = _one_line(message)
-    if mark is None:
-        raise ProbeSetError(message, source=source, line=1, col=1)
-    raise ProbeSetError(message, source=source, line=mark.line + 1, col=mark.column + 1 + offset)
-
-
-def _what(node: Node) -> str:
-    if node.tag in _TAG_NAMES:
-        return _TAG_NAMES[node.tag]
-    if isinstance(node, MappingNode):
-        return "a mapping"
-    return "a list" if isinstance(node, SequenceNode) else "a value"
-
-
-def _content_offset(node: ScalarNode) -> int | None:
-    """Where a scalar's text starts relative to its node, or None when the
-    source text is not the value verbatim (escapes, folding, block style), so
-    a column inside the value cannot be mapped to a column in the file."""
-    start, end = node.start_mark, node.end_mark
-    if start.buffer is None or start.line != end.line:
-        return None
-    raw = start.buffer[start.pointer:end.pointer]
-    if node.style is None and raw == node.value:
-        return 0
-    if node.style in ("'", '"') and raw == node.style + node.value + node.style:
-        return 1
-    return None
 
 
 class _SetReader:
@@ -258,37 +109,37 @@ class _SetReader:
     # -- errors
 
     def fail(self, node: Node, message: str, prefix: str = "") -> NoReturn:
-        _fail_at(self.source, node.start_mark, prefix + message)
+        fail_at(self.source, node.start_mark, prefix + message)
 
     def fail_inside(self, node: ScalarNode, err: SpecError, prefix: str, offset: int = 0) -> NoReturn:
         """A SpecError from parsing this scalar's text (from `offset` on):
         point at the exact character when the file has the text verbatim."""
-        content = _content_offset(node)
+        content = content_offset(node)
         if content is None or err.col is None:
             self.fail(node, err.message, prefix)
-        _fail_at(self.source, node.start_mark, prefix + err.message, content + offset + err.col - 1)
+        fail_at(self.source, node.start_mark, prefix + err.message, content + offset + err.col - 1)
 
     # -- typed scalars
 
     def check_tag(self, node: Node, prefix: str) -> None:
-        if node.tag.startswith(_TAG) and node.tag[len(_TAG):] in (
+        if node.tag.startswith(TAG) and node.tag[len(TAG):] in (
             "str", "int", "bool", "null", "float", "timestamp", "map", "seq", "binary",
             "set", "omap", "pairs", "merge", "value",
         ):
             return
-        self.fail(node, f"unsupported YAML tag {node.tag.replace(_TAG, '!!')}", prefix)
+        self.fail(node, f"unsupported YAML tag {node.tag.replace(TAG, '!!')}", prefix)
 
     def scalar(self, node: Node, what: str, prefix: str, expected: str = "a string") -> ScalarNode:
         self.check_tag(node, prefix)
-        if not isinstance(node, ScalarNode) or node.tag in (_TAG + "binary", _TAG + "timestamp"):
-            self.fail(node, f"{what}: expected {expected}, got {_what(node)}", prefix)
+        if not isinstance(node, ScalarNode) or node.tag in (TAG + "binary", TAG + "timestamp"):
+            self.fail(node, f"{what}: expected {expected}, got {describe(node)}", prefix)
         return node
 
     def string(self, node: Node, what: str, prefix: str) -> str:
         scalar = self.scalar(node, what, prefix)
-        if scalar.tag != _STR:
+        if scalar.tag != STR:
             hint = f' (quote it: "{scalar.value}")' if len(scalar.value) < 40 else ""
-            self.fail(node, f"{what}: expected a string, got {_what(node)}{hint}", prefix)
+            self.fail(node, f"{what}: expected a string, got {describe(node)}{hint}", prefix)
         return scalar.value
 
     def line_string(self, node: Node, what: str, prefix: str, limit: int) -> str:
@@ -307,9 +158,9 @@ class _SetReader:
 
     def integer(self, node: Node, what: str, prefix: str, low: int, high: int) -> int:
         scalar = self.scalar(node, what, prefix, "an integer")
-        if scalar.tag != _INT:
-            self.fail(node, f"{what}: expected an integer, got {_what(node)}", prefix)
-        value = _parse_int(scalar.value)
+        if scalar.tag != INT:
+            self.fail(node, f"{what}: expected an integer, got {describe(node)}", prefix)
+        value = parse_int(scalar.value)
         if value is None:
             self.fail(node, f"{what}: cannot read {scalar.value[:40]!r} as an integer", prefix)
         if not low <= value <= high:
@@ -318,14 +169,14 @@ class _SetReader:
 
     def boolean(self, node: Node, what: str, prefix: str) -> bool:
         scalar = self.scalar(node, what, prefix, "true or false")
-        value = _BOOL_WORDS.get(scalar.value.lower()) if scalar.tag == _BOOL else None
+        value = BOOL_WORDS.get(scalar.value.lower()) if scalar.tag == BOOL else None
         if value is None:
-            self.fail(node, f"{what}: expected true or false, got {_what(node)}", prefix)
+            self.fail(node, f"{what}: expected true or false, got {describe(node)}", prefix)
         return value
 
     @staticmethod
     def is_null(node: Node) -> bool:
-        return isinstance(node, ScalarNode) and node.tag == _NULL
+        return isinstance(node, ScalarNode) and node.tag == NULL
 
     # -- mappings
 
@@ -334,13 +185,13 @@ class _SetReader:
         """The (key node, value node) pairs of a mapping, by key text.
         Duplicate and unknown keys are errors (PyYAML would keep the last)."""
         self.check_tag(node, prefix)
-        if not isinstance(node, MappingNode) or node.tag != _MAP:
-            self.fail(node, f"{what}: expected a mapping, got {_what(node)}", prefix)
+        if not isinstance(node, MappingNode) or node.tag != MAP:
+            self.fail(node, f"{what}: expected a mapping, got {describe(node)}", prefix)
         items: dict[str, tuple[Node, Node]] = {}
         for key_node, value_node in node.value:
             self.check_tag(key_node, prefix)
             if not isinstance(key_node, ScalarNode):
-                self.fail(key_node, f"{what}: keys must be plain words, got {_what(key_node)}", prefix)
+                self.fail(key_node, f"{what}: keys must be plain words, got {describe(key_node)}", prefix)
             key = key_node.value
             if key in items:
                 first = items[key][0].start_mark.line + 1
@@ -354,10 +205,10 @@ class _SetReader:
 
     def read(self, root: Node | None) -> ProbeSet:
         if root is None:
-            _fail_at(self.source, None, "empty probe set: expected a mapping with name: and probes:")
+            fail_at(self.source, None, "empty probe set: expected a mapping with name: and probes:")
         if not isinstance(root, MappingNode):
             self.check_tag(root, "")
-            self.fail(root, f"a probe set is a mapping with name: and probes:, got {_what(root)}")
+            self.fail(root, f"a probe set is a mapping with name: and probes:, got {describe(root)}")
         items = self.mapping(root, TOP_KEYS, "probe set", "")
         for required in ("name", "probes"):
             if required not in items:
@@ -389,8 +240,8 @@ class _SetReader:
 
     def probes(self, node: Node) -> tuple[Probe, ...]:
         self.check_tag(node, "")
-        if not isinstance(node, SequenceNode) or node.tag != _SEQ:
-            self.fail(node, f"probes: expected a list, got {_what(node)}")
+        if not isinstance(node, SequenceNode) or node.tag != SEQ:
+            self.fail(node, f"probes: expected a list, got {describe(node)}")
         if not node.value:
             self.fail(node, "a probe set needs at least one probe")
         probes: list[Probe] = []
@@ -410,7 +261,7 @@ class _SetReader:
     def probe(self, node: Node, number: int) -> tuple[Probe, Node]:
         """The probe and the node that gives its name (for duplicate labels)."""
         prefix = _probe_prefix(number, node)
-        if isinstance(node, ScalarNode) and node.tag == _STR:
+        if isinstance(node, ScalarNode) and node.tag == STR:
             return self.finish(self.compact(node, prefix), {}, prefix, node), node
         items = self.mapping(node, PROBE_KEYS, "probe", prefix)
         forms = [key for key in ("spec", "function", "address") if key in items]
@@ -459,7 +310,7 @@ class _SetReader:
 
     def target(self, node: Node, form: str, prefix: str) -> Target:
         scalar = self.scalar(node, form, prefix, "an address" if form == "address" else "a string")
-        if form == "address" and scalar.tag == _INT:
+        if form == "address" and scalar.tag == INT:
             value = self.integer(node, "address", prefix, 1, 2**64 - 1)
             try:
                 target = parse_target(f"0x{value:x}")
@@ -486,8 +337,8 @@ class _SetReader:
             return tuple(self.fetch(scalar, piece, start, prefix)
                          for piece, start in _split_fetches(scalar.value))
         self.check_tag(node, prefix)
-        if not isinstance(node, SequenceNode) or node.tag != _SEQ:
-            self.fail(node, f"fetch: expected a list of strings, got {_what(node)}", prefix)
+        if not isinstance(node, SequenceNode) or node.tag != SEQ:
+            self.fail(node, f"fetch: expected a list of strings, got {describe(node)}", prefix)
         result = []
         for item in node.value:
             scalar = self.scalar_string(item, "fetch", prefix)
@@ -575,30 +426,6 @@ def _unknown_key(key: str, allowed: tuple[str, ...]) -> str:
     return f"unknown key '{shown}'; expected one of: " + ", ".join(allowed)
 
 
-def _parse_int(text: str) -> int | None:
-    """A YAML 1.1 integer (decimal, 0x, 0o/0 octal, 0b, underscores), or None.
-
-    Done here rather than by PyYAML so a hostile number cannot cost much:
-    the length is capped and base-60 (`1:30:00`) is not supported."""
-    if len(text) > MAX_NUMBER_CHARS or ":" in text:
-        return None
-    digits = text.replace("_", "")
-    sign = -1 if digits.startswith("-") else 1
-    digits = digits.lstrip("+-")
-    try:
-        if digits.startswith(("0x", "0X")):
-            return sign * int(digits[2:], 16)
-        if digits.startswith(("0b", "0B")):
-            return sign * int(digits[2:], 2)
-        if digits.startswith(("0o", "0O")):
-            return sign * int(digits[2:], 8)
-        if len(digits) > 1 and digits.startswith("0"):
-            return sign * int(digits[1:], 8)
-        return sign * int(digits, 10)
-    except ValueError:
-        return None
-
-
 def _split_fetches(text: str) -> list[tuple[str, int]]:
     """Split `a1, +0(a2):string` at top-level commas: (piece, offset in text)."""
     pieces, depth, start = [], 0, 0
@@ -613,76 +440,3 @@ def _split_fetches(text: str) -> list[tuple[str, int]]:
             pieces.append((stripped.rstrip(), start + len(piece) - len(stripped)))
             start = index + 1
     return pieces
-
-
-# ---------------------------------------------------------------- saving
-
-
-def dumps_probeset(ps: ProbeSet) -> str:
-    """The probe set as YAML that `loads_probeset` reads back equal.
-
-    Probes are written in the compact form; defaults are left out."""
-    document: dict[str, object] = {"name": ps.name}
-    if ps.description:
-        document["description"] = ps.description
-    set_filter = {key: value for key, value in (("pid", ps.pid), ("comm", ps.comm)) if value is not None}
-    if set_filter:
-        document["filter"] = set_filter
-    probes = []
-    for probe in ps.probes:
-        entry: dict[str, object] = {"spec": probe.spec_text}
-        if probe.label is not None:
-            entry["label"] = probe.label
-        if probe.filter is not None:
-            entry["filter"] = str(probe.filter)
-        if not probe.enabled:
-            entry["enabled"] = False
-        if probe.sample != 1:
-            entry["sample"] = probe.sample
-        if probe.rate_limit is not None:
-            entry["rate_limit"] = probe.rate_limit
-        probes.append(entry)
-    document["probes"] = probes
-    body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
-                          default_flow_style=False, width=1_000_000)
-    return "# ktui probe set\n" + body
-
-
-def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
-    """Write the probe set to `path` (mode 0600), atomically.
-
-    The text goes to a new file created exclusively in the same directory
-    and is then renamed over `path`, so a reader never sees half a file and
-    no symlink is followed. A `path` that is itself a symlink is refused:
-    replacing it would silently turn the link into a file."""
-    target = os.fspath(path)
-    text = dumps_probeset(ps)
-    if os.path.islink(target):
-        raise ProbeSetError("refusing to save: the path is a symbolic link", source=target)
-    if os.path.isdir(target):
-        raise ProbeSetError("cannot save: the path is a directory", source=target)
-    directory = os.path.dirname(target) or "."
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{Path(target).name}.", suffix=".tmp", dir=directory)
-    except OSError as err:
-        raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            os.fchmod(out.fileno(), 0o600)  # mkstemp's mode, whatever the umask
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        # rename() never follows a symlink at `target`: even one planted
-        # after the check above is replaced, not written through.
-        os.replace(temp, target)
-    except OSError as err:
-        _remove_quietly(temp)
-        raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
-
-
-def _remove_quietly(path: str) -> None:
-    """Clean up a temp file after a failed save; the save error is what matters."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

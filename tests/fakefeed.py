@@ -13,7 +13,8 @@ import asyncio
 import dataclasses
 from typing import Callable, Collection, Mapping
 
-from .feed import (
+from ktui.lang.model import Builtin, Kind, Probe, ProbeSet, RetVal
+from ktui.record.feed import (
     HIST_SLOTS,
     Event,
     FeedError,
@@ -23,7 +24,6 @@ from .feed import (
     StatsSnapshot,
     SystemInfo,
 )
-from .model import Builtin, Kind, Probe, ProbeSet, RetVal
 
 COMMS = ("bash", "cat", "sshd", "kworker/0:1", "systemd-journal")
 STRINGS = ("/etc/passwd", "/proc/self/maps", "tab\there", "bin\x01\x7fary")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import STRING_MAX, STRING_TYPES, Builtin, Fetch, Probe
+from ktui.lang.model import STRING_MAX, STRING_TYPES, Builtin, Fetch, Probe
 
 HEADER_SIZE = 48
 # (name, numpy format, C declaration) in record order.

@@ -5,7 +5,7 @@ reader at ~150k events/s in the VM (shared/notes/event-throughput.md). This
 reader is for kernels without the BPF ring buffer (< 5.8): it opens one perf
 event per online CPU itself, stores the fds into the BPF_PERF_OUTPUT map,
 maps each ring and, on a timer, copies out every record in one numpy
-operation per CPU. Same interface as ktui.ringbuf.RingBufReader.
+operation per CPU. Same interface as ktui.kernel.ringbuf.RingBufReader.
 
 Per-CPU ring layout (include/uapi/linux/perf_event.h): page 0 is struct
 perf_event_mmap_page (data_head at byte 1024, data_tail at 1032, data_offset
@@ -39,8 +39,8 @@ import struct
 
 import numpy as np
 
-from .kprobe_pmu import PerfEventAttr, perf_event_open
-from .ringbuf import shared_u64
+from ktui.kernel.kprobe_pmu import PerfEventAttr, perf_event_open
+from ktui.kernel.ringbuf import shared_u64
 
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_BPF_OUTPUT = 10

@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from .model import Probe, ProbeSet
+from ktui.lang.model import Probe, ProbeSet
 
 HIST_SLOTS = 64  # log2 latency buckets: slot k counts latencies in [2^k, 2^(k+1)) ns
 

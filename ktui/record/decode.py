@@ -11,9 +11,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .feed import Event
-from .layout import HEADER_FIELDS, RecordLayout
-from .model import Kind, Probe
+from ktui.lang.model import Kind, Probe
+from ktui.record.feed import Event
+from ktui.record.layout import HEADER_FIELDS, RecordLayout
 
 
 def record_dtype(layout: RecordLayout) -> np.dtype:

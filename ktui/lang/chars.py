@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from .model import SpecError
+from ktui.lang.model import SpecError
 
 REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 

@@ -34,10 +34,10 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from .decode import Decoder, MultiBatch, RecordBatch
-from .feed import EventBatch, ProbeStats, StatsSnapshot
-from .layout import record_layout
-from .model import KtuiError, ProbeSet, ProbeSetError
+from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
+from ktui.record.decode import Decoder, MultiBatch, RecordBatch
+from ktui.record.feed import EventBatch, ProbeStats, StatsSnapshot
+from ktui.record.layout import record_layout
 
 MAGIC = b"KTUIREC\x01"
 FORMAT_VERSION = 1
@@ -126,7 +126,7 @@ class Recorder:
     def _unit(self, decoder: Decoder) -> int:
         key = id(decoder)
         if key not in self._units:
-            from .probeset import dumps_probeset
+            from ktui.lang.probeset_write import dumps_probeset
 
             number = len(self._units)
             self._units[key] = number
@@ -199,7 +199,7 @@ class RecordingReader:
         self.probesets: dict[int, ProbeSet] = {}
 
     def chunks(self) -> Iterator[Chunk]:
-        from .probeset import loads_probeset
+        from ktui.lang.probeset import loads_probeset
 
         try:
             f = open(self.path, "rb")

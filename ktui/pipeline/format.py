@@ -9,8 +9,8 @@ from __future__ import annotations
 import errno
 from typing import Callable, Sequence
 
-from .feed import Event
-from .model import Fetch, Probe, RetVal
+from ktui.lang.model import Fetch, Probe, RetVal
+from ktui.record.feed import Event
 
 Symbolize = Callable[[int], str]
 

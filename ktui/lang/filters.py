@@ -10,9 +10,9 @@ builds C from that tree, never from the text. Precedence, tightest first:
 `&&`, `||`. `&&` and `||` group to the left.
 
 This module also owns the vocabulary of predefined names (a1..a6, retval,
-comm/pid/tid/cpu, registers) because the spec language in `ktui.spec`
+comm/pid/tid/cpu, registers) because the spec language in `ktui.lang.spec`
 shares it; whether a name exists *in a given probe* is checked by
-`ktui.spec.validate_probe`, which knows the probe's fetches and kind.
+`ktui.lang.spec.validate_probe`, which knows the probe's fetches and kind.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from . import chars
-from .model import (
+from ktui.lang import chars
+from ktui.lang.model import (
     BUILTINS,
     COMPARE_OPS,
     REGISTERS,

@@ -18,7 +18,7 @@ import errno as errno_mod
 import json
 from typing import Callable, TextIO
 
-from .feed import EventBatch, Feed, StatsSnapshot
+from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
 SCHEMA_VERSION = 1
 

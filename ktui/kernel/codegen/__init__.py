@@ -1,0 +1,13 @@
+"""ProbeSet -> one BPF C program: see `program`."""
+
+from ktui.kernel.codegen.program import Program, generate
+from ktui.kernel.codegen.runtime import (
+    COMM_EVERY,
+    COMM_EXACT,
+    ENTRY_SLOTS,
+    MAX_ERRNO,
+    PERF,
+    RINGBUF,
+)
+
+__all__ = ["Program", "generate", "PERF", "RINGBUF", "ENTRY_SLOTS", "COMM_EXACT", "COMM_EVERY", "MAX_ERRNO"]

@@ -1,0 +1,201 @@
+"""C for one probe's fetches (registers, arguments, dereferences, strings)
+and for its filter, from the parse tree: never from user text."""
+
+from __future__ import annotations
+
+from ktui.kernel.codegen.runtime import comment_safe, str_equals
+from ktui.lang.model import (
+    ARG_REGISTERS,
+    REGISTERS,
+    STRING_MAX,
+    And,
+    Arg,
+    Builtin,
+    Compare,
+    Deref,
+    Field,
+    FilterExpr,
+    IntLit,
+    Kind,
+    Not,
+    Or,
+    Probe,
+    Reg,
+    RetVal,
+    SpecError,
+    StrLit,
+    reg_display,
+)
+from ktui.record.layout import ProbeLayout, Slot
+
+
+class FetchGen:
+    """C for one probe's fetches and filter."""
+
+    def __init__(self, probe: Probe, layout: ProbeLayout, comm: str = "e->comm") -> None:
+        self.probe = probe
+        self.layout = layout
+        self.comm = comm  # the C char array holding comm, where one was read
+        self.ret = probe.kind is Kind.RETURN
+        self.tmp = 0
+
+    # -- values
+
+    def arg(self, n: int) -> str:
+        if self.ret:
+            return f"args[{n - 1}]"
+        return f"ctx->{ARG_REGISTERS[n - 1]}"
+
+    def raw(self, expr) -> str:
+        """C expression for the 64-bit value of a non-deref fetch."""
+        if isinstance(expr, Arg):
+            return self.arg(expr.index)
+        if isinstance(expr, Reg):
+            return f"ctx->{expr.name}"
+        if isinstance(expr, RetVal):
+            return "PT_REGS_RC(ctx)"
+        if isinstance(expr, Builtin):
+            return {"pid": "(u64)(pid_tgid >> 32)", "tid": "(u64)(u32)pid_tgid",
+                    "cpu": "(u64)bpf_get_smp_processor_id()"}[expr.name]
+        raise AssertionError(expr)
+
+    def address(self, expr, out: list[str]) -> str:
+        """A C variable holding the value of `expr` used as an address (u64);
+        derefs on the way read 8-byte kernel pointers."""
+        if isinstance(expr, Deref):
+            inner = self.address(expr.inner, out)
+            var = self.new_tmp()
+            out.append(f"    u64 {var} = 0;")
+            out.append(
+                f"    bpf_probe_read_kernel(&{var}, sizeof({var}), "
+                f"(void *)({inner} + ({expr.offset}LL)));"
+            )
+            return var
+        var = self.new_tmp()
+        out.append(f"    u64 {var} = {self.raw(expr)};")
+        return var
+
+    def new_tmp(self) -> str:
+        self.tmp += 1
+        return f"t{self.tmp}"
+
+    def fetch_lines(self) -> list[str]:
+        out: list[str] = []
+        for i, slot in enumerate(self.layout.slots):
+            if slot.kind == "header":
+                continue
+            out += self.fetch_slot(i, slot)
+        return out
+
+    def fetch_slot(self, i: int, slot: Slot) -> list[str]:
+        fetch = slot.fetch
+        typ = fetch.effective_type
+        dest = f"e->payload + {slot.offset}"
+        out = [f"    /* {comment_safe(str(fetch))} */"]
+        if slot.kind == "str":
+            expr = fetch.expr
+            if isinstance(expr, Deref):
+                base = self.address(expr.inner, out)
+                addr = f"({base} + ({expr.offset}LL))"
+            else:
+                addr = self.address(expr, out)
+            helper = "bpf_probe_read_user_str" if typ == "ustring" else "bpf_probe_read_kernel_str"
+            out.append(f"    {helper}({dest}, {STRING_MAX}, (void *){addr});")
+            return out
+        width = 64 if typ == "symbol" else int(typ[1:])
+        if isinstance(fetch.expr, Deref):
+            base = self.address(fetch.expr.inner, out)
+            var = self.new_tmp()
+            out.append(f"    u{width} {var} = 0;")
+            out.append(
+                f"    bpf_probe_read_kernel(&{var}, sizeof({var}), "
+                f"(void *)({base} + ({fetch.expr.offset}LL)));"
+            )
+            value = var
+        else:
+            value = f"({self.raw(fetch.expr)})"
+        if slot.kind == "sint":
+            c = f"(s64)(s{width})({value})"
+        else:
+            c = f"(u64)(u{width})({value})"
+        out.append(f"    u64 v{i} = {c};")
+        out.append(f"    __builtin_memcpy({dest}, &v{i}, 8);")
+        return out
+
+    # -- filter
+
+    def filter_c(self, node: FilterExpr) -> str:
+        if isinstance(node, And):
+            return f"({self.filter_c(node.left)}) && ({self.filter_c(node.right)})"
+        if isinstance(node, Or):
+            return f"({self.filter_c(node.left)}) || ({self.filter_c(node.right)})"
+        if isinstance(node, Not):
+            return f"!({self.filter_c(node.operand)})"
+        if isinstance(node, Compare):
+            return self.compare_c(node)
+        raise AssertionError(node)
+
+    def compare_c(self, node: Compare) -> str:
+        left, right = node.left, node.right
+        if isinstance(left, StrLit) or isinstance(right, StrLit):
+            field, lit = (right, left) if isinstance(left, StrLit) else (left, right)
+            if not isinstance(field, Field) or not isinstance(lit, StrLit):
+                raise SpecError(f"cannot compare {left} with {right}")
+            array, capacity = self.string_field(field)
+            eq = str_equals(array, lit.value, capacity)
+            if node.op == "==":
+                return f"({eq})"
+            if node.op == "!=":
+                return f"!({eq})"
+            raise SpecError(f"strings compare only with == and !=, not {node.op}")
+        lval, lsigned = self.int_operand(left)
+        rval, rsigned = self.int_operand(right)
+        cast = "(s64)" if (lsigned or rsigned) else "(u64)"
+        return f"{cast}{lval} {node.op} {cast}{rval}"
+
+    def int_operand(self, operand) -> tuple[str, bool]:
+        if isinstance(operand, IntLit):
+            v = operand.value
+            if v < 0:
+                return f"({v}LL)", True
+            return f"{v}ULL", False
+        if isinstance(operand, Field):
+            return self.int_field(operand.name)
+        raise SpecError(f"cannot use {operand} as a number")
+
+    def _slot_named(self, name: str) -> tuple[int, Slot] | None:
+        for i, slot in enumerate(self.layout.slots):
+            if slot.fetch.name == name:
+                return i, slot
+        return None
+
+    def int_field(self, name: str) -> tuple[str, bool]:
+        found = self._slot_named(name)
+        if found is not None:
+            i, slot = found
+            if slot.kind == "header":
+                return self.raw(slot.fetch.expr), False
+            if slot.kind == "str":
+                raise SpecError(f"{name} is a string: compare it with a string literal")
+            return (f"v{i}", slot.kind == "sint")
+        if name == "retval":
+            if not self.ret:
+                raise SpecError("retval exists only in return probes")
+            return "PT_REGS_RC(ctx)", True
+        if name in ("pid", "tid", "cpu"):
+            return self.raw(Builtin(name)), False
+        if len(name) == 2 and name[0] == "a" and name[1] in "123456":
+            return self.arg(int(name[1])), False
+        for reg in REGISTERS:
+            if name in (reg, reg_display(reg)):
+                return f"ctx->{reg}", False
+        raise SpecError(f"unknown name {name!r} in filter")
+
+    def string_field(self, field: Field) -> tuple[str, int]:
+        if field.name == "comm":
+            return self.comm, 16
+        found = self._slot_named(field.name)
+        if found is not None and found[1].kind == "str":
+            slot = found[1]
+            return f"((char *)(e->payload + {slot.offset}))", STRING_MAX
+        raise SpecError(f"{field.name} is not a string: compare it with a number")

@@ -1,0 +1,86 @@
+"""ProbeSet -> one BPF C program (bcc dialect). A pure function of the model.
+
+No user text is pasted into the C: symbols are used only by the attach calls
+(never in the program), functions are named `ktui_p<N>` / `ktui_e<N>` by
+index, and the only things that reach the C from the user are integers the
+parser produced and string-literal bytes spelled as numbers.
+
+The program has, for the whole set:
+- one event output (`ktui_events`): the BPF ring buffer, or perf buffers;
+- per-probe per-CPU counters: hits, emitted, lost (failed outputs);
+- per-probe log2 latency histograms and errno counts for return probes;
+- per-probe comm counts (top comms);
+- for return probes, an entry kprobe that stores the entry time and the
+  arguments by (probe, thread), so each return carries its latency and can
+  fetch a1..a6 as they were at entry.
+
+The parts: `runtime` (types, maps and helpers every program has), `probe`
+(one function per probe), `fetch` (C for fetches and filters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ktui.kernel.codegen.probe import SetFilter, entry_function, probe_function
+from ktui.kernel.codegen.runtime import (
+    PERF,
+    RINGBUF,
+    comment_safe,
+    entry_slots,
+    helpers,
+    prelude,
+)
+from ktui.lang.model import Kind, Probe, ProbeSet, SpecError
+from ktui.record.layout import RecordLayout, record_layout
+
+
+@dataclass(frozen=True)
+class Program:
+    text: str
+    layout: RecordLayout
+    buffer: str  # RINGBUF or PERF
+    probes: tuple[Probe, ...]
+
+    def entry_fn(self, index: int) -> str:
+        return f"ktui_e{index}"
+
+    def probe_fn(self, index: int) -> str:
+        return f"ktui_p{index}"
+
+
+def generate(
+    probes: Sequence[Probe] | ProbeSet,
+    *,
+    buffer: str = RINGBUF,
+    ringbuf_pages: int = 2048,
+    pid: int | None = None,
+    comm: str | None = None,
+    exclude_pid: int | None = None,
+) -> Program:
+    """Generate the C program for `probes` (indexed 0..n-1 in the records)."""
+    if isinstance(probes, ProbeSet):
+        pid = probes.pid if pid is None else pid
+        comm = probes.comm if comm is None else comm
+        probes = probes.probes
+    probes = tuple(probes)
+    if not probes:
+        raise SpecError("nothing to compile: the probe set is empty")
+    if buffer not in (RINGBUF, PERF):
+        raise ValueError(f"unknown buffer kind {buffer!r}")
+    if ringbuf_pages & (ringbuf_pages - 1):
+        raise ValueError("ringbuf_pages must be a power of two")
+    layout = record_layout(probes)
+    entries = entry_slots(probes)
+    out: list[str] = []
+    out += prelude(len(probes), layout, buffer, ringbuf_pages, entries)
+    out += helpers(buffer, pid, comm, exclude_pid)
+    for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
+        out.append("")
+        out.append(f"/* probe {index}: {comment_safe(probe.spec_text)} */")
+        sets = SetFilter(pid, comm)
+        if probe.kind is Kind.RETURN:
+            out += entry_function(index, probe, sets, entries[index])
+        out += probe_function(index, probe, probe_layout, sets, entries.get(index))
+    return Program("\n".join(out) + "\n", layout, buffer, probes)

@@ -1,0 +1,55 @@
+"""Read a compiled unit's in-kernel counters into ProbeStats.
+
+Counts, histograms, errnos and comms live in BPF maps, summed over CPUs
+here, once per stats read: never counted from events in Python."""
+
+from __future__ import annotations
+
+import ctypes
+
+from ktui.lang.model import Kind
+from ktui.record.feed import HIST_SLOTS, ProbeStats
+
+TOP_COMMS = 5
+
+
+def _percpu_sum(table, key: int) -> int:
+    try:
+        return int(sum(table[ctypes.c_int(key)]))
+    except KeyError:
+        return 0
+
+
+def read_unit_stats(unit) -> dict[int, ProbeStats]:
+    bpf = unit.bpf
+    hits_t, emit_t, lost_t = bpf[b"ktui_hits"], bpf[b"ktui_emitted"], bpf[b"ktui_lost"]
+    hist_t = bpf[b"ktui_hist"]
+    errnos: dict[int, list[tuple[int, int]]] = {}
+    for k, v in bpf[b"ktui_errnos"].items():
+        errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
+    # bpf_get_current_comm does not clear the bytes after the NUL, so one
+    # name can sit under several keys (stale tails): add them up by name.
+    comm_counts: dict[int, dict[str, int]] = {}
+    for k, v in bpf[b"ktui_comms"].items():
+        name = bytes(k.comm).split(b"\0", 1)[0].decode("utf-8", "replace")
+        per = comm_counts.setdefault(k.probe, {})
+        per[name] = per.get(name, 0) + int(v.value)
+    comms = {p: list(d.items()) for p, d in comm_counts.items()}
+    out = {}
+    for local in sorted(unit.live):
+        probe = unit.program.probes[local]
+        hist: tuple[int, ...] = ()
+        if probe.kind is Kind.RETURN:
+            base = local * HIST_SLOTS
+            hist = tuple(_percpu_sum(hist_t, base + s) for s in range(HIST_SLOTS))
+        pid_ = unit.ids[local]
+        out[pid_] = ProbeStats(
+            probe_id=pid_,
+            hits=_percpu_sum(hits_t, local),
+            lost=_percpu_sum(lost_t, local),
+            emitted=_percpu_sum(emit_t, local),
+            hist=hist,
+            errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
+            top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
+        )
+    return out

@@ -1,0 +1,179 @@
+"""The rules of the probe language that the grammar cannot express:
+retval only in return probes, fetch types that fit what they apply to,
+unique fetch names, and a filter whose names resolve in its probe."""
+
+from __future__ import annotations
+
+from ktui.lang import filters
+from ktui.lang.grammar import MAX_FETCHES, FetchSpan, SpecSpan
+from ktui.lang.model import (
+    INT_TYPES,
+    STRING_TYPES,
+    Builtin,
+    Compare,
+    Deref,
+    Fetch,
+    FetchExpr,
+    Field,
+    Kind,
+    Probe,
+    RetVal,
+    SpecError,
+    StrLit,
+)
+
+# ---------------------------------------------------------------- semantics
+
+
+def check_label(label: str, col: int | None) -> None:
+    if len(label) > filters.LABEL_MAX:
+        raise SpecError(f"label longer than {filters.LABEL_MAX} characters", col=col)
+    if filters.is_reserved(label):
+        raise SpecError(f'"{label}" is a reserved name; pick another label', col=col)
+
+
+def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None) -> None:
+    """Rules that hold for one fetch; `kind` None skips the retval check."""
+    if fetch.label is not None:
+        check_label(fetch.label, span.label)
+    chain: list[FetchExpr] = [fetch.expr]
+    while isinstance(chain[-1], Deref):
+        chain.append(chain[-1].inner)
+    for depth, expr in enumerate(chain):
+        col = span.exprs[depth] if depth < len(span.exprs) else span.start
+        if isinstance(expr, RetVal) and kind is Kind.CALL:
+            raise SpecError("retval exists only in return probes (kind r)", col=col)
+        if depth > 0 and isinstance(expr, Builtin):
+            raise SpecError(f"{expr.name} cannot be dereferenced; dereference a1..a6, a register or retval", col=col)
+    type_col = span.type if span.type is not None else span.start
+    expr, type_ = fetch.expr, fetch.type
+    if isinstance(expr, Builtin):
+        if expr.name == "comm" and type_ not in (None, "string"):
+            raise SpecError(f"comm is text; drop the :{type_} type", col=type_col)
+        if expr.name != "comm" and type_ is not None and type_ not in INT_TYPES:
+            raise SpecError(f"{expr.name} is an integer; :{type_} does not apply (use e.g. :u32)", col=type_col)
+    if isinstance(expr, RetVal) and type_ in STRING_TYPES:
+        raise SpecError(
+            f"retval cannot be :{type_}; a string type applies to a1..a6, a register or +OFFSET(...)",
+            col=type_col,
+        )
+
+
+def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) -> None:
+    if probe.kind is Kind.RETURN and probe.target.offset:
+        raise SpecError(
+            "a return probe attaches at function entry; drop the +offset", col=span.offset or span.target
+        )
+    if len(probe.fetches) > MAX_FETCHES:
+        raise SpecError(f"at most {MAX_FETCHES} fetches per probe", col=fetch_col(span, MAX_FETCHES))
+    seen: set[str] = set()
+    for index, fetch in enumerate(probe.fetches):
+        fetch_span = span.fetches[index] if index < len(span.fetches) else FetchSpan(start=1)
+        check_fetch(fetch, fetch_span, probe.kind)
+        if fetch.name in seen:
+            raise SpecError(
+                f'fetch name "{fetch.name}" is used twice; give one a label, e.g. x=...', col=fetch_span.start
+            )
+        seen.add(fetch.name)
+    for attr, allow_none in (("sample", False), ("rate_limit", True)):
+        value = getattr(probe, attr)
+        if value is None and allow_none:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SpecError(f"{attr} must be a whole number of at least 1, got {value!r}")
+    if probe.filter is not None:
+        _check_filter(probe, filter_text)
+
+
+def fetch_col(span: SpecSpan, index: int) -> int | None:
+    return span.fetches[index].start if index < len(span.fetches) else None
+
+
+# ---------------------------------------------------------------- filter vs probe
+
+_INT, _STR = "integer", "string"
+
+
+def _filter_error(message: str, col: int | None) -> SpecError:
+    return SpecError(f"filter: {message}", col=col)
+
+
+def _field_kind(probe: Probe, name: str, col: int) -> str:
+    """What a filter name is in this probe: _INT or _STR. Resolution order
+    (codegen follows the same): a fetch of that name (its label, or `a3`,
+    `rdi`, `comm`... for an unlabelled fetch), then the predefined names."""
+    for fetch in probe.fetches:
+        if fetch.name == name:
+            return _STR if fetch.effective_type in STRING_TYPES else _INT
+    if name == "retval":
+        if probe.kind is Kind.CALL:
+            raise _filter_error("retval exists only in return probes (kind r)", col)
+        return _INT
+    if name == "comm":
+        return _STR
+    if name in filters.PREDEFINED:
+        return _INT
+    known = tuple(f.name for f in probe.fetches) + filters.PREDEFINED
+    hint = filters.suggest(name, known)
+    raise _filter_error(
+        f'unknown name "{name}";{hint} use a fetch label, a1..a6, retval, comm, pid, tid, cpu or a register', col
+    )
+
+
+def _operand_kind(probe: Probe, operand: object, col: int) -> str:
+    if isinstance(operand, Field):
+        return _field_kind(probe, operand.name, col)
+    return _STR if isinstance(operand, StrLit) else _INT
+
+
+def _check_filter(probe: Probe, filter_text: str | None) -> None:
+    expr = probe.filter
+    if filters.tree_depth(expr) > 4 * filters.MAX_DEPTH + filters.MAX_COMPARES:
+        raise _filter_error("filter nests too deeply", None)
+    columns = None
+    if filter_text is not None:
+        try:
+            parsed, columns = filters.parse_filter_with_columns(filter_text)
+        except SpecError as err:
+            raise _filter_error(err.message, err.col) from err
+        if parsed != expr:
+            columns = None  # the text is not this filter: point into the canonical text
+    if columns is None:
+        canonical = str(expr)
+        try:
+            parsed, columns = filters.parse_filter_with_columns(canonical)
+        except SpecError as err:
+            raise _filter_error(f"{err.message} (in {ascii(canonical)[:80]})", err.col) from err
+        if parsed != expr:
+            raise _filter_error(f"not in canonical form: {ascii(canonical)[:80]} parses differently", None)
+    for compare, cols in zip(filters.comparisons(expr), columns):
+        _check_compare(probe, compare, cols)
+
+
+def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
+    left = _operand_kind(probe, compare.left, cols.left)
+    right = _operand_kind(probe, compare.right, cols.right)
+    if left != right:
+        if isinstance(compare.left, Field) and isinstance(compare.right, Field):
+            raise _filter_error(
+                f"cannot compare {left} {compare.left} with {right} {compare.right}", cols.op
+            )
+        # One side is a literal of the wrong kind: point at it, it is what to change.
+        named, kind = (compare.left, left) if isinstance(compare.left, Field) else (compare.right, right)
+        literal_col = cols.right if isinstance(compare.left, Field) else cols.left
+        wanted = 'a quoted "text"' if kind == _STR else "a number"
+        raise _filter_error(f"{named} is a{'n' if kind == _INT else ''} {kind}; compare it with {wanted}", literal_col)
+    if left == _STR and compare.op not in ("==", "!="):
+        raise _filter_error(f"strings compare only with == or !=, not {compare.op}", cols.op)
+    for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
+        if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value) > filters.COMM_MAX:
+            raise _filter_error(f"comm holds at most {filters.COMM_MAX} characters", col)
+
+
+def _is_comm(probe: Probe, operand: object) -> bool:
+    if not isinstance(operand, Field):
+        return False
+    for fetch in probe.fetches:
+        if fetch.name == operand.name:
+            return isinstance(fetch.expr, Builtin) and fetch.expr.name == "comm"
+    return operand.name == "comm"

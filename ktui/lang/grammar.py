@@ -1,0 +1,283 @@
+"""The syntax of the compact probe language: a scanner that keeps a
+1-based column for every error, and the parse of `TARGET:KIND[:FETCH,...]`
+into a `model.Probe` as written (semantic rules are in `checks`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ktui.lang import chars, filters
+from ktui.lang.model import (
+    BUILTINS,
+    FETCH_TYPES,
+    Arg,
+    Builtin,
+    Deref,
+    Fetch,
+    FetchExpr,
+    Kind,
+    Probe,
+    Reg,
+    RetVal,
+    SpecError,
+    Target,
+)
+
+MAX_SPEC = 4096  # characters
+MAX_FETCHES = 8
+MAX_DEREF = 8  # nested +OFFSET(...) levels
+SYMBOL_MAX = 511  # the kernel's KSYM_NAME_LEN is 512, NUL included
+U64_MAX = 2**64 - 1
+DEREF_MAX = 2**63 - 1  # a dereference offset is a signed 64-bit value
+
+_FETCH_HELP = "a1..a6, retval, comm, pid, tid, cpu, a register (rdi, rsi, ...) or +OFFSET(FETCH)"
+_SYMBOL_CHARS = filters.IDENT_CHARS | {"."}
+
+
+# ---------------------------------------------------------------- spans
+
+
+@dataclass
+class FetchSpan:
+    """Columns (1-based) of one fetch's parts, for error messages."""
+
+    start: int
+    label: int | None = None
+    exprs: list[int] = field(default_factory=list)  # one per nesting depth
+    type: int | None = None
+
+
+@dataclass
+class SpecSpan:
+    target: int = 1
+    offset: int | None = None
+    fetches: list[FetchSpan] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- scanner
+
+
+class Scanner:
+    """A cursor over the text; `what` names it in "got end of ..." messages."""
+
+    def __init__(self, text: str, what: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.what = what
+
+    def error(self, message: str, pos: int | None = None) -> SpecError:
+        return SpecError(message, col=(self.pos if pos is None else pos) + 1)
+
+    def skip_ws(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t":
+            self.pos += 1
+
+    def peek(self) -> str:
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.text)
+
+    def here(self) -> str:
+        """What is at the cursor, for messages: `"x"` or `end of spec`."""
+        return filters.show_char(self.peek()) if not self.at_end() else f"end of {self.what}"
+
+    def word(self, chars: frozenset[str] = filters.IDENT_CHARS) -> str:
+        """An identifier at the cursor (empty if there is none)."""
+        start = self.pos
+        if self.peek() and self.peek() in filters.IDENT_START:
+            self.pos += 1
+            while self.peek() and self.peek() in chars:
+                self.pos += 1
+        return self.text[start : self.pos]
+
+    def number(self, limit: int, what: str) -> int:
+        """A decimal or 0x-hex number no larger than `limit`."""
+        start = self.pos
+        while self.peek() and self.peek() in filters.IDENT_CHARS:
+            self.pos += 1
+        digits = self.text[start : self.pos]
+        if digits[:2] in ("0x", "0X"):
+            body = digits[2:]
+            ok = bool(body) and all(c in "0123456789abcdefABCDEF" for c in body)
+            value = int(body, 16) if ok else None
+        else:
+            value = int(digits) if digits and all(c in "0123456789" for c in digits) else None
+        if value is None:
+            raise self.error(f'bad {what} "{digits}": write it in decimal or 0x hex', start)
+        if value > limit:
+            raise self.error(f"{what} {digits} is too large (at most {limit:#x})", start)
+        return value
+
+
+def check_text(text: object, what: str) -> str:
+    if not isinstance(text, str):
+        raise SpecError(f"a {what} must be text, got {type(text).__name__}")
+    if len(text) > MAX_SPEC:
+        raise SpecError(f"{what} longer than {MAX_SPEC} characters", col=MAX_SPEC + 1)
+    chars.refuse(text, f"in a {what}", allowed="\t")  # before the grammar: named as what it is
+    if not text.strip(" \t"):
+        example = {"spec": "vfs_read:c:a3", "fetch": "a3 or fname=+0(a2):string", "target": "vfs_read"}[what]
+        raise SpecError(f"empty {what}; write e.g. {example}", col=1)
+    return text
+
+
+def expect_end(sc: Scanner, after: str) -> None:
+    sc.skip_ws()
+    if not sc.at_end():
+        raise sc.error(f"unexpected {sc.here()} after the {after}")
+
+
+# ---------------------------------------------------------------- target
+
+
+def scan_target(sc: Scanner, span: SpecSpan) -> Target:
+    span.target = sc.pos + 1
+    c = sc.peek()
+    if c and c in "0123456789":
+        start = sc.pos
+        address = sc.number(U64_MAX, "address")
+        if sc.text[start : start + 2] not in ("0x", "0X"):
+            raise sc.error("an address is written in hex, e.g. 0xffffffff81234560", start)
+        if address == 0:
+            raise sc.error("address 0 cannot be probed", start)
+        return Target(address=address)
+    if not c or c not in filters.IDENT_START:
+        raise sc.error(f"expected a kernel symbol or a 0x address, got {sc.here()}")
+    start = sc.pos
+    symbol = sc.word(frozenset(_SYMBOL_CHARS))
+    if len(symbol) > SYMBOL_MAX:
+        raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", start)
+    offset = 0
+    if sc.peek() == "+":
+        sc.pos += 1
+        span.offset = sc.pos + 1
+        if not sc.peek() or sc.peek() not in "0123456789":
+            raise sc.error(f"expected an offset after +, e.g. {symbol}+0x1c, got {sc.here()}")
+        offset = sc.number(U64_MAX, "offset")
+    elif sc.peek() == "-":
+        raise sc.error(f"a symbol offset is added, e.g. {symbol}+0x1c")
+    return Target(symbol=symbol, offset=offset)
+
+
+# ---------------------------------------------------------------- fetches
+
+
+def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
+    """A name in a fetch: argument, register, retval or builtin."""
+    name = filters.canonical_name(word)
+    if name is None:
+        problem = filters.name_problem(word)
+        if problem is not None:
+            raise sc.error(problem, pos)
+        hint = filters.suggest(word, filters.PREDEFINED + tuple(filters.REGISTER_SPELLINGS))
+        raise sc.error(f'unknown fetch "{word}";{hint} a fetch is {_FETCH_HELP}', pos)
+    if name == "retval":
+        return RetVal()
+    if name in BUILTINS:
+        return Builtin(name)
+    if name in filters.ARG_NAMES:
+        return Arg(int(name[1:]))
+    return Reg(filters.REGISTER_SPELLINGS[name])
+
+
+def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
+    cols.append(sc.pos + 1)
+    c = sc.peek()
+    if c and c in "+-":
+        if depth >= MAX_DEREF:
+            raise sc.error(f"dereferences nest deeper than {MAX_DEREF} levels")
+        sc.pos += 1
+        if not sc.peek() or sc.peek() not in "0123456789":
+            raise sc.error(f"expected an offset after {c}, e.g. {c}8(a1), got {sc.here()}")
+        value = sc.number(DEREF_MAX, "offset")
+        sc.skip_ws()
+        if sc.peek() != "(":
+            raise sc.error(f"expected ( after the offset, e.g. {c}{value}(a1), got {sc.here()}")
+        open_pos = sc.pos
+        sc.pos += 1
+        sc.skip_ws()
+        inner = _expr(sc, cols, depth + 1)
+        sc.skip_ws()
+        if sc.peek() != ")":
+            raise sc.error(f"expected ) to close the ( at column {open_pos + 1}, got {sc.here()}")
+        sc.pos += 1
+        return Deref(-value if c == "-" else value, inner)
+    start = sc.pos
+    word = sc.word()
+    if word:
+        return _leaf(word, start, sc)
+    if c in ("%", "$"):
+        # Kernel kprobe_events spellings (%di, $arg1, $retval): say ours.
+        sc.pos += 1
+        ours = filters.canonical_name(sc.word())
+        if ours is not None:
+            raise sc.error(f"write {ours} without the {c}", start)
+        raise sc.error(f"write fetches without {c}: {_FETCH_HELP}", start)
+    raise sc.error(f"expected a fetch ({_FETCH_HELP}), got {sc.here()}")
+
+
+def scan_fetch(sc: Scanner) -> tuple[Fetch, FetchSpan]:
+    span = FetchSpan(start=sc.pos + 1)
+    label = None
+    save = sc.pos
+    word = sc.word()
+    sc.skip_ws()
+    if word and sc.peek() == "=" and sc.text[sc.pos + 1 : sc.pos + 2] != "=":
+        label, span.label = word, save + 1
+        sc.pos += 1
+        sc.skip_ws()
+    else:
+        sc.pos = save  # not a label: scan the word again as the expression
+    expr = _expr(sc, span.exprs, 0)
+    sc.skip_ws()
+    type_ = None
+    if sc.peek() == ":":
+        sc.pos += 1
+        sc.skip_ws()
+        span.type = sc.pos + 1
+        type_ = sc.word()
+        if type_ not in FETCH_TYPES:
+            got = f'"{type_}"' if type_ else sc.here()
+            hint = filters.suggest(type_, FETCH_TYPES) if type_ else ""
+            raise sc.error(f"unknown type {got};{hint} types are {', '.join(FETCH_TYPES)}", span.type - 1)
+    return Fetch(expr=expr, type=type_, label=label), span
+
+
+# ---------------------------------------------------------------- spec
+
+
+def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
+    """Syntax only: the probe as written and where its parts are."""
+    sc = Scanner(text, "spec")
+    span = SpecSpan()
+    sc.skip_ws()
+    target = scan_target(sc, span)
+    sc.skip_ws()
+    if sc.peek() != ":":
+        raise sc.error(f"expected :c or :r after the target, got {sc.here()}")
+    sc.pos += 1
+    sc.skip_ws()
+    kind_pos = sc.pos
+    kind_word = sc.word()
+    if kind_word not in ("c", "r"):
+        got = f'"{kind_word}"' if kind_word else sc.here()
+        raise sc.error(f"kind must be c or r, got {got} (c = call, r = return)", kind_pos)
+    kind = Kind(kind_word)
+    sc.skip_ws()
+    fetches = []
+    if sc.peek() == ":":
+        sc.pos += 1
+        while True:
+            sc.skip_ws()
+            fetch, fetch_span = scan_fetch(sc)
+            fetches.append(fetch)
+            span.fetches.append(fetch_span)
+            sc.skip_ws()
+            if sc.peek() != ",":
+                break
+            sc.pos += 1
+    if not sc.at_end():
+        expected = ", between fetches" if fetches else ": before the fetches"
+        raise sc.error(f"unexpected {sc.here()}; expected {expected} or end of spec")
+    return Probe(target=target, kind=kind, fetches=tuple(fetches)), span

@@ -1,0 +1,83 @@
+"""Writing a probe set back to YAML: the compact form, defaults left
+out, atomically (a temporary file renamed over the target), never through
+a symlink. What is written loads back equal."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from ktui.lang.model import ProbeSet, ProbeSetError
+
+
+def dumps_probeset(ps: ProbeSet) -> str:
+    """The probe set as YAML that `loads_probeset` reads back equal.
+
+    Probes are written in the compact form; defaults are left out."""
+    document: dict[str, object] = {"name": ps.name}
+    if ps.description:
+        document["description"] = ps.description
+    set_filter = {key: value for key, value in (("pid", ps.pid), ("comm", ps.comm)) if value is not None}
+    if set_filter:
+        document["filter"] = set_filter
+    probes = []
+    for probe in ps.probes:
+        entry: dict[str, object] = {"spec": probe.spec_text}
+        if probe.label is not None:
+            entry["label"] = probe.label
+        if probe.filter is not None:
+            entry["filter"] = str(probe.filter)
+        if not probe.enabled:
+            entry["enabled"] = False
+        if probe.sample != 1:
+            entry["sample"] = probe.sample
+        if probe.rate_limit is not None:
+            entry["rate_limit"] = probe.rate_limit
+        probes.append(entry)
+    document["probes"] = probes
+    body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
+                          default_flow_style=False, width=1_000_000)
+    return "# ktui probe set\n" + body
+
+
+def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
+    """Write the probe set to `path` (mode 0600), atomically.
+
+    The text goes to a new file created exclusively in the same directory
+    and is then renamed over `path`, so a reader never sees half a file and
+    no symlink is followed. A `path` that is itself a symlink is refused:
+    replacing it would silently turn the link into a file."""
+    target = os.fspath(path)
+    text = dumps_probeset(ps)
+    if os.path.islink(target):
+        raise ProbeSetError("refusing to save: the path is a symbolic link", source=target)
+    if os.path.isdir(target):
+        raise ProbeSetError("cannot save: the path is a directory", source=target)
+    directory = os.path.dirname(target) or "."
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{Path(target).name}.", suffix=".tmp", dir=directory)
+    except OSError as err:
+        raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), 0o600)  # mkstemp's mode, whatever the umask
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        # rename() never follows a symlink at `target`: even one planted
+        # after the check above is replaced, not written through.
+        os.replace(temp, target)
+    except OSError as err:
+        _remove_quietly(temp)
+        raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
+
+
+def _remove_quietly(path: str) -> None:
+    """Clean up a temp file after a failed save; the save error is what matters."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,111 @@
+"""The compact probe language: `TARGET:KIND[:FETCH[,FETCH...]]`.
+
+    vfs_read:c:a3
+    vfs_read:r:retval:s64,a3:u32
+    do_sys_openat2:c:fname=+0(a2):ustring
+    0xffffffff81234560:c:rdi,rsi
+
+TARGET is a kernel symbol (`foo.isra.0`), `symbol+offset` or a 0x address;
+KIND is `c` (kprobe) or `r` (kretprobe); a FETCH is `[label=]EXPR[:type]`
+where EXPR is a1..a6, a register, retval, comm/pid/tid/cpu or a kernel-style
+dereference `+OFFSET(EXPR)`. The text becomes the frozen `model.Probe`;
+`str(probe)` prints the canonical form, which parses back equal.
+
+A hand-written scanner (no regex over the whole text) keeps a 1-based
+column for every error. Syntax is checked while scanning; the semantic
+rules live in one place (`_check_probe`) shared by `parse_spec` (columns in
+the user's text) and `validate_probe` (columns in the canonical text).
+"""
+
+from __future__ import annotations
+
+from ktui.lang import chars
+from ktui.lang.checks import check_fetch, check_probe, fetch_col
+from ktui.lang.grammar import (
+    MAX_DEREF,
+    Scanner,
+    SpecSpan,
+    check_text,
+    expect_end,
+    parse_raw,
+    scan_fetch,
+    scan_target,
+)
+from ktui.lang.model import Deref, Fetch, Probe, SpecError, Target
+
+
+def parse_spec(text: str) -> Probe:
+    """`TARGET:KIND[:FETCH,...]` -> a validated Probe (no filter, no label)."""
+    probe, span = parse_raw(check_text(text, "spec"))
+    check_probe(probe, span)
+    return probe
+
+
+def parse_fetch(text: str) -> Fetch:
+    """One `[label=]EXPR[:type]`, checked as far as it can be without its
+    probe (retval and name clashes are checked by `validate_probe`)."""
+    sc = Scanner(check_text(text, "fetch"), "fetch")
+    sc.skip_ws()
+    fetch, span = scan_fetch(sc)
+    expect_end(sc, "fetch")
+    check_fetch(fetch, span, kind=None)
+    return fetch
+
+
+def parse_target(text: str) -> Target:
+    """`symbol`, `symbol+offset` or `0xADDRESS`."""
+    sc = Scanner(check_text(text, "target"), "target")
+    sc.skip_ws()
+    target = scan_target(sc, SpecSpan())
+    expect_end(sc, "target")
+    return target
+
+
+# ---------------------------------------------------------------- validate
+
+
+def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
+    """Raise SpecError unless `probe` is well formed and consistent.
+
+    Checks what the spec grammar cannot: retval only in return probes, no
+    offset on a return probe, unique fetch names, at most 8 fetches, types
+    that fit what they are applied to, filter names that resolve in this
+    probe with matching integer/string operands, sample >= 1, rate_limit
+    None or >= 1. A hand-built probe must also be in canonical form (its
+    text parses back equal). Columns point into `probe.spec_text`, or for
+    filter errors (message prefixed `filter:`) into `filter_text` when given
+    and it parses to this filter, else into `str(probe.filter)`.
+    """
+    if not isinstance(probe, Probe):
+        raise SpecError(f"expected a Probe, got {type(probe).__name__}")
+    if not isinstance(probe.fetches, tuple):
+        raise SpecError(f"fetches must be a tuple, got {type(probe.fetches).__name__}")
+    for fetch in probe.fetches:
+        # Bound hand-built nesting before printing it (printing recurses).
+        expr, depth = getattr(fetch, "expr", None), 0
+        while isinstance(expr, Deref):
+            expr, depth = expr.inner, depth + 1
+            if depth > MAX_DEREF:
+                raise SpecError(f"dereferences nest deeper than {MAX_DEREF} levels")
+    if probe.label is not None:
+        # Shown in the probe table and written to files: refused as in a probe set.
+        if not isinstance(probe.label, str):
+            raise SpecError(f"label must be text, got {type(probe.label).__name__}")
+        odd = chars.first_refused(probe.label)
+        if odd is not None:
+            raise SpecError(f"label: {chars.refused_message(probe.label[odd])}")
+    try:
+        text = probe.spec_text
+    except (AttributeError, TypeError, ValueError) as err:
+        raise SpecError(f"malformed probe: {err}") from err
+    reparsed, span = parse_raw(check_text(text, "spec"))
+    if reparsed.target != probe.target:
+        raise SpecError(f"target is not in canonical form: {probe.target!r}", col=1)
+    if reparsed.kind != probe.kind:
+        raise SpecError(f"kind is not in canonical form: {probe.kind!r}")
+    for index, (mine, theirs) in enumerate(zip(probe.fetches, reparsed.fetches)):
+        if mine != theirs:
+            raise SpecError(f"fetch is not in canonical form: {mine!r}", col=fetch_col(span, index))
+    if len(probe.fetches) != len(reparsed.fetches):
+        raise SpecError("fetches are not in canonical form", col=None)
+    check_probe(probe, span, filter_text)

@@ -1,0 +1,208 @@
+"""Reading a YAML file as a node tree, safely and with positions.
+
+The safe loader composes nodes only (no tag ever picks a constructor),
+aliases are refused, and depth, node count, file size and number length
+are bounded, so any input costs bounded time and memory. Every failure is
+a ProbeSetError at file:line:col."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import NoReturn
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ktui.lang import chars
+from ktui.lang.model import ProbeSetError
+
+MAX_FILE_BYTES = 1024 * 1024  # refused before parsing
+MAX_DEPTH = 16  # the schema needs 4 levels; anything deeper is not a probe set
+MAX_NODES = 20_000  # YAML values in one file: a large set has a few hundred
+MAX_NUMBER_CHARS = 40  # enough for any 64-bit number written with underscores
+
+TAG = "tag:yaml.org,2002:"
+STR, INT, BOOL, NULL, FLOAT = (TAG + t for t in ("str", "int", "bool", "null", "float"))
+MAP, SEQ = TAG + "map", TAG + "seq"
+# What a user wrote, for "expected a string, got ..." messages.
+TAG_NAMES = {
+    STR: "a string", INT: "an integer", BOOL: "a boolean", NULL: "null",
+    FLOAT: "a number", TAG + "timestamp": "a date", TAG + "binary": "binary data",
+    MAP: "a mapping", SEQ: "a list",
+}
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+def read_bounded(source: str) -> bytes:
+    """The file's bytes, refusing anything but a regular file of at most 1 MiB.
+
+    O_NONBLOCK keeps a FIFO from hanging us; reading one byte past the limit
+    catches files that grow, and /proc-style files that report size 0."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise ProbeSetError(f"cannot open: {err.strerror}", source=source) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ProbeSetError("not a regular file", source=source)
+        if info.st_size > MAX_FILE_BYTES:
+            raise ProbeSetError(too_big(info.st_size), source=source, line=1, col=1)
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as err:
+        raise ProbeSetError(f"cannot read: {err.strerror}", source=source) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_FILE_BYTES:
+        raise ProbeSetError(too_big(len(data)), source=source, line=1, col=1)
+    return data
+
+
+def too_big(size: int) -> str:
+    return f"file too large ({size} bytes); a probe set is at most {MAX_FILE_BYTES} bytes"
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    if len(data) > MAX_FILE_BYTES:
+        raise ProbeSetError(too_big(len(data)), source=source, line=1, col=1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        col = len(data[line_start:err.start].decode("utf-8", "replace")) + 1
+        raise ProbeSetError(
+            f"not UTF-8 text (byte 0x{data[err.start]:02x}); a probe set is a YAML text file",
+            source=source, line=data.count(b"\n", 0, err.start) + 1, col=col,
+        ) from None
+
+
+class NodeLoader(yaml.SafeLoader):
+    """The safe loader, composing nodes only, refusing aliases and bounding
+    depth and size.
+
+    Aliases are refused outright (not just bounded): a probe set has no use
+    for them and they are how "billion laughs" documents blow up. The node
+    count bound stops a 1 MiB file of tiny values early instead of spending
+    seconds composing it only to reject it."""
+
+    def __init__(self, text: str, source: str) -> None:
+        super().__init__(text)
+        self.ktui_source = source
+        self.ktui_depth = 0
+        self.ktui_nodes = 0
+
+    def compose_node(self, parent: Node | None, index: object) -> Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            fail_at(self.ktui_source, event.start_mark,
+                     f"aliases (*{event.anchor}) are not allowed in a probe set")
+        self.ktui_nodes += 1
+        if self.ktui_nodes > MAX_NODES:
+            fail_at(self.ktui_source, self.peek_event().start_mark,
+                     f"too many values (more than {MAX_NODES}); this is not a probe set")
+        self.ktui_depth += 1
+        try:
+            if self.ktui_depth > MAX_DEPTH:
+                fail_at(self.ktui_source, self.peek_event().start_mark,
+                         f"nested too deeply (more than {MAX_DEPTH} levels)")
+            return super().compose_node(parent, index)
+        finally:
+            self.ktui_depth -= 1
+
+
+def compose(text: str, source: str) -> Node | None:
+    loader = None
+    try:
+        loader = NodeLoader(text, source)  # the reader checks characters here
+        return loader.get_single_node()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        message = err.problem or err.context or "invalid YAML"
+        if err.context and err.problem:
+            message = f"{err.problem} ({err.context})"
+        fail_at(source, mark, f"YAML syntax error: {message}")
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        col = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
+        char = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or "\0")
+        raise ProbeSetError(
+            f"character U+{char:04X} is not allowed in YAML; a probe set is a text file",
+            source=source, line=line, col=col,
+        ) from None
+    except yaml.YAMLError as err:
+        raise ProbeSetError(one_line(f"invalid YAML: {err}"), source=source, line=1, col=1) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def one_line(text: str) -> str:
+    """Control characters (newlines above all) escaped: errors are one line.
+    Bidi and zero-width characters too: a message quoting a key or a spec
+    must not show as something else (see ktui/chars.py)."""
+    text = CONTROL_CHARS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return chars.escape_refused(text)
+
+
+def fail_at(source: str, mark: yaml.Mark | None, message: str, offset: int = 0) -> NoReturn:
+    message = one_line(message)
+    if mark is None:
+        raise ProbeSetError(message, source=source, line=1, col=1)
+    raise ProbeSetError(message, source=source, line=mark.line + 1, col=mark.column + 1 + offset)
+
+
+def describe(node: Node) -> str:
+    if node.tag in TAG_NAMES:
+        return TAG_NAMES[node.tag]
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    return "a list" if isinstance(node, SequenceNode) else "a value"
+
+
+def content_offset(node: ScalarNode) -> int | None:
+    """Where a scalar's text starts relative to its node, or None when the
+    source text is not the value verbatim (escapes, folding, block style), so
+    a column inside the value cannot be mapped to a column in the file."""
+    start, end = node.start_mark, node.end_mark
+    if start.buffer is None or start.line != end.line:
+        return None
+    raw = start.buffer[start.pointer:end.pointer]
+    if node.style is None and raw == node.value:
+        return 0
+    if node.style in ("'", '"') and raw == node.style + node.value + node.style:
+        return 1
+    return None
+
+
+def parse_int(text: str) -> int | None:
+    """A YAML 1.1 integer (decimal, 0x, 0o/0 octal, 0b, underscores), or None.
+
+    Done here rather than by PyYAML so a hostile number cannot cost much:
+    the length is capped and base-60 (`1:30:00`) is not supported."""
+    if len(text) > MAX_NUMBER_CHARS or ":" in text:
+        return None
+    digits = text.replace("_", "")
+    sign = -1 if digits.startswith("-") else 1
+    digits = digits.lstrip("+-")
+    try:
+        if digits.startswith(("0x", "0X")):
+            return sign * int(digits[2:], 16)
+        if digits.startswith(("0b", "0B")):
+            return sign * int(digits[2:], 2)
+        if digits.startswith(("0o", "0O")):
+            return sign * int(digits[2:], 8)
+        if len(digits) > 1 and digits.startswith("0"):
+            return sign * int(digits[1:], 8)
+        return sign * int(digits, 10)
+    except ValueError:
+        return None
