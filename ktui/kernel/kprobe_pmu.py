@@ -87,10 +87,9 @@ def _retprobe_bit() -> int:
         return 1
 
 
-def attach(prog_fd: int, symbol: str | None, offset: int, retprobe: bool,
-           address: int | None = None) -> int:
-    """Create a kprobe (or kretprobe) on symbol+offset, or on a raw address,
-    running `prog_fd`. Returns the perf fd that owns it; close it to detach."""
+def open_kprobe(symbol: str | None, offset: int, retprobe: bool, address: int | None = None) -> int:
+    """A kprobe (or kretprobe) perf event on symbol+offset, or on a raw
+    address, not yet enabled and running nothing. Close the fd to remove it."""
     try:
         pmu_type = int((_PMU_DIR / "type").read_text())
     except (FileNotFoundError, ValueError) as exc:
@@ -109,7 +108,14 @@ def attach(prog_fd: int, symbol: str | None, offset: int, retprobe: bool,
         attr.config1 = 0
         attr.config2 = address or 0  # kprobe_addr
     # pid -1, cpu 0: a kprobe fires on every CPU whatever the event's cpu.
-    fd = perf_event_open(attr, -1, 0)
+    return perf_event_open(attr, -1, 0)
+
+
+def attach(prog_fd: int, symbol: str | None, offset: int, retprobe: bool,
+           address: int | None = None) -> int:
+    """Create a kprobe (or kretprobe) on symbol+offset, or on a raw address,
+    running `prog_fd`. Returns the perf fd that owns it; close it to detach."""
+    fd = open_kprobe(symbol, offset, retprobe, address)
     try:
         ioctl(fd, PERF_EVENT_IOC_SET_BPF, prog_fd)
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)

@@ -94,9 +94,14 @@ class RingBufReader:
         return records
 
     def _drain_walk(self, cons: int, prod: int) -> np.ndarray:
-        """Slow path, one header at a time (never taken with ktui's programs,
-        whose records all have one size; kept so a surprise cannot wedge us)."""
-        out = []
+        """Slow path, one header at a time (never taken with the compiled
+        programs, whose records all have one size; kept so a surprise cannot
+        wedge us). Records of another size are dropped here."""
+        return dict(self._walk(cons, prod)).get(self.record_size, np.empty(0, f"V{self.record_size}"))
+
+    def _walk(self, cons: int, prod: int) -> list[tuple[int, np.ndarray]]:
+        """Every committed record from `cons`, grouped in runs of one size."""
+        groups: list[tuple[int, list[bytes]]] = []
         pos = cons
         mask = self.data_size - 1
         while pos < prod:
@@ -105,11 +110,38 @@ class RingBufReader:
             if length & BUSY_BIT:
                 break
             size = length & ~(BUSY_BIT | DISCARD_BIT)
-            if not length & DISCARD_BIT and size == self.record_size:
-                out.append(bytes(self._data[off + RECORD_HEADER : off + RECORD_HEADER + size]))
+            if not length & DISCARD_BIT and size and size % 8 == 0:
+                if not groups or groups[-1][0] != size:
+                    groups.append((size, []))
+                groups[-1][1].append(bytes(self._data[off + RECORD_HEADER : off + RECORD_HEADER + size]))
             pos += (RECORD_HEADER + size + 7) & ~7
         self._cons_pos[0] = pos
-        return np.frombuffer(b"".join(out), dtype=f"V{self.record_size}").copy()
+        return [(size, np.frombuffer(b"".join(parts), dtype=f"V{size}").copy()) for size, parts in groups]
+
+    def drain_groups(self) -> list[tuple[int, np.ndarray]]:
+        """Like drain(), for a ring whose record size may have changed (the
+        generic engine's grows): (record size, records) runs, oldest first."""
+        cons = int(self._cons_pos[0])
+        prod = int(self._prod_pos[0])
+        if prod - cons <= 0:
+            return []
+        start = cons & (self.data_size - 1)
+        avail = prod - cons
+        if avail % self.stride == 0:
+            count = avail // self.stride
+            lens = np.frombuffer(self._data, dtype=self._slot_dtype, count=count, offset=start)["len"]
+            if not np.any(lens & BUSY_BIT) and np.all((lens & ~DISCARD_BIT) == self.record_size):
+                records = self.drain()
+                return [(self.record_size, records)] if len(records) else []
+        return [(size, records) for size, records in self._walk(cons, prod) if len(records)]
+
+    def set_record_size(self, record_size: int) -> None:
+        """Records from now on have this size (the generic engine's grow)."""
+        if record_size % 8:
+            raise ValueError("records must be 8-byte aligned")
+        self.record_size = record_size
+        self.stride = RECORD_HEADER + record_size
+        self._slot_dtype = np.dtype([("len", "<u4"), ("pgoff", "<u4"), ("record", f"V{record_size}")])
 
     def pending_bytes(self) -> int:
         return int(self._prod_pos[0]) - int(self._cons_pos[0])

@@ -1,0 +1,219 @@
+"""The bpf(2) system call, for what ktui does without bcc.
+
+bcc compiles C; everything after that is a handful of bpf(2) commands:
+create a map, load instructions, look up and update elements, link a
+program to a perf event with a cookie. Doing them here keeps bcc (and its
+LLVM, seconds of imports under emulation) out of a start that needs no
+compiler: a cached program, the hand-assembled dispatcher, every probe
+added to a running session. `union bpf_attr` is a stable ABI; each command
+fills only its own fields, the rest stays zero.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import struct
+from pathlib import Path
+
+SYS_BPF = 321  # x86-64
+
+BPF_MAP_CREATE = 0
+BPF_MAP_LOOKUP_ELEM = 1
+BPF_MAP_UPDATE_ELEM = 2
+BPF_MAP_DELETE_ELEM = 3
+BPF_MAP_GET_NEXT_KEY = 4
+BPF_PROG_LOAD = 5
+BPF_OBJ_GET_INFO_BY_FD = 15
+BPF_MAP_LOOKUP_BATCH = 24
+BPF_LINK_CREATE = 28
+BPF_ENABLE_STATS = 32
+
+BPF_MAP_TYPE_HASH = 1
+BPF_MAP_TYPE_ARRAY = 2
+BPF_MAP_TYPE_PROG_ARRAY = 3
+BPF_MAP_TYPE_PERCPU_ARRAY = 6
+BPF_MAP_TYPE_RINGBUF = 27
+PERCPU_TYPES = (5, 6, 10)  # percpu hash, percpu array, lru percpu hash
+
+BPF_PROG_TYPE_KPROBE = 2
+BPF_PERF_EVENT = 41  # attach type of a link to a perf event
+BPF_PSEUDO_MAP_FD = 1
+BPF_ANY = 0
+
+_ATTR_SIZE = 128  # more than any command here uses
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class BpfError(OSError):
+    """A bpf(2) command failed; `log` holds the verifier's words, if any."""
+
+    def __init__(self, errno_: int, what: str, log: str = "") -> None:
+        super().__init__(errno_, f"{what}: {os.strerror(errno_)}")
+        self.log = log
+
+
+def _bpf(cmd: int, attr: ctypes.Array, what: str) -> int:
+    ret = _libc.syscall(SYS_BPF, ctypes.c_int(cmd), attr, ctypes.c_uint(_ATTR_SIZE))
+    if ret < 0:
+        raise BpfError(ctypes.get_errno(), what)
+    return ret
+
+
+def _attr() -> ctypes.Array:
+    return ctypes.create_string_buffer(_ATTR_SIZE)
+
+
+def _name16(name: str) -> bytes:
+    return name.encode()[:15].ljust(16, b"\0")
+
+
+def possible_cpus(path: Path = Path("/sys/devices/system/cpu/possible")) -> int:
+    """How many values a per-CPU map holds per key (`0-3` -> 4)."""
+    text = path.read_text().strip()
+    count = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        count += (int(hi) if hi else int(lo)) - int(lo) + 1
+    return count
+
+
+def map_create(map_type: int, key_size: int, value_size: int, max_entries: int,
+               flags: int = 0, name: str = "", inner_map_fd: int = 0) -> int:
+    attr = _attr()
+    struct.pack_into("<IIIIII", attr, 0, map_type, key_size, value_size, max_entries, flags,
+                     inner_map_fd)
+    # numa_node (u32 @24), then map_name[16] @28
+    attr[28:44] = _name16(name)
+    return _bpf(BPF_MAP_CREATE, attr, f"creating map {name}")
+
+
+def map_update(fd: int, key: bytes, value: bytes, flags: int = BPF_ANY) -> None:
+    k = ctypes.create_string_buffer(key, len(key))
+    v = ctypes.create_string_buffer(value, len(value))
+    attr = _attr()
+    struct.pack_into("<IIQQQ", attr, 0, fd, 0, ctypes.addressof(k), ctypes.addressof(v), flags)
+    _bpf(BPF_MAP_UPDATE_ELEM, attr, "updating a map")
+
+
+def map_lookup(fd: int, key: bytes, value_size: int) -> bytes | None:
+    """The value under `key`, or None when there is none (ENOENT)."""
+    k = ctypes.create_string_buffer(key, len(key))
+    v = ctypes.create_string_buffer(value_size)
+    attr = _attr()
+    struct.pack_into("<IIQQ", attr, 0, fd, 0, ctypes.addressof(k), ctypes.addressof(v))
+    try:
+        _bpf(BPF_MAP_LOOKUP_ELEM, attr, "reading a map")
+    except BpfError as exc:
+        if exc.errno == 2:
+            return None
+        raise
+    return v.raw
+
+
+def map_delete(fd: int, key: bytes) -> bool:
+    k = ctypes.create_string_buffer(key, len(key))
+    attr = _attr()
+    struct.pack_into("<IIQ", attr, 0, fd, 0, ctypes.addressof(k))
+    try:
+        _bpf(BPF_MAP_DELETE_ELEM, attr, "deleting from a map")
+    except BpfError as exc:
+        if exc.errno == 2:
+            return False
+        raise
+    return True
+
+
+def map_keys(fd: int, key_size: int) -> list[bytes]:
+    """Every key of a hash map (a snapshot: keys added meanwhile may be missed)."""
+    keys: list[bytes] = []
+    cur = ctypes.create_string_buffer(key_size)
+    nxt = ctypes.create_string_buffer(key_size)
+    attr = _attr()
+    first = True
+    while True:
+        struct.pack_into("<IIQQ", attr, 0, fd, 0, 0 if first else ctypes.addressof(cur),
+                         ctypes.addressof(nxt))
+        try:
+            _bpf(BPF_MAP_GET_NEXT_KEY, attr, "listing a map")
+        except BpfError as exc:
+            if exc.errno == 2:
+                return keys
+            raise
+        keys.append(nxt.raw)
+        ctypes.memmove(cur, nxt, key_size)
+        first = False
+
+
+def array_lookup_all(fd: int, count: int, value_size: int) -> bytes:
+    """Values of keys 0..count-1 of an array map in one command
+    (BPF_MAP_LOOKUP_BATCH): for a per-CPU array, `value_size` is the
+    per-CPU size rounded to 8 times the number of possible CPUs."""
+    keys = ctypes.create_string_buffer(4 * count)
+    values = ctypes.create_string_buffer(value_size * count)
+    out_batch = ctypes.create_string_buffer(8)
+    attr = _attr()
+    # in_batch(u64) out_batch(u64) keys(u64) values(u64) count(u32) map_fd(u32) elem_flags(u64) flags(u64)
+    struct.pack_into("<QQQQIIQQ", attr, 0, 0, ctypes.addressof(out_batch), ctypes.addressof(keys),
+                     ctypes.addressof(values), count, fd, 0, 0)
+    try:
+        _bpf(BPF_MAP_LOOKUP_BATCH, attr, "reading an array")
+    except BpfError as exc:
+        if exc.errno != 2:  # ENOENT: the last batch; everything was read
+            raise
+    got = struct.unpack_from("<I", attr, 32)[0]
+    if got != count:
+        raise BpfError(5, f"reading an array: got {got} of {count} values")
+    return values.raw
+
+
+def prog_load(insns: bytes, *, prog_type: int = BPF_PROG_TYPE_KPROBE, name: str = "",
+              license_: str = "GPL", log_size: int = 0) -> int:
+    """Load instructions; a refusal raises BpfError with the verifier's log
+    (asked for only when `log_size` is given: a log costs verifier time)."""
+    code = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(license_.encode())
+    log = ctypes.create_string_buffer(log_size) if log_size else None
+    attr = _attr()
+    # prog_type, insn_cnt, insns, license, log_level, log_size, log_buf, kern_version, prog_flags, prog_name[16]
+    struct.pack_into("<IIQQIIQII", attr, 0, prog_type, len(insns) // 8, ctypes.addressof(code),
+                     ctypes.addressof(lic), 1 if log else 0, log_size,
+                     ctypes.addressof(log) if log else 0, 0, 0)
+    attr[48:64] = _name16(name)
+    try:
+        return _bpf(BPF_PROG_LOAD, attr, f"loading program {name}")
+    except BpfError as exc:
+        text = log.value.decode("utf-8", "replace") if log else ""
+        raise BpfError(exc.errno, f"loading program {name}", text) from None
+
+
+def link_perf_event(prog_fd: int, perf_fd: int, cookie: int) -> int:
+    """Run `prog_fd` on the perf event `perf_fd` (a kprobe); the program
+    reads `cookie` with bpf_get_attach_cookie (5.15+). Closing the returned
+    link fd, or the perf fd, detaches it."""
+    attr = _attr()
+    struct.pack_into("<IIIIQ", attr, 0, prog_fd, perf_fd, BPF_PERF_EVENT, 0, cookie)
+    return _bpf(BPF_LINK_CREATE, attr, "linking a program to a kprobe")
+
+
+def map_info(fd: int) -> dict:
+    """type, key/value size, max entries, flags and name of a map."""
+    info = ctypes.create_string_buffer(88)
+    attr = _attr()
+    struct.pack_into("<IIQ", attr, 0, fd, len(info), ctypes.addressof(info))
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "reading a map's info")
+    map_type, map_id, key_size, value_size, max_entries, flags = struct.unpack_from("<IIIIII", info, 0)
+    name = info.raw[24:40].split(b"\0", 1)[0].decode()
+    return {"type": map_type, "key_size": key_size, "value_size": value_size,
+            "max_entries": max_entries, "flags": flags, "name": name}
+
+
+def enable_stats() -> int:
+    """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): the kernel times every BPF
+    program while the returned fd is open (closing it, or dying, stops it)."""
+    attr = _attr()
+    struct.pack_into("<I", attr, 0, 0)  # BPF_STATS_RUN_TIME
+    return _bpf(BPF_ENABLE_STATS, attr, "enabling BPF run-time statistics")

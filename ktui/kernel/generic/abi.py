@@ -1,0 +1,198 @@
+"""What the generic program and ktui agree on: plans, config, limits.
+
+The structs are defined once, here, as ctypes Structures; `c_declarations()`
+writes the same definitions as C for the program (program.c), so the two
+sides cannot drift. A plan is what a probe is to the generic program:
+where each fetch comes from, how to follow its pointers, the filter as
+comparisons plus a truth table, sampling, and the size of its records.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from ktui.kernel.codegen.runtime import COMM_EVERY, COMM_EXACT, MAX_ERRNO
+from ktui.record.feed import HIST_SLOTS
+from ktui.record.layout import HEADER_SIZE
+
+MAX_PROBES = 1024  # slots; a cookie carries slot | generation << 16
+MAX_FETCHES = 8
+MAX_DEREF = 8  # offsets per fetch: n - 1 pointer hops and the final read
+MAX_CMPS = 6  # comparisons in a filter: its truth table is one u64
+STRING_MAX = 64
+PAYLOAD_MAX = MAX_FETCHES * STRING_MAX
+RECORD_MAX = HEADER_SIZE + PAYLOAD_MAX
+ENTRY_BLOCKS = 64  # return probes at once (each has ENTRY_SLOTS thread slots)
+ENTRY_SLOTS = 4096
+NREGS = 21  # words of x86-64 struct pt_regs
+
+COOKIE_SLOT_MASK = 0xFFFF
+COOKIE_GEN_SHIFT = 16
+COOKIE_ENTRY = 1 << 32  # the entry half of a return probe
+COOKIE_EARLY = 1 << 33  # the dispatcher counts this probe's hits until the program is in
+
+# where a value comes from
+SRC_REG = 1  # pt_regs word `reg` (a register, or an argument of a call probe)
+SRC_ARG = 2  # argument `reg` (0..5) as saved at entry: return probes
+SRC_RETVAL = 3
+SRC_PID = 4
+SRC_TID = 5
+SRC_CPU = 6
+SRC_VAL = 8  # a filter operand: the value of fetch `reg`, as stored
+SRC_CONST = 9  # a filter operand: the comparison's constant
+SRC_STRVAL = 10  # a filter operand: the string of fetch `reg` (a payload offset)
+SRC_COMM_STR = 11  # a filter operand: the task's comm
+
+# what a fetch stores
+K_UINT = 0
+K_SINT = 1
+K_KSTR = 2
+K_USTR = 3
+K_HEADER = 4  # comm, pid, tid, cpu: in the record header already
+
+CMP_INT = 1
+CMP_STR = 2
+CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+F_RETURN = 1
+F_EMITS = 2
+F_REGS = 4  # a fetch or the filter reads registers: copy pt_regs first
+
+# pt_regs word index of each register, by its pt_regs field name
+PT_REGS = ("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx",
+           "dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss")
+REG_INDEX = {name: i for i, name in enumerate(PT_REGS)}
+
+
+class Fetch(ctypes.Structure):
+    _fields_ = [
+        ("src", ctypes.c_uint8),
+        ("kind", ctypes.c_uint8),
+        ("width", ctypes.c_uint8),  # bytes of an integer: 1, 2, 4, 8
+        ("nderef", ctypes.c_uint8),  # 0: the source itself; n: n - 1 pointer hops, then the read
+        ("reg", ctypes.c_uint16),
+        ("dest", ctypes.c_uint16),  # payload offset
+        ("offs", ctypes.c_int64 * MAX_DEREF),
+    ]
+
+
+class Cmp(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_uint8),  # CMP_INT, CMP_STR
+        ("op", ctypes.c_uint8),  # index into CMP_OPS
+        ("sign", ctypes.c_uint8),  # compare as signed 64-bit
+        ("lsrc", ctypes.c_uint8),
+        ("rsrc", ctypes.c_uint8),
+        ("nwords", ctypes.c_uint8),  # strings: 8-byte words to compare (the constant and its NUL)
+        ("lreg", ctypes.c_uint16),  # register, argument or fetch index, or a payload offset
+        ("rreg", ctypes.c_uint16),
+        ("pad", ctypes.c_uint16 * 3),
+        ("imm", ctypes.c_uint64),
+        ("last_mask", ctypes.c_uint64),  # strings: the bytes of the last word that count
+        ("str", ctypes.c_uint64 * (STRING_MAX // 8)),
+    ]
+
+
+class Plan(ctypes.Structure):
+    _fields_ = [
+        ("flags", ctypes.c_uint32),
+        ("nfetch", ctypes.c_uint32),
+        ("ncmps", ctypes.c_uint32),
+        ("sample", ctypes.c_uint32),
+        ("rate_limit", ctypes.c_uint32),
+        ("entry_block", ctypes.c_uint32),
+        ("record_size", ctypes.c_uint32),
+        ("gen", ctypes.c_uint32),
+        ("fetch", Fetch * MAX_FETCHES),
+        ("cmps", Cmp * MAX_CMPS),
+        # bit b: the filter's value when the comparisons' results are the bits of b
+        ("truth", ctypes.c_uint64),
+    ]
+
+
+class Config(ctypes.Structure):
+    _fields_ = [
+        ("pid", ctypes.c_uint32),  # set-wide: only this process (0: any)
+        ("exclude_pid", ctypes.c_uint32),  # ktui itself
+        ("has_comm", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("comm_words", ctypes.c_uint64 * 2),  # the comm, NUL-padded
+        ("comm_mask", ctypes.c_uint64 * 2),  # the bytes that count: the name and its NUL
+    ]
+
+
+class Entry(ctypes.Structure):
+    _fields_ = [
+        ("ts", ctypes.c_uint64),
+        ("tid", ctypes.c_uint32),
+        ("gen", ctypes.c_uint32),  # the probe's generation: a reused block's old entries do not match
+        ("args", ctypes.c_uint64 * 6),
+    ]
+
+
+_C_TYPES = {
+    ctypes.c_uint8: "u8", ctypes.c_uint16: "u16", ctypes.c_uint32: "u32",
+    ctypes.c_uint64: "u64", ctypes.c_int64: "s64",
+}
+
+
+def _c_field(name: str, ctype) -> str:
+    dims = []
+    while hasattr(ctype, "_length_"):
+        dims.append(ctype._length_)
+        ctype = ctype._type_
+    base = _C_TYPES.get(ctype) or f"struct ktui_{ctype.__name__.lower()}"
+    return f"    {base} {name}" + "".join(f"[{d}]" for d in dims) + ";"
+
+
+def c_struct(cls) -> str:
+    lines = [f"struct ktui_{cls.__name__.lower()} {{"]
+    lines += [_c_field(name, ctype) for name, ctype in cls._fields_]
+    return "\n".join(lines + ["};"])
+
+
+def c_declarations() -> str:
+    """#defines and structs for program.c, from the definitions above."""
+    defines = {
+        "KTUI_MAX_PROBES": MAX_PROBES, "KTUI_MAX_FETCHES": MAX_FETCHES,
+        "KTUI_MAX_DEREF": MAX_DEREF, "KTUI_MAX_CMPS": MAX_CMPS,
+        "KTUI_STRING_MAX": STRING_MAX, "KTUI_PAYLOAD_MAX": PAYLOAD_MAX,
+        "KTUI_HEADER_SIZE": HEADER_SIZE, "KTUI_RECORD_MAX": RECORD_MAX,
+        "KTUI_HIST_SLOTS": HIST_SLOTS, "KTUI_ENTRY_BLOCKS": ENTRY_BLOCKS,
+        "KTUI_ENTRY_SLOTS": ENTRY_SLOTS, "KTUI_NREGS": NREGS,
+        "KTUI_COOKIE_ENTRY": f"{COOKIE_ENTRY}ULL",
+        "SRC_REG": SRC_REG, "SRC_ARG": SRC_ARG, "SRC_RETVAL": SRC_RETVAL, "SRC_PID": SRC_PID,
+        "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,
+        "SRC_STRVAL": SRC_STRVAL, "SRC_COMM_STR": SRC_COMM_STR,
+        "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
+        "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
+        "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS,
+        "KTUI_COMM_EXACT": COMM_EXACT, "KTUI_COMM_EVERY": COMM_EVERY, "KTUI_MAX_ERRNO": MAX_ERRNO,
+    }
+    out = ["/* Generated by ktui.kernel.generic.abi: the plan and config layout. */"]
+    out += [f"#define {name} {value}" for name, value in defines.items()]
+    out.append("")
+    for cls in (Fetch, Cmp, Plan, Config, Entry):
+        out += [c_struct(cls), ""]
+    # pt_regs into an array indexed like REG_INDEX (a context field can only
+    # be read at a constant offset; the array can be indexed by the plan)
+    copy = " ".join(f"(st)->regs[{i}] = (ctx)->{name};" for i, name in enumerate(PT_REGS))
+    out += [f"#define KTUI_COPY_REGS(st, ctx) do {{ {copy} }} while (0)", ""]
+    out += [HIST_SLOT_C, ""]
+    return "\n".join(out)
+
+
+# The histogram slot of a value: 0 holds 0, slot k >= 1 holds [2^(k-1), 2^k - 1].
+HIST_SLOT_C = """static __always_inline u32 ktui_hist_slot(u64 v)
+{
+    if (!v)
+        return 0;
+    u32 r = 1;
+    if (v >> 32) { v >>= 32; r += 32; }
+    if (v >> 16) { v >>= 16; r += 16; }
+    if (v >> 8) { v >>= 8; r += 8; }
+    if (v >> 4) { v >>= 4; r += 4; }
+    if (v >> 2) { v >>= 2; r += 2; }
+    if (v >> 1) { r += 1; }
+    return r;
+}"""

@@ -1,0 +1,216 @@
+"""A cache of compiled programs, so that a later start runs no compiler.
+
+An entry is the BPF instructions bcc produced for one program text on one
+kernel, with the maps it needs and where their fds go: everything to load
+it again through bpf(2) alone. Its key hashes everything the bytecode
+depends on (the program text, the kernel's release and build, bcc's
+version, ktui's version, the architecture), so nothing stale is ever
+loaded: any change is a different key.
+
+The store is private to the user and refuses to be fooled: the directory
+is created 0700; an entry is written to a temporary file and renamed; a
+file that is not a regular file, is owned by someone else, or is writable
+by group or others is ignored; an entry that does not parse or whose
+checksum does not match is a miss (the caller recompiles and logs it),
+never a crash. The cache keeps at most MAX_ENTRIES files and MAX_BYTES
+bytes, oldest out first. `--no-cache` bypasses it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import platform
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT = 1
+MAX_ENTRIES = 16
+MAX_BYTES = 64 << 20
+SUFFIX = ".ktuiprog"
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """What bcc produced: instructions, and for each map-fd load in them,
+    which map (by name). `maps` holds each map's bpf(2) creation spec."""
+
+    insns: bytes
+    relocations: tuple[tuple[int, str], ...]  # (instruction index, map name)
+    maps: dict[str, dict]  # name -> {type, key_size, value_size, max_entries, flags}
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ktui"
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(4096)
+    except OSError:
+        return ""
+
+
+def _bcc_version() -> str:
+    """bcc's version without importing bcc (seconds under emulation)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("bcc")
+    except (ImportError, ValueError):
+        return "none"
+    if spec is None or not spec.origin:
+        return "none"
+    return _read_text(os.path.join(os.path.dirname(spec.origin), "version.py")).strip()
+
+
+def cache_key(program_text: str, ktui_version: str) -> str:
+    """Everything the compiled bytecode depends on, hashed."""
+    uname = os.uname()
+    parts = [
+        f"format {FORMAT}",
+        f"ktui {ktui_version}",
+        f"bcc {_bcc_version()}",
+        f"kernel {uname.release} {uname.version} {platform.machine()}",
+        "kernel-build " + _read_text("/proc/version").strip(),
+        "program " + hashlib.sha256(program_text.encode()).hexdigest(),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class ProgramCache:
+    def __init__(self, directory: Path | None = None, *, log=None) -> None:
+        self.directory = directory or default_dir()
+        self._log = log or (lambda text: None)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / (key + SUFFIX)
+
+    def get(self, key: str) -> CompiledProgram | None:
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._log(f"ktui: program cache: ignoring {path}: {exc.strerror}")
+            return None
+        try:
+            info = os.fstat(fd)
+            why = _unsafe(info)
+            if why:
+                self._log(f"ktui: program cache: ignoring {path}: {why}")
+                return None
+            if info.st_size > MAX_BYTES:
+                self._log(f"ktui: program cache: ignoring {path}: too large")
+                return None
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read()
+        finally:
+            os.close(fd)
+        try:
+            return _decode(data, key)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._log(f"ktui: program cache: {path} is corrupt ({exc}); recompiling")
+            return None
+
+    def put(self, key: str, program: CompiledProgram) -> None:
+        """Store an entry; a cache that cannot be written is only logged."""
+        try:
+            self._ensure_dir()
+            data = _encode(program, key)
+            fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=self.directory)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    os.fchmod(f.fileno(), 0o600)
+                    f.write(data)
+                os.replace(temp, self._path(key))
+            except BaseException:
+                try:
+                    os.unlink(temp)
+                except OSError:
+                    pass
+                raise
+            self._trim()
+        except OSError as exc:
+            self._log(f"ktui: program cache: cannot write to {self.directory}: {exc}")
+
+    def _ensure_dir(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = os.lstat(self.directory)
+        why = _unsafe(info, directory=True)
+        if why:
+            raise OSError(f"{self.directory}: {why}")
+
+    def _trim(self) -> None:
+        """Keep the newest entries within MAX_ENTRIES and MAX_BYTES."""
+        entries = []
+        for path in self.directory.glob("*" + SUFFIX):
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                entries.append((info.st_mtime, info.st_size, path))
+        entries.sort(reverse=True)
+        total = 0
+        for index, (_, size, path) in enumerate(entries):
+            total += size
+            if index >= MAX_ENTRIES or total > MAX_BYTES:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+
+
+def _unsafe(info: os.stat_result, directory: bool = False) -> str:
+    """Why a cache file (or the directory) must not be trusted, or ''."""
+    if directory:
+        if not stat.S_ISDIR(info.st_mode):
+            return "not a directory"
+    elif not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not {os.geteuid()}"
+    if info.st_mode & 0o022:
+        return "writable by group or others"
+    return ""
+
+
+def _encode(program: CompiledProgram, key: str) -> bytes:
+    body = {
+        "format": FORMAT,
+        "key": key,
+        "insns": base64.b64encode(program.insns).decode(),
+        "relocations": [list(r) for r in program.relocations],
+        "maps": program.maps,
+    }
+    text = json.dumps(body, sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return json.dumps({"sha256": digest, "body": text}).encode()
+
+
+def _decode(data: bytes, key: str) -> CompiledProgram:
+    outer = json.loads(data)
+    text = outer["body"]
+    if hashlib.sha256(text.encode()).hexdigest() != outer["sha256"]:
+        raise ValueError("checksum mismatch")
+    body = json.loads(text)
+    if body["format"] != FORMAT or body["key"] != key:
+        raise ValueError("another format or key")
+    insns = base64.b64decode(body["insns"], validate=True)
+    if not insns or len(insns) % 8:
+        raise ValueError("instructions are not whole")
+    maps = {str(name): {k: int(spec[k]) for k in ("type", "key_size", "value_size", "max_entries", "flags")}
+            for name, spec in body["maps"].items()}
+    relocations = tuple((int(i), str(name)) for i, name in body["relocations"])
+    for index, name in relocations:
+        if name not in maps or not 0 <= index < len(insns) // 8:
+            raise ValueError("a relocation points nowhere")
+    return CompiledProgram(insns, relocations, maps)

@@ -1,0 +1,155 @@
+"""The dispatcher: a few hand-assembled BPF instructions every probe runs first.
+
+It needs no compiler, so it is loaded and attached in the first moments of
+a start, while the generic program is still compiling or loading. Each hit
+tail-calls the program in its slot of a program array (`prog_array[slot]`,
+slot = the attach cookie's low 16 bits): the generic program, or later a
+probe's own compiled one. While a slot is empty the tail call falls
+through and the dispatcher counts the hit itself, per slot and CPU, for
+probes whose cookie asks for it (COOKIE_EARLY: no per-probe filter).
+
+The handover is exact: a hit either tail-calls (and the program in the
+slot counts it) or falls through (and is counted here); putting the
+program into the slot is one atomic map update. Hits seen = early + the
+program's own count.
+
+Set-wide filters apply to early counts too: ktui's own process and --pid.
+A set with a --comm filter gets no early counts (COOKIE_EARLY is not set).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ktui.kernel import bpfsys
+from ktui.kernel.generic.abi import COOKIE_SLOT_MASK, MAX_PROBES
+
+# instruction classes and codes (include/uapi/linux/bpf.h)
+_LD_IMM64 = 0x18
+_LDX_DW = 0x79
+_STX_W = 0x63
+_STX_DW = 0x7B
+_MOV64_X = 0xBF
+_MOV64_K = 0xB7
+_ADD64_K = 0x07
+_AND64_K = 0x57
+_RSH64_K = 0x77
+_JEQ_K = 0x15
+_JNE_K = 0x55
+_CALL = 0x85
+_EXIT = 0x95
+
+_MAP_LOOKUP_ELEM = 1
+_TAIL_CALL = 12
+_GET_CURRENT_PID_TGID = 14
+_GET_ATTACH_COOKIE = 174
+
+EARLY_BIT = 33  # abi.COOKIE_EARLY
+
+
+def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
+    return struct.pack("<BBhi", code, (src << 4) | dst, off, imm)
+
+
+def _ld_map_fd(dst: int, fd: int) -> bytes:
+    return _insn(_LD_IMM64, dst, bpfsys.BPF_PSEUDO_MAP_FD, 0, fd) + _insn(0)
+
+
+def assemble(prog_array_fd: int, early_fd: int, exclude_pid: int, pid: int | None) -> bytes:
+    """The dispatcher's instructions. Jumps are resolved by label."""
+    code: list[tuple[str, object]] = []
+
+    def emit(raw: bytes) -> None:
+        code.append(("raw", raw))
+
+    def jump_out(op: int, reg: int, imm: int) -> None:
+        code.append(("jump", (op, reg, imm)))
+
+    emit(_insn(_MOV64_X, 6, 1))  # r6 = ctx
+    emit(_insn(_CALL, imm=_GET_ATTACH_COOKIE))  # r0 = cookie (r1 is ctx)
+    emit(_insn(_MOV64_X, 7, 0))  # r7 = cookie
+    emit(_insn(_MOV64_X, 1, 6))  # tail_call(ctx, prog_array, slot)
+    emit(_ld_map_fd(2, prog_array_fd))
+    emit(_insn(_MOV64_X, 3, 7))
+    emit(_insn(_AND64_K, 3, imm=COOKIE_SLOT_MASK))
+    emit(_insn(_CALL, imm=_TAIL_CALL))
+    # Fell through: no program in this slot yet.
+    emit(_insn(_MOV64_X, 1, 7))
+    emit(_insn(_RSH64_K, 1, imm=EARLY_BIT))
+    emit(_insn(_AND64_K, 1, imm=1))
+    jump_out(_JEQ_K, 1, 0)  # not counted early
+    emit(_insn(_CALL, imm=_GET_CURRENT_PID_TGID))
+    emit(_insn(_RSH64_K, 0, imm=32))
+    jump_out(_JEQ_K, 0, exclude_pid)
+    if pid is not None:
+        jump_out(_JNE_K, 0, pid)
+    emit(_insn(_MOV64_X, 1, 7))  # key = slot, on the stack
+    emit(_insn(_AND64_K, 1, imm=COOKIE_SLOT_MASK))
+    emit(_insn(_STX_W, 10, 1, -4))
+    emit(_ld_map_fd(1, early_fd))
+    emit(_insn(_MOV64_X, 2, 10))
+    emit(_insn(_ADD64_K, 2, imm=-4))
+    emit(_insn(_CALL, imm=_MAP_LOOKUP_ELEM))
+    jump_out(_JEQ_K, 0, 0)
+    emit(_insn(_LDX_DW, 1, 0, 0))  # per-CPU value: a plain increment
+    emit(_insn(_ADD64_K, 1, imm=1))
+    emit(_insn(_STX_DW, 0, 1, 0))
+    out_label = "out"
+    code.append(("label", out_label))
+    emit(_insn(_MOV64_K, 0, imm=0))
+    emit(_insn(_EXIT))
+    # resolve: a jump's offset counts instructions (8 bytes) after it
+    sizes = [len(v) // 8 if kind == "raw" else (1 if kind == "jump" else 0) for kind, v in code]
+    positions, pos = [], 0
+    for size in sizes:
+        positions.append(pos)
+        pos += size
+    out_at = positions[code.index(("label", out_label))]
+    result = b""
+    for (kind, value), at in zip(code, positions):
+        if kind == "raw":
+            result += value
+        elif kind == "jump":
+            op, reg, imm = value
+            result += _insn(op, reg, 0, out_at - (at + 1), imm)
+    return result
+
+
+class Dispatcher:
+    """The program array, the early counters and the dispatcher program."""
+
+    def __init__(self, exclude_pid: int, pid: int | None) -> None:
+        self.prog_array_fd = bpfsys.map_create(bpfsys.BPF_MAP_TYPE_PROG_ARRAY, 4, 4, MAX_PROBES,
+                                               name="ktui_slots")
+        try:
+            self.early_fd = bpfsys.map_create(bpfsys.BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, MAX_PROBES,
+                                              name="ktui_early")
+            try:
+                insns = assemble(self.prog_array_fd, self.early_fd, exclude_pid, pid)
+                self.prog_fd = bpfsys.prog_load(insns, name="ktui_dispatch", log_size=1 << 16)
+            except BaseException:
+                _close(self.early_fd)
+                raise
+        except BaseException:
+            _close(self.prog_array_fd)
+            raise
+
+    def route(self, slot: int, prog_fd: int) -> None:
+        """From now on, hits of `slot` run `prog_fd` (one atomic update)."""
+        bpfsys.map_update(self.prog_array_fd, struct.pack("<I", slot), struct.pack("<I", prog_fd))
+
+    def unroute(self, slot: int) -> None:
+        bpfsys.map_delete(self.prog_array_fd, struct.pack("<I", slot))
+
+    def close(self) -> None:
+        for fd in (self.prog_fd, self.early_fd, self.prog_array_fd):
+            _close(fd)
+
+
+def _close(fd: int) -> None:
+    import os
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass

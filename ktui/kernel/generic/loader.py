@@ -1,0 +1,124 @@
+"""Get the generic program into the kernel: from the cache, or compiled once.
+
+bcc has no public call to load a precompiled object, but its library has
+the loader's parts: `BPF(text=...)` compiles (clang) and creates the maps,
+`dump_func` hands back the finished instructions, in which every map
+reference is a 64-bit load of a map fd (BPF_PSEUDO_MAP_FD). So a compile
+is recorded as the instructions plus, for each such load, the name of the
+map and how to create it. Loading, cached or fresh, is then bpf(2) alone
+(kernel/bpfsys.py): create the maps, write their fds into the loads, load
+the instructions. One path for both, and no bcc import on a cached start.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from ktui import __version__
+from ktui.kernel import bpfsys
+from ktui.kernel.generic import abi
+from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
+from ktui.kernel.quiet import captured_stderr, log_line
+
+FUNCTION = "ktui_generic"
+_LD_IMM64 = 0x18
+
+
+def program_text() -> str:
+    """The whole C text: the generated declarations, then program.c."""
+    body = resources.files("ktui.kernel.generic").joinpath("program.c").read_text(encoding="utf-8")
+    return abi.c_declarations() + "\n" + body
+
+
+@dataclass
+class LoadedProgram:
+    prog_fd: int
+    maps: dict[str, int]  # name -> fd
+    specs: dict[str, dict]
+    source: str  # "cache" or "compiled", for the log and the benchmarks
+
+    def close(self) -> None:
+        for fd in [self.prog_fd, *self.maps.values()]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.maps.clear()
+
+
+def compile_program(text: str, log_fd: int) -> CompiledProgram:
+    """Compile with bcc and record what loading needs; bcc's own maps and
+    module are freed again."""
+    from bcc import BPF  # imported late: seconds under emulation
+
+    with captured_stderr(log_fd) as cap:
+        try:
+            bpf = BPF(text=text.encode())
+        except Exception as exc:  # bcc raises bare Exception on compile errors
+            detail = cap.first_error() if cap.text else str(exc)
+            raise bpfsys.BpfError(22, f"compiling the generic program: {detail}") from exc
+    try:
+        insns = bpf.dump_func(FUNCTION.encode())
+        fds: dict[int, str] = {}
+        specs: dict[str, dict] = {}
+        relocations = []
+        for index in range(len(insns) // 8):
+            code, regs, _, imm = struct.unpack_from("<BBhi", insns, index * 8)
+            if code == _LD_IMM64 and regs >> 4 == bpfsys.BPF_PSEUDO_MAP_FD:
+                if imm not in fds:
+                    info = bpfsys.map_info(imm)
+                    name = info.pop("name")
+                    fds[imm] = name
+                    specs[name] = info
+                relocations.append((index, fds[imm]))
+        return CompiledProgram(insns, tuple(relocations), specs)
+    finally:
+        with captured_stderr(log_fd):
+            bpf.cleanup()
+
+
+def load_compiled(program: CompiledProgram, source: str) -> LoadedProgram:
+    """Create the maps and load the instructions with their fds."""
+    maps: dict[str, int] = {}
+    try:
+        for name, spec in program.maps.items():
+            maps[name] = bpfsys.map_create(spec["type"], spec["key_size"], spec["value_size"],
+                                           spec["max_entries"], spec["flags"], name=name)
+        insns = bytearray(program.insns)
+        for index, name in program.relocations:
+            struct.pack_into("<i", insns, index * 8 + 4, maps[name])
+        prog_fd = bpfsys.prog_load(bytes(insns), name=FUNCTION, log_size=1 << 20)
+    except BaseException:
+        for fd in maps.values():
+            os.close(fd)
+        raise
+    return LoadedProgram(prog_fd, maps, dict(program.maps), source)
+
+
+def load_generic(log_fd: int, *, cache: ProgramCache | None) -> LoadedProgram:
+    """The generic program, loaded: from `cache` when it has it (None: no
+    cache, compile every time). A cached program the kernel refuses is
+    compiled afresh, once."""
+    text = program_text()
+    key = cache_key(text, __version__)
+    started = time.monotonic()
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None:
+        try:
+            loaded = load_compiled(cached, "cache")
+            log_line(log_fd, f"ktui: generic program from the cache in {time.monotonic() - started:.2f} s")
+            return loaded
+        except bpfsys.BpfError as exc:
+            log_line(log_fd, f"ktui: cached generic program refused ({exc}); recompiling")
+    compiled = compile_program(text, log_fd)
+    compiled_at = time.monotonic()
+    log_line(log_fd, f"ktui: generic program compiled in {compiled_at - started:.2f} s")
+    if cache is not None:
+        cache.put(key, compiled)
+    loaded = load_compiled(compiled, "compiled")
+    log_line(log_fd, f"ktui: generic program loaded in {time.monotonic() - compiled_at:.2f} s")
+    return loaded

@@ -1,0 +1,265 @@
+"""A probe as the generic program runs it: its `abi.Plan`.
+
+Built from the parse tree (never from text) with the same meaning the
+compiled programs give it (kernel/codegen): the same payload offsets
+(record.layout), the same widths and sign extension, the same filter
+name resolution and signed/unsigned comparisons. A probe the generic
+program cannot run (a filter of more than abi.MAX_CMPS distinct
+comparisons) raises NotGeneric with the reason: such a probe is compiled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ktui.kernel.generic import abi
+from ktui.lang import filters
+from ktui.lang.model import (
+    ARG_REGISTERS,
+    STRING_TYPES,
+    And,
+    Arg,
+    Builtin,
+    Compare,
+    Deref,
+    Field,
+    FilterExpr,
+    IntLit,
+    Kind,
+    Not,
+    Or,
+    Probe,
+    Reg,
+    RetVal,
+    StrLit,
+)
+from ktui.record.layout import HEADER_SIZE, ProbeLayout, probe_layout
+
+
+class NotGeneric(Exception):
+    """The generic program cannot run this probe; str() says why."""
+
+
+@dataclass(frozen=True)
+class _Operand:
+    src: int
+    reg: int = 0
+    imm: int = 0
+    signed: bool = False
+
+
+def payload_size(probe: Probe) -> int:
+    return probe_layout(probe).payload_size
+
+
+def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0) -> abi.Plan:
+    """The plan of `probe`. `record_size` (header + payload) is what every
+    event of the session carries; `entry_block` is the return probe's block
+    of entry slots."""
+    layout = probe_layout(probe)
+    if HEADER_SIZE + layout.payload_size > record_size:
+        raise ValueError(f"record size {record_size} is too small for {probe.spec_text}")
+    if record_size > abi.RECORD_MAX or len(probe.fetches) > abi.MAX_FETCHES:
+        raise NotGeneric("more fetches than the generic program holds")
+    plan = abi.Plan()
+    ret = probe.kind is Kind.RETURN
+    flags = abi.F_RETURN if ret else 0
+    if probe.emits_events:
+        flags |= abi.F_EMITS
+    for i, slot in enumerate(layout.slots):
+        uses_regs = _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
+        if uses_regs:
+            flags |= abi.F_REGS
+    plan.nfetch = len(layout.slots)
+    if probe.filter is not None:
+        if _fill_filter(plan, probe, layout):
+            flags |= abi.F_REGS
+    plan.flags = flags
+    plan.sample = max(1, probe.sample)
+    plan.rate_limit = probe.rate_limit or 0
+    plan.entry_block = entry_block
+    plan.record_size = record_size
+    plan.gen = gen
+    return plan
+
+
+# ---------------------------------------------------------------- fetches
+
+
+def _source(expr, ret: bool) -> _Operand:
+    """Where a fetch or filter name's raw 64 bits come from."""
+    if isinstance(expr, Arg):
+        if ret:  # a return probe sees the arguments as they were at entry
+            return _Operand(abi.SRC_ARG, expr.index - 1)
+        return _Operand(abi.SRC_REG, abi.REG_INDEX[ARG_REGISTERS[expr.index - 1]])
+    if isinstance(expr, Reg):
+        return _Operand(abi.SRC_REG, abi.REG_INDEX[expr.name])
+    if isinstance(expr, RetVal):
+        return _Operand(abi.SRC_RETVAL, signed=True)
+    if isinstance(expr, Builtin):
+        return _Operand({"pid": abi.SRC_PID, "tid": abi.SRC_TID, "cpu": abi.SRC_CPU}[expr.name])
+    raise AssertionError(expr)
+
+
+def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> bool:
+    """Fill one abi.Fetch; True when it reads a register."""
+    if slot_kind == "header":
+        f.kind = abi.K_HEADER
+        return False
+    chain: list[int] = []  # dereference offsets, innermost first
+    expr = fetch.expr
+    outer: list[int] = []
+    while isinstance(expr, Deref):
+        outer.append(expr.offset)
+        expr = expr.inner
+    chain = list(reversed(outer))
+    if len(chain) > abi.MAX_DEREF:
+        raise NotGeneric("dereferences nest deeper than the generic program follows")
+    source = _source(expr, ret)
+    f.src = source.src
+    f.reg = source.reg
+    f.nderef = len(chain)
+    for d, off in enumerate(chain):
+        f.offs[d] = off
+    f.dest = offset
+    ftype = fetch.effective_type
+    if ftype in STRING_TYPES:
+        f.kind = abi.K_USTR if ftype == "ustring" else abi.K_KSTR
+    else:
+        f.kind = abi.K_SINT if slot_kind == "sint" else abi.K_UINT
+        f.width = (64 if ftype == "symbol" else int(ftype[1:])) // 8
+    return f.src == abi.SRC_REG
+
+
+# ---------------------------------------------------------------- filter
+
+
+class _Names:
+    """Filter names as the compiled programs resolve them (codegen.fetch):
+    a fetch of that name first, then retval, pid/tid/cpu, aN, registers."""
+
+    def __init__(self, probe: Probe, layout: ProbeLayout) -> None:
+        self.probe = probe
+        self.layout = layout
+        self.ret = probe.kind is Kind.RETURN
+
+    def _slot(self, name: str):
+        for i, slot in enumerate(self.layout.slots):
+            if slot.fetch.name == name:
+                return i, slot
+        return None
+
+    def integer(self, name: str) -> _Operand:
+        found = self._slot(name)
+        if found is not None:
+            i, slot = found
+            if slot.kind == "header":
+                return _source(slot.fetch.expr, self.ret)
+            if slot.kind == "str":
+                raise NotGeneric(f"{name} is a string")
+            return _Operand(abi.SRC_VAL, i, signed=slot.kind == "sint")
+        if name == "retval":
+            return _Operand(abi.SRC_RETVAL, signed=True)
+        if name in ("pid", "tid", "cpu"):
+            return _source(Builtin(name), self.ret)
+        if len(name) == 2 and name[0] == "a" and name[1] in "123456":
+            return _source(Arg(int(name[1])), self.ret)
+        canonical = filters.canonical_name(name)
+        if canonical is not None and canonical in filters.REGISTER_SPELLINGS:
+            return _source(Reg(filters.REGISTER_SPELLINGS[canonical]), self.ret)
+        raise NotGeneric(f"unknown name {name!r} in filter")
+
+    def string(self, name: str) -> tuple[int, int]:
+        """(SRC_COMM_STR or SRC_STRVAL, payload offset) of a string name."""
+        if name == "comm":
+            return abi.SRC_COMM_STR, 0
+        found = self._slot(name)
+        if found is not None and found[1].kind == "str":
+            return abi.SRC_STRVAL, found[1].offset
+        raise NotGeneric(f"{name} is not a string")
+
+
+def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout) -> bool:
+    """Comparisons and truth table; True when a comparison reads a register."""
+    names = _Names(probe, layout)
+    distinct: list[Compare] = []
+    for compare in filters.comparisons(probe.filter):
+        if compare not in distinct:
+            distinct.append(compare)
+    # A string longer than its field can hold never matches (as in
+    # codegen.str_equals): a constant, not a comparison for the kernel.
+    constant = {c: _never_equal(c, names) for c in distinct}
+    known = {c: (c.op == "!=") for c, never in constant.items() if never}
+    distinct = [c for c in distinct if c not in known]
+    if len(distinct) > abi.MAX_CMPS:
+        raise NotGeneric(f"the filter has {len(distinct)} distinct comparisons; the generic "
+                         f"program evaluates at most {abi.MAX_CMPS}")
+    regs = False
+    for i, compare in enumerate(distinct):
+        regs |= _fill_compare(plan.cmps[i], compare, names)
+    plan.ncmps = len(distinct)
+    truth = 0
+    for bits in range(1 << len(distinct)):
+        results = {c: bool(bits >> i & 1) for i, c in enumerate(distinct)}
+        if _evaluate(probe.filter, {**known, **results}):
+            truth |= 1 << bits
+    plan.truth = truth
+    return regs
+
+
+def _fill_compare(c: abi.Cmp, compare: Compare, names: _Names) -> bool:
+    left, right = compare.left, compare.right
+    c.op = abi.CMP_OPS.index(compare.op)
+    if isinstance(left, StrLit) or isinstance(right, StrLit):
+        field, lit = (right, left) if isinstance(left, StrLit) else (left, right)
+        if not isinstance(field, Field) or not isinstance(lit, StrLit):
+            raise NotGeneric(f"cannot compare {left} with {right}")
+        c.kind = abi.CMP_STR
+        c.lsrc, c.lreg = names.string(field.name)
+        counted = lit.value.encode("utf-8") + b"\0"
+        nwords = (len(counted) + 7) // 8
+        padded = counted.ljust(nwords * 8, b"\0")
+        for w in range(nwords):
+            c.str[w] = int.from_bytes(padded[w * 8:(w + 1) * 8], "little")
+        c.nwords = nwords
+        tail = len(counted) - (nwords - 1) * 8
+        c.last_mask = (1 << (8 * tail)) - 1
+        return False
+    a, b = _int_operand(left, names), _int_operand(right, names)
+    c.kind = abi.CMP_INT
+    c.sign = int(a.signed or b.signed)
+    c.lsrc, c.lreg = a.src, a.reg
+    c.rsrc, c.rreg = b.src, b.reg
+    c.imm = (a.imm if a.src == abi.SRC_CONST else b.imm) & (2**64 - 1)
+    return abi.SRC_REG in (a.src, b.src)
+
+
+def _never_equal(compare: Compare, names: _Names) -> bool:
+    """A string comparison whose literal cannot fit the field it is compared with."""
+    left, right = compare.left, compare.right
+    if not (isinstance(left, StrLit) or isinstance(right, StrLit)):
+        return False
+    field, lit = (right, left) if isinstance(left, StrLit) else (left, right)
+    if not isinstance(field, Field) or not isinstance(lit, StrLit):
+        return False
+    src, _ = names.string(field.name)
+    capacity = 16 if src == abi.SRC_COMM_STR else abi.STRING_MAX
+    return len(lit.value.encode("utf-8")) >= capacity
+
+
+def _int_operand(operand, names: _Names) -> _Operand:
+    if isinstance(operand, IntLit):
+        return _Operand(abi.SRC_CONST, imm=operand.value, signed=operand.value < 0)
+    if isinstance(operand, Field):
+        return names.integer(operand.name)
+    raise NotGeneric(f"cannot use {operand} as a number")
+
+
+def _evaluate(node: FilterExpr, results: dict[Compare, bool]) -> bool:
+    if isinstance(node, And):
+        return _evaluate(node.left, results) and _evaluate(node.right, results)
+    if isinstance(node, Or):
+        return _evaluate(node.left, results) or _evaluate(node.right, results)
+    if isinstance(node, Not):
+        return not _evaluate(node.operand, results)
+    return results[node]

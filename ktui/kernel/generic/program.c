@@ -1,0 +1,436 @@
+/* ktui's generic probe program: one program for every probe, compiled once
+ * per kernel and ktui version, then loaded from the cache.
+ *
+ * Every attachment carries a cookie (bpf_get_attach_cookie, 5.15+): the
+ * probe's slot in ktui_plans and a generation, plus KTUI_COOKIE_ENTRY on
+ * the entry half of a return probe. The plan says what to fetch (registers,
+ * saved arguments, dereference chains, strings), the filter (comparisons
+ * and a truth table over their results) and the sampling. Adding or editing
+ * a probe writes a plan and attaches: no compiler runs.
+ *
+ * Written for the verifier of 6.1: no loops (fetches, pointer hops and
+ * comparisons are written out by macros: a loop whose latch falls through
+ * into its header is refused by 6.1's check_cfg), and no array indexed by
+ * comparison results (the verifier would then track every combination).
+ * The plan, config and limits come from abi.py, pasted above this text. */
+#include <uapi/linux/ptrace.h>
+
+struct ktui_event_header {
+    u64 ts;
+    u64 latency;
+    u32 probe;
+    u32 cpu;
+    u32 pid;
+    u32 tid;
+    char comm[16];
+};
+
+struct ktui_errno_key {
+    u32 probe;
+    u32 err;
+};
+
+struct ktui_comm_key {
+    u32 probe;
+    char comm[16];
+};
+
+struct ktui_window {
+    u64 start;
+    u64 count;
+};
+
+struct ktui_hist {
+    u64 slots[KTUI_HIST_SLOTS];
+};
+
+/* everything one hit works on, per CPU */
+struct ktui_state {
+    struct ktui_event_header e;
+    u8 payload[KTUI_PAYLOAD_MAX];
+    u64 regs[KTUI_NREGS];
+    u64 args[6];
+    u64 vals[KTUI_MAX_FETCHES];
+    u64 retval;
+    u64 pid_tgid;
+    u64 cpu;
+    u32 have_comm;
+    u32 pad;
+};
+
+BPF_RINGBUF_OUTPUT(ktui_events, 2048);
+BPF_ARRAY(ktui_plans, struct ktui_plan, KTUI_MAX_PROBES);
+BPF_ARRAY(ktui_config, struct ktui_config, 1);
+BPF_PERCPU_ARRAY(ktui_hits, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_emitted, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_lost, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_sampled, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_MAX_PROBES);
+BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
+BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
+BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_state, struct ktui_state, 1);
+BPF_ARRAY(ktui_entries, struct ktui_entry, KTUI_ENTRY_BLOCKS * KTUI_ENTRY_SLOTS);
+
+static __always_inline void ktui_bump(void *p)
+{
+    u64 *v = p;
+    if (v)
+        (*v)++;
+}
+
+static __always_inline char *ktui_comm(struct ktui_state *st)
+{
+    if (!st->have_comm) {
+        bpf_get_current_comm(&st->e.comm, sizeof(st->e.comm));
+        st->have_comm = 1;
+    }
+    return st->e.comm;
+}
+
+static __always_inline u64 ktui_extend(u64 v, u8 width, u8 sign)
+{
+    if (width == 1)
+        return sign ? (u64)(s64)(s8)v : (u64)(u8)v;
+    if (width == 2)
+        return sign ? (u64)(s64)(s16)v : (u64)(u16)v;
+    if (width == 4)
+        return sign ? (u64)(s64)(s32)v : (u64)(u32)v;
+    return v;
+}
+
+static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
+{
+    switch (src) {
+    case SRC_REG:
+        if (reg >= KTUI_NREGS)
+            return 0;
+        return st->regs[reg];
+    case SRC_ARG:
+        if (reg >= 6)
+            return 0;
+        return st->args[reg];
+    case SRC_RETVAL:
+        return st->retval;
+    case SRC_PID:
+        return st->pid_tgid >> 32;
+    case SRC_TID:
+        return (u32)st->pid_tgid;
+    case SRC_CPU:
+        return st->cpu;
+    }
+    return 0;
+}
+
+/* n - 1 pointer hops, then the final offset (kprobe_events' +OFF(...)) */
+#define KTUI_HOP(d)                                                           \
+    if ((d) + 1 < n) {                                                        \
+        u64 next = 0;                                                         \
+        bpf_probe_read_kernel(&next, sizeof(next), (void *)(addr + f->offs[d])); \
+        addr = next;                                                          \
+    }
+
+/* One fetch: its source, its pointer chain, its value into the payload. */
+static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct ktui_plan *plan)
+{
+    if (i >= KTUI_MAX_FETCHES)
+        return 1;
+    struct ktui_fetch *f = &plan->fetch[i];
+    if (f->kind == K_HEADER)
+        return 0;
+    u64 v = ktui_source(st, f->src, f->reg);
+    u32 n = f->nderef;
+    if (n > KTUI_MAX_DEREF)
+        return 1;
+    u64 addr = v;
+    if (n) {
+        KTUI_HOP(0) KTUI_HOP(1) KTUI_HOP(2) KTUI_HOP(3) KTUI_HOP(4) KTUI_HOP(5) KTUI_HOP(6)
+        addr += f->offs[(n - 1) & (KTUI_MAX_DEREF - 1)];
+    }
+    u32 dest = f->dest;
+    if (dest > KTUI_PAYLOAD_MAX - KTUI_STRING_MAX)
+        return 1;
+    if (f->kind == K_KSTR) {
+        bpf_probe_read_kernel_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
+        return 0;
+    }
+    if (f->kind == K_USTR) {
+        bpf_probe_read_user_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
+        return 0;
+    }
+    u8 width = f->width;
+    if (n) {
+        v = 0;
+        if (width == 1)
+            bpf_probe_read_kernel(&v, 1, (void *)addr);
+        else if (width == 2)
+            bpf_probe_read_kernel(&v, 2, (void *)addr);
+        else if (width == 4)
+            bpf_probe_read_kernel(&v, 4, (void *)addr);
+        else
+            bpf_probe_read_kernel(&v, 8, (void *)addr);
+    }
+    v = ktui_extend(v, width, f->kind == K_SINT);
+    st->vals[i] = v;
+    __builtin_memcpy(&st->payload[dest], &v, 8);
+    return 0;
+}
+
+#define KTUI_FETCH(i)                                                         \
+    if ((i) < n && ktui_fetch_one((i), st, plan))                             \
+        return 0;
+
+static __always_inline u64 ktui_operand(struct ktui_state *st, u8 src, u16 reg, u64 imm)
+{
+    if (src == SRC_CONST)
+        return imm;
+    if (src == SRC_VAL)
+        return st->vals[reg & (KTUI_MAX_FETCHES - 1)];
+    return ktui_source(st, src, reg);
+}
+
+/* A string operand: the words of a fetched string, or of comm. */
+static __always_inline u64 *ktui_words(struct ktui_state *st, u8 src, u16 off)
+{
+    if (src == SRC_COMM_STR)
+        return (u64 *)ktui_comm(st);
+    if (off > KTUI_PAYLOAD_MAX - KTUI_STRING_MAX)
+        return 0;
+    return (u64 *)&st->payload[off & ~7];
+}
+
+#define KTUI_WORD(w)                                                          \
+    if ((w) < c->nwords &&                                                    \
+        ((s[w] ^ c->str[w]) & ((w) + 1 == c->nwords ? c->last_mask : ~0ULL))) \
+        eq = 0;
+
+/* The result (0 or 1) of comparison i of the plan. */
+static __always_inline u32 ktui_compare(struct ktui_state *st, struct ktui_plan *plan, u32 i)
+{
+    struct ktui_cmp *c = &plan->cmps[i % KTUI_MAX_CMPS];
+    if (c->kind == CMP_STR) {
+        u64 *s = ktui_words(st, c->lsrc, c->lreg);
+        if (!s)
+            return 0;
+        u32 eq = 1;
+        KTUI_WORD(0) KTUI_WORD(1) KTUI_WORD(2) KTUI_WORD(3)
+        KTUI_WORD(4) KTUI_WORD(5) KTUI_WORD(6) KTUI_WORD(7)
+        return c->op == 1 ? !eq : eq;
+    }
+    u64 a = ktui_operand(st, c->lsrc, c->lreg, c->imm);
+    u64 b = ktui_operand(st, c->rsrc, c->rreg, c->imm);
+    switch (c->op) {
+    case 0: return a == b;
+    case 1: return a != b;
+    case 2: return c->sign ? (s64)a < (s64)b : a < b;
+    case 3: return c->sign ? (s64)a <= (s64)b : a <= b;
+    case 4: return c->sign ? (s64)a > (s64)b : a > b;
+    case 5: return c->sign ? (s64)a >= (s64)b : a >= b;
+    }
+    return 0;
+}
+
+#define KTUI_CMP(i)                                                           \
+    if ((i) < n)                                                              \
+        bits |= ktui_compare(st, plan, (i)) << (i);
+
+/* The filter: every comparison, then its truth table (one word, shifted by
+ * the results: an index into an array would make the verifier track every
+ * combination of results separately). */
+static __always_inline int ktui_filter(struct ktui_state *st, struct ktui_plan *plan)
+{
+    u32 n = plan->ncmps;
+    if (!n)
+        return 1;
+    u32 bits = 0;
+    KTUI_CMP(0) KTUI_CMP(1) KTUI_CMP(2) KTUI_CMP(3) KTUI_CMP(4) KTUI_CMP(5)
+    return (plan->truth >> (bits & 63)) & 1;
+}
+
+/* Set-wide filters: ktui itself, --pid, --comm. 1 = the task passes. */
+static __always_inline int ktui_set_filter(struct ktui_state *st)
+{
+    u32 zero = 0;
+    struct ktui_config *c = ktui_config.lookup(&zero);
+    if (!c)
+        return 0;
+    u32 pid = st->pid_tgid >> 32;
+    if (c->exclude_pid && pid == c->exclude_pid)
+        return 0;
+    if (c->pid && pid != c->pid)
+        return 0;
+    if (c->has_comm) {
+        u64 *w = (u64 *)ktui_comm(st);
+        if ((w[0] ^ c->comm_words[0]) & c->comm_mask[0])
+            return 0;
+        if ((w[1] ^ c->comm_words[1]) & c->comm_mask[1])
+            return 0;
+    }
+    return 1;
+}
+
+/* Count a hit that passed every filter, and who made it: exact for the
+ * first KTUI_COMM_EXACT hits per CPU, then 1 in KTUI_COMM_EVERY, weighted
+ * (as in the compiled programs). */
+static __always_inline void ktui_count(struct ktui_state *st, u32 slot)
+{
+    u64 *hits = ktui_hits.lookup(&slot);
+    if (!hits)
+        return;
+    u64 seen = (*hits)++;
+    u64 weight = 1;
+    if (seen >= KTUI_COMM_EXACT) {
+        if (seen & (KTUI_COMM_EVERY - 1))
+            return;
+        weight = KTUI_COMM_EVERY;
+    }
+    struct ktui_comm_key key = {.probe = slot};
+    __builtin_memcpy(key.comm, ktui_comm(st), sizeof(key.comm));
+    u64 zero = 0;
+    u64 *n = ktui_comms.lookup_or_try_init(&key, &zero);
+    if (n)
+        __sync_fetch_and_add(n, weight);
+    else
+        ktui_bump(ktui_comms_dropped.lookup(&slot));
+}
+
+static __always_inline void ktui_account_return(u32 slot, u64 latency, u64 rc)
+{
+    struct ktui_hist *h = ktui_hist.lookup(&slot);
+    if (h) {
+        u32 s = ktui_hist_slot(latency);
+        if (s < KTUI_HIST_SLOTS)
+            h->slots[s]++;
+    }
+    s64 err = (s64)rc;
+    /* int-returning functions leave the upper half of rax zero */
+    if (err >= 0 && (rc >> 32) == 0)
+        err = (s32)(u32)rc;
+    if (err < 0 && err >= -KTUI_MAX_ERRNO) {
+        struct ktui_errno_key key = {.probe = slot, .err = (u32)(-err)};
+        u64 zero = 0;
+        u64 *n = ktui_errnos.lookup_or_try_init(&key, &zero);
+        if (n)
+            __sync_fetch_and_add(n, 1);
+    }
+}
+
+/* Sampling (1 in N) and a per-CPU events/s cap: 1 = emit. */
+static __always_inline int ktui_admit(u32 slot, u64 sample, u64 limit, u64 now)
+{
+    if (sample > 1) {
+        u64 *n = ktui_sampled.lookup(&slot);
+        if (!n)
+            return 0;
+        u64 seen = (*n)++;
+        if (seen % sample)
+            return 0;
+    }
+    if (limit) {
+        struct ktui_window *w = ktui_window.lookup(&slot);
+        if (!w)
+            return 0;
+        if (now - w->start >= 1000000000ULL) {
+            w->start = now;
+            w->count = 0;
+        }
+        if (w->count >= limit)
+            return 0;
+        w->count++;
+    }
+    return 1;
+}
+
+static __always_inline struct ktui_entry *ktui_entry_of(struct ktui_plan *plan, u64 pid_tgid)
+{
+    u32 idx = (plan->entry_block % KTUI_ENTRY_BLOCKS) * KTUI_ENTRY_SLOTS
+              + ((u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1));
+    return ktui_entries.lookup(&idx);
+}
+
+int ktui_generic(struct pt_regs *ctx)
+{
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    u32 slot = cookie & 0xffff;
+    u32 zero = 0;
+    struct ktui_state *st = ktui_state.lookup(&zero);
+    if (!st)
+        return 0;
+    struct ktui_plan *plan = ktui_plans.lookup(&slot);
+    if (!plan)
+        return 0;
+    st->pid_tgid = bpf_get_current_pid_tgid();
+    st->have_comm = 0;
+    u32 flags = plan->flags;
+    if (cookie & KTUI_COOKIE_ENTRY) {
+        /* the entry half of a return probe: when, and the arguments */
+        if (!ktui_set_filter(st))
+            return 0;
+        struct ktui_entry *entry = ktui_entry_of(plan, st->pid_tgid);
+        if (!entry)
+            return 0;
+        entry->tid = (u32)st->pid_tgid;
+        entry->gen = plan->gen;
+        entry->args[0] = ctx->di;
+        entry->args[1] = ctx->si;
+        entry->args[2] = ctx->dx;
+        entry->args[3] = ctx->cx;
+        entry->args[4] = ctx->r8;
+        entry->args[5] = ctx->r9;
+        entry->ts = bpf_ktime_get_ns();
+        return 0;
+    }
+    u64 now, latency = 0;
+    if (flags & F_RETURN) {
+        /* entered before we attached, filtered out, or another thread's */
+        struct ktui_entry *entry = ktui_entry_of(plan, st->pid_tgid);
+        if (!entry || !entry->ts || entry->tid != (u32)st->pid_tgid || entry->gen != plan->gen)
+            return 0;
+        now = bpf_ktime_get_ns();
+        latency = now - entry->ts;
+        entry->ts = 0;
+        __builtin_memcpy(st->args, entry->args, sizeof(st->args));
+        st->retval = PT_REGS_RC(ctx);
+    } else {
+        if (!ktui_set_filter(st))
+            return 0;
+        now = bpf_ktime_get_ns();
+    }
+    st->cpu = bpf_get_smp_processor_id();
+    if (flags & F_REGS)
+        KTUI_COPY_REGS(st, ctx);
+    if (flags & F_EMITS) {
+        u32 n = plan->nfetch;
+        if (n > KTUI_MAX_FETCHES)
+            return 0;
+        /* one block per fetch, written out */
+        KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
+        KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
+    }
+    if (!ktui_filter(st, plan))
+        return 0;
+    ktui_count(st, slot);
+    if (flags & F_RETURN)
+        ktui_account_return(slot, latency, st->retval);
+    if (!(flags & F_EMITS))
+        return 0;
+    if (!ktui_admit(slot, plan->sample, plan->rate_limit, now))
+        return 0;
+    ktui_comm(st);
+    st->e.ts = now;
+    st->e.latency = latency;
+    st->e.probe = (u32)cookie;
+    st->e.cpu = st->cpu;
+    st->e.pid = st->pid_tgid >> 32;
+    st->e.tid = (u32)st->pid_tgid;
+    /* a u64 and one bound: the verifier must see the size it checked */
+    u64 size = plan->record_size;
+    if (size > KTUI_RECORD_MAX)
+        return 0;
+    if (ktui_events.ringbuf_output(&st->e, size, 0) == 0)
+        ktui_bump(ktui_emitted.lookup(&slot));
+    else
+        ktui_bump(ktui_lost.lookup(&slot));
+    return 0;
+}

@@ -1,0 +1,145 @@
+"""Plans for the generic program: what each fetch and filter becomes.
+
+The kernel test (tests/kernel/test_generic.py) proves the values equal the
+compiled programs'; these pin the encoding on the host."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from ktui.kernel.generic import abi
+from ktui.kernel.generic.plan import NotGeneric, build_plan
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import ARG_REGISTERS
+from ktui.lang.spec import parse_spec
+from ktui.record.layout import HEADER_SIZE, probe_layout
+
+
+def plan_of(spec: str, filt: str | None = None, record_size: int | None = None) -> abi.Plan:
+    probe = parse_spec(spec)
+    if filt is not None:
+        probe = dataclasses.replace(probe, filter=parse_filter(filt))
+    size = record_size or HEADER_SIZE + max(8, probe_layout(probe).payload_size)
+    return build_plan(probe, gen=7, record_size=size, entry_block=3)
+
+
+def test_call_probe_arguments_are_registers_and_return_probe_arguments_are_saved():
+    call = plan_of("vfs_read:c:a3")
+    assert call.fetch[0].src == abi.SRC_REG
+    assert abi.PT_REGS[call.fetch[0].reg] == ARG_REGISTERS[2]
+    assert call.flags & abi.F_REGS and not call.flags & abi.F_RETURN
+    ret = plan_of("vfs_read:r:a3")
+    assert ret.fetch[0].src == abi.SRC_ARG and ret.fetch[0].reg == 2
+    assert ret.flags & abi.F_RETURN and not ret.flags & abi.F_REGS
+
+
+def test_dereference_chain_is_innermost_first():
+    plan = plan_of("f:c:+8(+16(-24(rdi))):u16")
+    f = plan.fetch[0]
+    assert f.nderef == 3
+    assert list(f.offs)[:3] == [-24, 16, 8]
+    assert f.width == 2 and f.kind == abi.K_UINT
+
+
+# symbol is laid out as a signed 64-bit slot (record.layout.slot_kind), formatted unsigned
+@pytest.mark.parametrize("ftype,kind,width", [
+    ("u8", abi.K_UINT, 1), ("s16", abi.K_SINT, 2), ("x32", abi.K_UINT, 4), ("s64", abi.K_SINT, 8),
+    ("symbol", abi.K_SINT, 8), ("string", abi.K_KSTR, 0), ("ustring", abi.K_USTR, 0),
+])
+def test_fetch_types(ftype, kind, width):
+    f = plan_of(f"f:c:+0(a1):{ftype}").fetch[0]
+    assert (f.kind, f.width) == (kind, width)
+
+
+def test_payload_offsets_are_the_compiled_layout():
+    spec = "f:c:a1,s=+0(a2):string,c=comm,a3:s32"
+    plan = plan_of(spec)
+    layout = probe_layout(parse_spec(spec))
+    for i, slot in enumerate(layout.slots):
+        if slot.kind == "header":
+            assert plan.fetch[i].kind == abi.K_HEADER
+        else:
+            assert plan.fetch[i].dest == slot.offset
+
+
+def test_retval_is_signed_and_a_fetch_name_resolves_first():
+    plan = plan_of("f:r:n=a2", "retval < 0 && n > 10")
+    c0, c1 = plan.cmps[0], plan.cmps[1]
+    assert (c0.lsrc, c0.sign, c0.op) == (abi.SRC_RETVAL, 1, abi.CMP_OPS.index("<"))
+    assert (c1.lsrc, c1.lreg, c1.sign, c1.rsrc, c1.imm) == (abi.SRC_VAL, 0, 0, abi.SRC_CONST, 10)
+
+
+def test_negative_constant_compares_signed():
+    c = plan_of("f:c:a1", "a1 > -1").cmps[0]
+    assert c.sign == 1 and c.imm == 2**64 - 1
+
+
+def _truth_of(plan: abi.Plan, results: tuple[bool, ...]) -> bool:
+    bits = sum(1 << i for i, r in enumerate(results) if r)
+    return bool(plan.truth >> bits & 1)
+
+
+@pytest.mark.parametrize("filt,fn", [
+    ("a1 == 1", lambda a: a),
+    ("!(a1 == 1)", lambda a: not a),
+    ("a1 == 1 && a2 == 2", lambda a, b: a and b),
+    ("a1 == 1 || a2 == 2 && a3 == 3", lambda a, b, c: a or (b and c)),
+    ("(a1 == 1 || a2 == 2) && !(a3 == 3 || a1 == 1)", lambda a, b, c: (a or b) and not (c or a)),
+])
+def test_truth_table_is_the_filter(filt, fn):
+    plan = plan_of("f:c", filt)
+    n = plan.ncmps
+    assert n == fn.__code__.co_argcount  # a repeated comparison is evaluated once
+    for results in itertools.product((False, True), repeat=n):
+        assert _truth_of(plan, results) == fn(*results)
+
+
+def test_string_comparison_words_and_mask():
+    c = plan_of("f:c:s=+0(a1):string", 's == "0123456789"').cmps[0]
+    assert c.kind == abi.CMP_STR and c.lsrc == abi.SRC_STRVAL
+    assert c.nwords == 2  # 10 characters and the NUL
+    assert c.str[0] == int.from_bytes(b"01234567", "little")
+    assert c.str[1] == int.from_bytes(b"89", "little")
+    assert c.last_mask == (1 << 24) - 1  # "8", "9" and the NUL count
+
+
+def test_comm_longer_than_the_kernel_keeps_never_matches():
+    plan = plan_of("f:c", 'comm == "0123456789abcdef" || a1 == 1')
+    assert plan.ncmps == 1  # the impossible comparison became a constant
+    assert _truth_of(plan, (True,)) and not _truth_of(plan, (False,))
+    plan = plan_of("f:c", 'comm != "0123456789abcdef"')
+    assert plan.ncmps == 0 or plan.truth & 1
+
+
+def test_too_many_comparisons_is_not_generic():
+    filt = " || ".join(f"a1 == {i}" for i in range(abi.MAX_CMPS + 1))
+    with pytest.raises(NotGeneric, match="comparisons"):
+        plan_of("f:c", filt)
+    plan_of("f:c", " || ".join(f"a1 == {i}" for i in range(abi.MAX_CMPS)))
+
+
+def test_counting_probe_does_not_emit():
+    plan = plan_of("f:c")
+    assert not plan.flags & abi.F_EMITS and plan.nfetch == 0
+
+
+def test_sampling_and_record_size():
+    probe = dataclasses.replace(parse_spec("f:c:a1"), sample=10, rate_limit=5)
+    plan = build_plan(probe, gen=1, record_size=HEADER_SIZE + 64)
+    assert (plan.sample, plan.rate_limit, plan.record_size) == (10, 5, HEADER_SIZE + 64)
+    with pytest.raises(ValueError):
+        build_plan(parse_spec("f:c:+0(a1):string"), gen=1, record_size=HEADER_SIZE + 8)
+
+
+def test_c_declarations_match_the_ctypes_layout():
+    text = abi.c_declarations()
+    assert "struct ktui_plan {" in text and "u64 truth;" in text
+    assert f"#define KTUI_MAX_CMPS {abi.MAX_CMPS}" in text
+    # every field of every struct is declared, in order
+    for cls in (abi.Fetch, abi.Cmp, abi.Plan, abi.Config, abi.Entry):
+        block = text.split(f"struct ktui_{cls.__name__.lower()} {{", 1)[1].split("};", 1)[0]
+        names = [line.split()[-1].split("[")[0].rstrip(";") for line in block.strip().splitlines()]
+        assert names == [name for name, _ in cls._fields_]
