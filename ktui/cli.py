@@ -121,17 +121,13 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
 
 def _check_comm_option(comm: str) -> None:
     """--comm obeys the rules of `filter: {comm: ...}` in a probe set."""
-    from ktui.lang.chars import first_refused, refused_message
-    from ktui.lang.probeset import COMM_MAX_BYTES
+    from ktui.lang.limits import check_comm
+    from ktui.lang.model import SpecError
 
-    odd = first_refused(comm)
-    if odd is not None:
-        raise KtuiError(f"--comm: {refused_message(comm[odd])}")
-    if not comm.strip():
-        raise KtuiError("--comm: must not be empty")
-    if len(comm.encode("utf-8", "surrogateescape")) > COMM_MAX_BYTES:
-        raise KtuiError(f"--comm: longer than {COMM_MAX_BYTES} bytes "
-                        "(the kernel keeps only 15 bytes of a command name)")
+    try:
+        check_comm(comm)
+    except SpecError as err:
+        raise KtuiError(f"--comm: {err.message}") from None
 
 
 def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSet:

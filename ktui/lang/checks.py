@@ -4,8 +4,9 @@ unique fetch names, and a filter whose names resolve in its probe."""
 
 from __future__ import annotations
 
-from ktui.lang import filters
-from ktui.lang.grammar import MAX_FETCHES, FetchSpan, SpecSpan
+from ktui.lang import filters, limits
+from ktui.lang.grammar import FetchSpan, SpecSpan
+from ktui.lang.limits import COMM_MAX_BYTES, FETCH_LABEL_MAX, FILTER_MAX_COMPARES, FILTER_MAX_DEPTH, MAX_FETCHES
 from ktui.lang.model import (
     INT_TYPES,
     STRING_TYPES,
@@ -26,8 +27,8 @@ from ktui.lang.model import (
 
 
 def check_label(label: str, col: int | None) -> None:
-    if len(label) > filters.LABEL_MAX:
-        raise SpecError(f"label longer than {filters.LABEL_MAX} characters", col=col)
+    if len(label) > FETCH_LABEL_MAX:
+        raise SpecError(f"label longer than {FETCH_LABEL_MAX} characters", col=col)
     if filters.is_reserved(label):
         raise SpecError(f'"{label}" is a reserved name; pick another label', col=col)
 
@@ -75,12 +76,8 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
                 f'fetch name "{fetch.name}" is used twice; give one a label, e.g. x=...', col=fetch_span.start
             )
         seen.add(fetch.name)
-    for attr, allow_none in (("sample", False), ("rate_limit", True)):
-        value = getattr(probe, attr)
-        if value is None and allow_none:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise SpecError(f"{attr} must be a whole number of at least 1, got {value!r}")
+    limits.check_count("sample", probe.sample)
+    limits.check_count("rate_limit", probe.rate_limit, optional=True)
     if probe.filter is not None:
         _check_filter(probe, filter_text)
 
@@ -128,7 +125,7 @@ def _operand_kind(probe: Probe, operand: object, col: int) -> str:
 
 def _check_filter(probe: Probe, filter_text: str | None) -> None:
     expr = probe.filter
-    if filters.tree_depth(expr) > 4 * filters.MAX_DEPTH + filters.MAX_COMPARES:
+    if filters.tree_depth(expr) > 4 * FILTER_MAX_DEPTH + FILTER_MAX_COMPARES:
         raise _filter_error("filter nests too deeply", None)
     columns = None
     if filter_text is not None:
@@ -166,8 +163,8 @@ def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns)
     if left == _STR and compare.op not in ("==", "!="):
         raise _filter_error(f"strings compare only with == or !=, not {compare.op}", cols.op)
     for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
-        if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value) > filters.COMM_MAX:
-            raise _filter_error(f"comm holds at most {filters.COMM_MAX} characters", col)
+        if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value.encode()) > COMM_MAX_BYTES:
+            raise _filter_error(f"comm holds at most {COMM_MAX_BYTES} characters", col)
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:

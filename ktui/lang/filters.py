@@ -21,11 +21,20 @@ import difflib
 from dataclasses import dataclass
 
 from ktui.lang import chars
+from ktui.lang.limits import (
+    ARG_COUNT,
+    FETCH_LABEL_MAX,
+    FILTER_INT_MAX,
+    FILTER_INT_MIN,
+    FILTER_MAX,
+    FILTER_MAX_COMPARES,
+    FILTER_MAX_DEPTH,
+    STRING_LITERAL_MAX,
+)
 from ktui.lang.model import (
     BUILTINS,
     COMPARE_OPS,
     REGISTERS,
-    STRING_MAX,
     And,
     Compare,
     Field,
@@ -38,16 +47,6 @@ from ktui.lang.model import (
     StrLit,
     reg_display,
 )
-
-MAX_TEXT = 4096  # characters of filter text
-MAX_DEPTH = 32  # nested parentheses and `!`
-MAX_COMPARES = 64  # comparisons in one filter: keeps the generated C small
-MAX_STRING = STRING_MAX - 1  # a string fetch keeps 63 characters plus NUL
-COMM_MAX = 15  # the kernel's comm is 16 bytes, NUL included
-INT_MIN = -(2**63)
-INT_MAX = 2**64 - 1  # u64 values are compared as such
-LABEL_MAX = 32
-ARG_COUNT = 6
 
 # ---------------------------------------------------------------- names
 
@@ -166,7 +165,7 @@ def _number_token(text: str, start: int, i: int) -> _Token:
         return _Token("error", text[start:end], start + 1, f'bad number "{text[start:end]}"')
     if start != i:
         value = -value
-    if not INT_MIN <= value <= INT_MAX:
+    if not FILTER_INT_MIN <= value <= FILTER_INT_MAX:
         return _Token("error", text[start:end], start + 1, "integer out of 64-bit range")
     return _Token("int", text[start:end], start + 1, value)
 
@@ -177,8 +176,8 @@ def _string_token(text: str, start: int) -> _Token:
     while i < len(text):
         c = text[i]
         if c == '"':
-            if len(chars) > MAX_STRING:
-                return _Token("error", '"', start + 1, f"string longer than {MAX_STRING} characters")
+            if len(chars) > STRING_LITERAL_MAX:
+                return _Token("error", '"', start + 1, f"string longer than {STRING_LITERAL_MAX} characters")
             return _Token("str", text[start : i + 1], start + 1, "".join(chars))
         if c == "\\":
             nxt = text[i + 1 : i + 2]
@@ -239,8 +238,8 @@ def _name_token(word: str, col: int) -> _Token:
     problem = name_problem(word)
     if problem is not None:
         return _Token("error", word, col, problem)
-    if len(word) > LABEL_MAX and canonical_name(word) is None:
-        return _Token("error", word, col, f"name longer than {LABEL_MAX} characters (labels are at most {LABEL_MAX})")
+    if len(word) > FETCH_LABEL_MAX and canonical_name(word) is None:
+        return _Token("error", word, col, f"name longer than {FETCH_LABEL_MAX} characters (labels are at most {FETCH_LABEL_MAX})")
     return _Token("name", word, col, canonical_name(word) or word)
 
 
@@ -300,8 +299,8 @@ class _Parser:
     def enter(self, tok: _Token) -> None:
         # Bounded so hostile text cannot exhaust the Python stack.
         self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise SpecError(f"filter nests deeper than {MAX_DEPTH} levels", col=tok.col)
+        if self.depth > FILTER_MAX_DEPTH:
+            raise SpecError(f"filter nests deeper than {FILTER_MAX_DEPTH} levels", col=tok.col)
 
     def unary(self) -> FilterExpr:
         tok = self.peek()
@@ -355,8 +354,8 @@ class _Parser:
         right = self.operand(right_tok, f"a name or a value after {op_tok.text}")
         if not isinstance(left, Field) and not isinstance(right, Field):
             raise SpecError("compares two constants; one side must be a name such as a3 or comm", col=left_tok.col)
-        if len(self.columns) == MAX_COMPARES:
-            raise SpecError(f"filter has more than {MAX_COMPARES} comparisons", col=left_tok.col)
+        if len(self.columns) == FILTER_MAX_COMPARES:
+            raise SpecError(f"filter has more than {FILTER_MAX_COMPARES} comparisons", col=left_tok.col)
         self.columns.append(CompareColumns(left_tok.col, op_tok.col, right_tok.col))
         return Compare(op_tok.text, left, right)
 
@@ -364,8 +363,8 @@ class _Parser:
 def _check_text(text: object) -> str:
     if not isinstance(text, str):
         raise SpecError(f"a filter must be text, got {type(text).__name__}")
-    if len(text) > MAX_TEXT:
-        raise SpecError(f"filter longer than {MAX_TEXT} characters", col=MAX_TEXT + 1)
+    if len(text) > FILTER_MAX:
+        raise SpecError(f"filter longer than {FILTER_MAX} characters", col=FILTER_MAX + 1)
     chars.refuse(text, "in a filter", allowed="\t\r\n")  # before the grammar: named as what it is
     return text
 

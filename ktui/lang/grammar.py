@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ktui.lang import chars, filters
+from ktui.lang.limits import DEREF_MAX, MAX_DEREF, SPEC_MAX, SYMBOL_MAX, U64_MAX
 from ktui.lang.model import (
     BUILTINS,
     FETCH_TYPES,
@@ -22,13 +23,6 @@ from ktui.lang.model import (
     SpecError,
     Target,
 )
-
-MAX_SPEC = 4096  # characters
-MAX_FETCHES = 8
-MAX_DEREF = 8  # nested +OFFSET(...) levels
-SYMBOL_MAX = 511  # the kernel's KSYM_NAME_LEN is 512, NUL included
-U64_MAX = 2**64 - 1
-DEREF_MAX = 2**63 - 1  # a dereference offset is a signed 64-bit value
 
 _FETCH_HELP = "a1..a6, retval, comm, pid, tid, cpu, a register (rdi, rsi, ...) or +OFFSET(FETCH)"
 _SYMBOL_CHARS = filters.IDENT_CHARS | {"."}
@@ -113,8 +107,8 @@ class Scanner:
 def check_text(text: object, what: str) -> str:
     if not isinstance(text, str):
         raise SpecError(f"a {what} must be text, got {type(text).__name__}")
-    if len(text) > MAX_SPEC:
-        raise SpecError(f"{what} longer than {MAX_SPEC} characters", col=MAX_SPEC + 1)
+    if len(text) > SPEC_MAX:
+        raise SpecError(f"{what} longer than {SPEC_MAX} characters", col=SPEC_MAX + 1)
     chars.refuse(text, f"in a {what}", allowed="\t")  # before the grammar: named as what it is
     if not text.strip(" \t"):
         example = {"spec": "vfs_read:c:a3", "fetch": "a3 or fname=+0(a2):string", "target": "vfs_read"}[what]

@@ -82,8 +82,6 @@ REGISTERS = (
 ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
 BUILTINS = ("comm", "pid", "tid", "cpu")
 
-STRING_MAX = 64  # bytes kept of a string fetch, NUL included
-
 
 def reg_display(name: str) -> str:
     """`ax` -> `rax`, `r8` -> `r8`, `flags` -> `flags`: the canonical spelling."""

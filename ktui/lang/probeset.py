@@ -32,11 +32,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ktui.lang import chars
+from ktui.lang import limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
@@ -59,12 +59,6 @@ from ktui.lang.yamlnodes import (
     read_bounded,
     too_big,
 )
-
-MAX_NAME_CHARS = 128
-MAX_LABEL_CHARS = 64
-COMM_MAX_BYTES = 15  # TASK_COMM_LEN - 1
-PID_MAX = 4 * 1024 * 1024  # PID_MAX_LIMIT on 64-bit kernels
-COUNT_MAX = 2**32 - 1  # sample / rate_limit end up as u32 in the kernel
 
 TOP_KEYS = ("name", "description", "filter", "probes")
 SET_FILTER_KEYS = ("pid", "comm")
@@ -142,18 +136,14 @@ class _SetReader:
             self.fail(node, f"{what}: expected a string, got {describe(node)}{hint}", prefix)
         return scalar.value
 
-    def line_string(self, node: Node, what: str, prefix: str, limit: int) -> str:
-        """A non-empty one-line string (a name or a label) that shows as what
-        it is: no control, bidi, zero-width or other invisible characters."""
+    def line_string(self, node: Node, what: str, prefix: str, check: Callable[[str], None]) -> str:
+        """A name or a label, checked by one of the `limits` checks (the
+        same ones the command line and the dialog use)."""
         value = self.string(node, what, prefix)
-        if not value.strip():
-            self.fail(node, f"{what}: must not be empty", prefix)
         try:
-            chars.refuse(value)
+            check(value)
         except SpecError as err:
             self.fail_inside(node, err, f"{prefix}{what}: ")  # type: ignore[arg-type]
-        if len(value) > limit:
-            self.fail(node, f"{what}: too long ({len(value)} characters, at most {limit})", prefix)
         return value
 
     def integer(self, node: Node, what: str, prefix: str, low: int, high: int) -> int:
@@ -164,7 +154,7 @@ class _SetReader:
         if value is None:
             self.fail(node, f"{what}: cannot read {scalar.value[:40]!r} as an integer", prefix)
         if not low <= value <= high:
-            self.fail(node, f"{what}: {value} is out of range ({low}..{high})", prefix)
+            self.fail(node, limits.out_of_range(what, value, low, high), prefix)
         return value
 
     def boolean(self, node: Node, what: str, prefix: str) -> bool:
@@ -214,7 +204,7 @@ class _SetReader:
             if required not in items:
                 self.fail(root, f"missing key '{required}'" + (
                     ": a probe set needs at least one probe" if required == "probes" else ""))
-        name = self.line_string(items["name"][1], "name", "", MAX_NAME_CHARS)
+        name = self.line_string(items["name"][1], "name", "", limits.check_set_name)
         description = ""
         if "description" in items and not self.is_null(items["description"][1]):
             description = self.string(items["description"][1], "description", "")
@@ -229,13 +219,9 @@ class _SetReader:
         items = self.mapping(node, SET_FILTER_KEYS, "filter", "")
         pid = comm = None
         if "pid" in items and not self.is_null(items["pid"][1]):
-            pid = self.integer(items["pid"][1], "filter.pid", "", 1, PID_MAX)
+            pid = self.integer(items["pid"][1], "filter.pid", "", limits.PID_MIN, limits.PID_MAX)
         if "comm" in items and not self.is_null(items["comm"][1]):
-            value_node = items["comm"][1]
-            comm = self.line_string(value_node, "filter.comm", "", COMM_MAX_BYTES)
-            if len(comm.encode("utf-8")) > COMM_MAX_BYTES:
-                self.fail(value_node, f"filter.comm: longer than {COMM_MAX_BYTES} bytes "
-                          "(the kernel keeps only 15 bytes of a command name)")
+            comm = self.line_string(items["comm"][1], "filter.comm", "", limits.check_comm)
         return pid, comm
 
     def probes(self, node: Node) -> tuple[Probe, ...]:
@@ -360,14 +346,14 @@ class _SetReader:
             if self.is_null(value_node) or key not in ("label", "filter", "enabled", "sample", "rate_limit"):
                 continue
             if key == "label":
-                changes["label"] = self.line_string(value_node, "label", prefix, MAX_LABEL_CHARS)
+                changes["label"] = self.line_string(value_node, "label", prefix, limits.check_probe_label)
             elif key == "filter":
                 filter_node = self.scalar_string(value_node, "filter", prefix)
                 changes["filter"] = self.probe_filter(filter_node, prefix)
             elif key == "enabled":
                 changes["enabled"] = self.boolean(value_node, "enabled", prefix)
             else:
-                changes[key] = self.integer(value_node, key, prefix, 1, COUNT_MAX)
+                changes[key] = self.integer(value_node, key, prefix, limits.COUNT_MIN, limits.COUNT_MAX)
         probe = dataclasses.replace(probe, **changes)
         try:
             validate_probe(probe, filter_text=None if filter_node is None else filter_node.value)

@@ -19,10 +19,9 @@ the user's text) and `validate_probe` (columns in the canonical text).
 
 from __future__ import annotations
 
-from ktui.lang import chars
+from ktui.lang import limits
 from ktui.lang.checks import check_fetch, check_probe, fetch_col
 from ktui.lang.grammar import (
-    MAX_DEREF,
     Scanner,
     SpecSpan,
     check_text,
@@ -31,6 +30,7 @@ from ktui.lang.grammar import (
     scan_fetch,
     scan_target,
 )
+from ktui.lang.limits import MAX_DEREF
 from ktui.lang.model import Deref, Fetch, Probe, SpecError, Target
 
 
@@ -70,8 +70,8 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
     Checks what the spec grammar cannot: retval only in return probes, no
     offset on a return probe, unique fetch names, at most 8 fetches, types
     that fit what they are applied to, filter names that resolve in this
-    probe with matching integer/string operands, sample >= 1, rate_limit
-    None or >= 1. A hand-built probe must also be in canonical form (its
+    probe with matching integer/string operands, a label, sample and
+    rate_limit within `limits` (the bounds the loader applies). A hand-built probe must also be in canonical form (its
     text parses back equal). Columns point into `probe.spec_text`, or for
     filter errors (message prefixed `filter:`) into `filter_text` when given
     and it parses to this filter, else into `str(probe.filter)`.
@@ -91,9 +91,10 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
         # Shown in the probe table and written to files: refused as in a probe set.
         if not isinstance(probe.label, str):
             raise SpecError(f"label must be text, got {type(probe.label).__name__}")
-        odd = chars.first_refused(probe.label)
-        if odd is not None:
-            raise SpecError(f"label: {chars.refused_message(probe.label[odd])}")
+        try:
+            limits.check_probe_label(probe.label)
+        except SpecError as err:  # no column: the label is not in the spec text
+            raise SpecError(f"label: {err.message}") from None
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

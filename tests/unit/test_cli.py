@@ -151,7 +151,7 @@ def test_spec_on_the_command_line_names_the_refused_code_point():
 @pytest.mark.parametrize("comm, words", [
     ("d\u202ed", "--comm: U+202E RIGHT-TO-LEFT OVERRIDE is not allowed"),
     ("\u200b", "--comm: U+200B ZERO WIDTH SPACE is not allowed"),
-    ("abcdefghijklmnop", "--comm: longer than 15 bytes"),
+    ("abcdefghijklmnop", "--comm: too long (16 bytes, at most 15"),
     ("", "--comm: must not be empty"),
 ])
 def test_bad_comm_option_is_invalid_input(monkeypatch, comm, words):

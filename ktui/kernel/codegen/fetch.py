@@ -4,10 +4,10 @@ and for its filter, from the parse tree: never from user text."""
 from __future__ import annotations
 
 from ktui.kernel.codegen.runtime import comment_safe, str_equals
+from ktui.lang.limits import STRING_MAX, TASK_COMM_LEN
 from ktui.lang.model import (
     ARG_REGISTERS,
     REGISTERS,
-    STRING_MAX,
     And,
     Arg,
     Builtin,
@@ -193,7 +193,7 @@ class FetchGen:
 
     def string_field(self, field: Field) -> tuple[str, int]:
         if field.name == "comm":
-            return self.comm, 16
+            return self.comm, TASK_COMM_LEN
         found = self._slot_named(field.name)
         if found is not None and found[1].kind == "str":
             slot = found[1]
