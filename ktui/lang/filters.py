@@ -31,6 +31,7 @@ from ktui.lang.limits import (
     FILTER_MAX_DEPTH,
     STRING_LITERAL_MAX,
 )
+from ktui.lang.numbers import DIGITS, parse_int
 from ktui.lang.model import (
     BUILTINS,
     COMPARE_OPS,
@@ -51,10 +52,8 @@ from ktui.lang.model import (
 # ---------------------------------------------------------------- names
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
-_DIGITS = "0123456789"
-_HEX = "0123456789abcdefABCDEF"
 IDENT_START = frozenset(_LETTERS)
-IDENT_CHARS = frozenset(_LETTERS + _DIGITS)
+IDENT_CHARS = frozenset(_LETTERS) | DIGITS
 
 # Every accepted spelling of a register -> its pt_regs field name.
 REGISTER_SPELLINGS: dict[str, str] = {
@@ -72,17 +71,13 @@ ARG_NAMES = tuple(f"a{n}" for n in range(1, ARG_COUNT + 1))
 PREDEFINED = ARG_NAMES + ("retval",) + BUILTINS + tuple(reg_display(r) for r in REGISTERS)
 
 
-def _ascii_int(text: str) -> int | None:
-    return int(text) if text and all(c in _DIGITS for c in text) else None
-
-
 def _arg_number(word: str) -> int | None:
     """`a3` / `arg3` -> 3 (any number, range checked by the caller)."""
     for prefix in ("arg", "a"):
         if word.startswith(prefix):
-            number = _ascii_int(word[len(prefix):])
-            if number is not None:
-                return number
+            digits = word[len(prefix):]
+            if digits and all(c in DIGITS for c in digits):  # decimal only: a0x3 is no argument
+                return parse_int(digits)
     return None
 
 
@@ -155,16 +150,9 @@ def _scan_word(text: str, i: int) -> int:
 def _number_token(text: str, start: int, i: int) -> _Token:
     """An integer from text[i:], negative when text[start] is `-`."""
     end = _scan_word(text, i)
-    digits = text[i:end]
-    if digits[:2] in ("0x", "0X"):
-        body = digits[2:]
-        value = int(body, 16) if body and all(c in _HEX for c in body) else None
-    else:
-        value = _ascii_int(digits)
+    value = parse_int(text[start:end], signed=True)
     if value is None:
         return _Token("error", text[start:end], start + 1, f'bad number "{text[start:end]}"')
-    if start != i:
-        value = -value
     if not FILTER_INT_MIN <= value <= FILTER_INT_MAX:
         return _Token("error", text[start:end], start + 1, "integer out of 64-bit range")
     return _Token("int", text[start:end], start + 1, value)
@@ -214,9 +202,9 @@ def _tokenize(text: str) -> list[_Token]:
         if c in IDENT_START:
             end = _scan_word(text, i)
             tok = _name_token(text[i:end], i + 1)
-        elif c in _DIGITS:
+        elif c in DIGITS:
             tok = _number_token(text, i, i)
-        elif c == "-" and i + 1 < len(text) and text[i + 1] in _DIGITS:
+        elif c == "-" and i + 1 < len(text) and text[i + 1] in DIGITS:
             tok = _number_token(text, i, i + 1)
         elif c == '"':
             tok = _string_token(text, i)

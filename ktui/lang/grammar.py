@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ktui.lang import chars, filters
 from ktui.lang.limits import DEREF_MAX, MAX_DEREF, SPEC_MAX, SYMBOL_MAX, U64_MAX
+from ktui.lang.numbers import parse_int
 from ktui.lang.model import (
     BUILTINS,
     FETCH_TYPES,
@@ -91,12 +92,7 @@ class Scanner:
         while self.peek() and self.peek() in filters.IDENT_CHARS:
             self.pos += 1
         digits = self.text[start : self.pos]
-        if digits[:2] in ("0x", "0X"):
-            body = digits[2:]
-            ok = bool(body) and all(c in "0123456789abcdefABCDEF" for c in body)
-            value = int(body, 16) if ok else None
-        else:
-            value = int(digits) if digits and all(c in "0123456789" for c in digits) else None
+        value = parse_int(digits)
         if value is None:
             raise self.error(f'bad {what} "{digits}": write it in decimal or 0x hex', start)
         if value > limit:

@@ -39,6 +39,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ktui.lang import limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
+from ktui.lang.numbers import parse_int
 from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
 from ktui.lang.yamlnodes import (
     BOOL,
@@ -55,7 +56,6 @@ from ktui.lang.yamlnodes import (
     decode_utf8,
     describe,
     fail_at,
-    parse_int,
     read_bounded,
     too_big,
 )
@@ -150,7 +150,7 @@ class _SetReader:
         scalar = self.scalar(node, what, prefix, "an integer")
         if scalar.tag != INT:
             self.fail(node, f"{what}: expected an integer, got {describe(node)}", prefix)
-        value = parse_int(scalar.value)
+        value = parse_int(scalar.value, yaml=True)
         if value is None:
             self.fail(node, f"{what}: cannot read {scalar.value[:40]!r} as an integer", prefix)
         if not low <= value <= high:

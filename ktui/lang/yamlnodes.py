@@ -1,9 +1,9 @@
 """Reading a YAML file as a node tree, safely and with positions.
 
 The safe loader composes nodes only (no tag ever picks a constructor),
-aliases are refused, and depth, node count, file size and number length
-are bounded, so any input costs bounded time and memory. Every failure is
-a ProbeSetError at file:line:col."""
+aliases are refused, and depth, node count and file size are bounded (a
+number's length by `ktui.lang.numbers`), so any input costs bounded time and
+memory. Every failure is a ProbeSetError at file:line:col."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from ktui.lang.model import ProbeSetError
 MAX_FILE_BYTES = 1024 * 1024  # refused before parsing
 MAX_DEPTH = 16  # the schema needs 4 levels; anything deeper is not a probe set
 MAX_NODES = 20_000  # YAML values in one file: a large set has a few hundred
-MAX_NUMBER_CHARS = 40  # enough for any 64-bit number written with underscores
 
 TAG = "tag:yaml.org,2002:"
 STR, INT, BOOL, NULL, FLOAT = (TAG + t for t in ("str", "int", "bool", "null", "float"))
@@ -182,27 +181,3 @@ def content_offset(node: ScalarNode) -> int | None:
     if node.style in ("'", '"') and raw == node.style + node.value + node.style:
         return 1
     return None
-
-
-def parse_int(text: str) -> int | None:
-    """A YAML 1.1 integer (decimal, 0x, 0o/0 octal, 0b, underscores), or None.
-
-    Done here rather than by PyYAML so a hostile number cannot cost much:
-    the length is capped and base-60 (`1:30:00`) is not supported."""
-    if len(text) > MAX_NUMBER_CHARS or ":" in text:
-        return None
-    digits = text.replace("_", "")
-    sign = -1 if digits.startswith("-") else 1
-    digits = digits.lstrip("+-")
-    try:
-        if digits.startswith(("0x", "0X")):
-            return sign * int(digits[2:], 16)
-        if digits.startswith(("0b", "0B")):
-            return sign * int(digits[2:], 2)
-        if digits.startswith(("0o", "0O")):
-            return sign * int(digits[2:], 8)
-        if len(digits) > 1 and digits.startswith("0"):
-            return sign * int(digits[1:], 8)
-        return sign * int(digits, 10)
-    except ValueError:
-        return None
