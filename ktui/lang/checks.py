@@ -4,7 +4,7 @@ unique fetch names, and a filter whose names resolve in its probe."""
 
 from __future__ import annotations
 
-from ktui.lang import filters, limits
+from ktui.lang import filters, limits, names
 from ktui.lang.grammar import FetchSpan, SpecSpan
 from ktui.lang.limits import COMM_MAX_BYTES, FETCH_LABEL_MAX, FILTER_MAX_COMPARES, FILTER_MAX_DEPTH, MAX_FETCHES
 from ktui.lang.model import (
@@ -29,7 +29,7 @@ from ktui.lang.model import (
 def check_label(label: str, col: int | None) -> None:
     if len(label) > FETCH_LABEL_MAX:
         raise SpecError(f"label longer than {FETCH_LABEL_MAX} characters", col=col)
-    if filters.is_reserved(label):
+    if names.is_reserved(label):
         raise SpecError(f'"{label}" is a reserved name; pick another label', col=col)
 
 
@@ -95,32 +95,17 @@ def _filter_error(message: str, col: int | None) -> SpecError:
     return SpecError(f"filter: {message}", col=col)
 
 
-def _field_kind(probe: Probe, name: str, col: int) -> str:
-    """What a filter name is in this probe: _INT or _STR. Resolution order
-    (codegen follows the same): a fetch of that name (its label, or `a3`,
-    `rdi`, `comm`... for an unlabelled fetch), then the predefined names."""
-    for fetch in probe.fetches:
-        if fetch.name == name:
-            return _STR if fetch.effective_type in STRING_TYPES else _INT
-    if name == "retval":
-        if probe.kind is Kind.CALL:
-            raise _filter_error("retval exists only in return probes (kind r)", col)
-        return _INT
-    if name == "comm":
-        return _STR
-    if name in filters.PREDEFINED:
-        return _INT
-    known = tuple(f.name for f in probe.fetches) + filters.PREDEFINED
-    hint = filters.suggest(name, known)
-    raise _filter_error(
-        f'unknown name "{name}";{hint} use a fetch label, a1..a6, retval, comm, pid, tid, cpu or a register', col
-    )
-
-
 def _operand_kind(probe: Probe, operand: object, col: int) -> str:
-    if isinstance(operand, Field):
-        return _field_kind(probe, operand.name, col)
-    return _STR if isinstance(operand, StrLit) else _INT
+    if not isinstance(operand, Field):
+        return _STR if isinstance(operand, StrLit) else _INT
+    return _STR if _resolve(probe, operand.name, col).is_string else _INT
+
+
+def _resolve(probe: Probe, name: str, col: int) -> names.Resolved:
+    try:
+        return names.resolve(probe, name)
+    except SpecError as err:
+        raise _filter_error(err.message, col) from None
 
 
 def _check_filter(probe: Probe, filter_text: str | None) -> None:
@@ -160,6 +145,11 @@ def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns)
         literal_col = cols.right if isinstance(compare.left, Field) else cols.left
         wanted = 'a quoted "text"' if kind == _STR else "a number"
         raise _filter_error(f"{named} is a{'n' if kind == _INT else ''} {kind}; compare it with {wanted}", literal_col)
+    if left == _STR and isinstance(compare.left, Field) and isinstance(compare.right, Field):
+        # The kernel side compares a string with the bytes of a literal only.
+        raise _filter_error(
+            f'a string compares only with a quoted "text", not with another string ({compare.right})', cols.right
+        )
     if left == _STR and compare.op not in ("==", "!="):
         raise _filter_error(f"strings compare only with == or !=, not {compare.op}", cols.op)
     for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
@@ -168,9 +158,4 @@ def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns)
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:
-    if not isinstance(operand, Field):
-        return False
-    for fetch in probe.fetches:
-        if fetch.name == operand.name:
-            return isinstance(fetch.expr, Builtin) and fetch.expr.name == "comm"
-    return operand.name == "comm"
+    return isinstance(operand, Field) and names.resolve(probe, operand.name).is_comm

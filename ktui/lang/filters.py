@@ -9,20 +9,17 @@ builds C from that tree, never from the text. Precedence, tightest first:
 `!` (which takes a parenthesised condition or another `!`), comparisons,
 `&&`, `||`. `&&` and `||` group to the left.
 
-This module also owns the vocabulary of predefined names (a1..a6, retval,
-comm/pid/tid/cpu, registers) because the spec language in `ktui.lang.spec`
-shares it; whether a name exists *in a given probe* is checked by
-`ktui.lang.spec.validate_probe`, which knows the probe's fetches and kind.
+Names are left as written, in their canonical spelling (`arg3` -> `a3`);
+what a name is *in a given probe* is `ktui.lang.names.resolve`'s answer,
+which both `validate_probe` and codegen use.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from ktui.lang import chars
 from ktui.lang.limits import (
-    ARG_COUNT,
     FETCH_LABEL_MAX,
     FILTER_INT_MAX,
     FILTER_INT_MIN,
@@ -31,11 +28,10 @@ from ktui.lang.limits import (
     FILTER_MAX_DEPTH,
     STRING_LITERAL_MAX,
 )
+from ktui.lang.names import IDENT_CHARS, IDENT_START, canonical_name, name_problem
 from ktui.lang.numbers import DIGITS, parse_int
 from ktui.lang.model import (
-    BUILTINS,
     COMPARE_OPS,
-    REGISTERS,
     And,
     Compare,
     Field,
@@ -46,85 +42,7 @@ from ktui.lang.model import (
     Or,
     SpecError,
     StrLit,
-    reg_display,
 )
-
-# ---------------------------------------------------------------- names
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
-IDENT_START = frozenset(_LETTERS)
-IDENT_CHARS = frozenset(_LETTERS) | DIGITS
-
-# Every accepted spelling of a register -> its pt_regs field name.
-REGISTER_SPELLINGS: dict[str, str] = {
-    **{reg: reg for reg in REGISTERS},
-    **{reg_display(reg): reg for reg in REGISTERS},
-    "eflags": "flags",
-}
-# 32-bit names are refused rather than silently read as 64 bits.
-_NARROW_REGISTERS: dict[str, str] = {
-    **{"e" + reg: "r" + reg for reg in ("ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "ip")},
-    **{f"r{n}d": f"r{n}" for n in range(8, 16)},
-}
-ARG_NAMES = tuple(f"a{n}" for n in range(1, ARG_COUNT + 1))
-# Canonical names a probe always has (retval only in return probes).
-PREDEFINED = ARG_NAMES + ("retval",) + BUILTINS + tuple(reg_display(r) for r in REGISTERS)
-
-
-def _arg_number(word: str) -> int | None:
-    """`a3` / `arg3` -> 3 (any number, range checked by the caller)."""
-    for prefix in ("arg", "a"):
-        if word.startswith(prefix):
-            digits = word[len(prefix):]
-            if digits and all(c in DIGITS for c in digits):  # decimal only: a0x3 is no argument
-                return parse_int(digits)
-    return None
-
-
-def canonical_name(word: str) -> str | None:
-    """The canonical spelling of a predefined name, None for any other word.
-
-    `arg3` -> `a3`, `di` -> `rdi`, `eflags` -> `flags`, `comm` -> `comm`.
-    A register's canonical name is what an unlabelled register fetch is
-    called (`str(Reg("di"))`), so filters and fetch names agree.
-    """
-    number = _arg_number(word)
-    if number is not None:
-        return f"a{number}" if 1 <= number <= ARG_COUNT else None
-    if word == "retval" or word in BUILTINS:
-        return word
-    if word in REGISTER_SPELLINGS:
-        return reg_display(REGISTER_SPELLINGS[word])
-    return None
-
-
-def name_problem(word: str) -> str | None:
-    """Why a word that looks like a predefined name is not one, or None."""
-    number = _arg_number(word)
-    if number is not None and not 1 <= number <= ARG_COUNT:
-        return f'there is no argument "{word}": arguments are a1..a6'
-    if word in _NARROW_REGISTERS:
-        wide = _NARROW_REGISTERS[word]
-        return f'32-bit register names are not supported; use {wide}:u32 (or {wide}:s32)'
-    return None
-
-
-def is_reserved(word: str) -> bool:
-    """True for words that cannot be labels: every predefined spelling."""
-    return canonical_name(word) is not None or name_problem(word) is not None
-
-
-def show_char(c: str) -> str:
-    """A character for a one-line message: `"x"`, or by code point and
-    name (`U+00E9 LATIN SMALL LETTER E WITH ACUTE`), never raw."""
-    return f'"{c}"' if " " <= c <= "~" else chars.char_name(c)
-
-
-def suggest(word: str, candidates) -> str:
-    """` did you mean X?` for a close match, else an empty string."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" did you mean {close[0]}?" if close else ""
-
 
 # ---------------------------------------------------------------- tokens
 
@@ -159,24 +77,24 @@ def _number_token(text: str, start: int, i: int) -> _Token:
 
 
 def _string_token(text: str, start: int) -> _Token:
-    chars: list[str] = []
+    kept: list[str] = []
     i = start + 1
     while i < len(text):
         c = text[i]
         if c == '"':
-            if len(chars) > STRING_LITERAL_MAX:
+            if len(kept) > STRING_LITERAL_MAX:
                 return _Token("error", '"', start + 1, f"string longer than {STRING_LITERAL_MAX} characters")
-            return _Token("str", text[start : i + 1], start + 1, "".join(chars))
+            return _Token("str", text[start : i + 1], start + 1, "".join(kept))
         if c == "\\":
             nxt = text[i + 1 : i + 2]
             if nxt not in ('"', "\\"):
                 return _Token("error", "\\", i + 1, 'only \\" and \\\\ escapes are allowed in strings')
-            chars.append(nxt)
+            kept.append(nxt)
             i += 2
             continue
         if not " " <= c <= "~":
-            return _Token("error", c, i + 1, f"strings hold printable ASCII characters only, not {show_char(c)}")
-        chars.append(c)
+            return _Token("error", c, i + 1, f"strings hold printable ASCII characters only, not {chars.show_char(c)}")
+        kept.append(c)
         i += 1
     return _Token("error", '"', start + 1, 'unterminated string: missing closing "')
 
@@ -214,7 +132,7 @@ def _tokenize(text: str) -> list[_Token]:
             tok = _Token(_ONE_CHAR[c], c, i + 1)
         else:
             hint = _HINTS.get(c, "")
-            message = f"unexpected character {show_char(c)}" + (f"; {hint}" if hint else "")
+            message = f"unexpected character {chars.show_char(c)}" + (f"; {hint}" if hint else "")
             tok = _Token("error", c, i + 1, message)
         tokens.append(tok)
         if tok.kind == "error":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ktui.lang import chars, filters
+from ktui.lang import chars, names
 from ktui.lang.limits import DEREF_MAX, MAX_DEREF, SPEC_MAX, SYMBOL_MAX, U64_MAX
 from ktui.lang.numbers import parse_int
 from ktui.lang.model import (
@@ -26,7 +26,7 @@ from ktui.lang.model import (
 )
 
 _FETCH_HELP = "a1..a6, retval, comm, pid, tid, cpu, a register (rdi, rsi, ...) or +OFFSET(FETCH)"
-_SYMBOL_CHARS = filters.IDENT_CHARS | {"."}
+_SYMBOL_CHARS = names.IDENT_CHARS | {"."}
 
 
 # ---------------------------------------------------------------- spans
@@ -75,12 +75,12 @@ class Scanner:
 
     def here(self) -> str:
         """What is at the cursor, for messages: `"x"` or `end of spec`."""
-        return filters.show_char(self.peek()) if not self.at_end() else f"end of {self.what}"
+        return chars.show_char(self.peek()) if not self.at_end() else f"end of {self.what}"
 
-    def word(self, chars: frozenset[str] = filters.IDENT_CHARS) -> str:
+    def word(self, chars: frozenset[str] = names.IDENT_CHARS) -> str:
         """An identifier at the cursor (empty if there is none)."""
         start = self.pos
-        if self.peek() and self.peek() in filters.IDENT_START:
+        if self.peek() and self.peek() in names.IDENT_START:
             self.pos += 1
             while self.peek() and self.peek() in chars:
                 self.pos += 1
@@ -89,7 +89,7 @@ class Scanner:
     def number(self, limit: int, what: str) -> int:
         """A decimal or 0x-hex number no larger than `limit`."""
         start = self.pos
-        while self.peek() and self.peek() in filters.IDENT_CHARS:
+        while self.peek() and self.peek() in names.IDENT_CHARS:
             self.pos += 1
         digits = self.text[start : self.pos]
         value = parse_int(digits)
@@ -132,7 +132,7 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
         if address == 0:
             raise sc.error("address 0 cannot be probed", start)
         return Target(address=address)
-    if not c or c not in filters.IDENT_START:
+    if not c or c not in names.IDENT_START:
         raise sc.error(f"expected a kernel symbol or a 0x address, got {sc.here()}")
     start = sc.pos
     symbol = sc.word(frozenset(_SYMBOL_CHARS))
@@ -155,20 +155,20 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
 
 def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
     """A name in a fetch: argument, register, retval or builtin."""
-    name = filters.canonical_name(word)
+    name = names.canonical_name(word)
     if name is None:
-        problem = filters.name_problem(word)
+        problem = names.name_problem(word)
         if problem is not None:
             raise sc.error(problem, pos)
-        hint = filters.suggest(word, filters.PREDEFINED + tuple(filters.REGISTER_SPELLINGS))
+        hint = names.suggest(word, names.PREDEFINED + tuple(names.REGISTER_SPELLINGS))
         raise sc.error(f'unknown fetch "{word}";{hint} a fetch is {_FETCH_HELP}', pos)
     if name == "retval":
         return RetVal()
     if name in BUILTINS:
         return Builtin(name)
-    if name in filters.ARG_NAMES:
+    if name in names.ARG_NAMES:
         return Arg(int(name[1:]))
-    return Reg(filters.REGISTER_SPELLINGS[name])
+    return Reg(names.REGISTER_SPELLINGS[name])
 
 
 def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
@@ -200,7 +200,7 @@ def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
     if c in ("%", "$"):
         # Kernel kprobe_events spellings (%di, $arg1, $retval): say ours.
         sc.pos += 1
-        ours = filters.canonical_name(sc.word())
+        ours = names.canonical_name(sc.word())
         if ours is not None:
             raise sc.error(f"write {ours} without the {c}", start)
         raise sc.error(f"write fetches without {c}: {_FETCH_HELP}", start)
@@ -229,7 +229,7 @@ def scan_fetch(sc: Scanner) -> tuple[Fetch, FetchSpan]:
         type_ = sc.word()
         if type_ not in FETCH_TYPES:
             got = f'"{type_}"' if type_ else sc.here()
-            hint = filters.suggest(type_, FETCH_TYPES) if type_ else ""
+            hint = names.suggest(type_, FETCH_TYPES) if type_ else ""
             raise sc.error(f"unknown type {got};{hint} types are {', '.join(FETCH_TYPES)}", span.type - 1)
     return Fetch(expr=expr, type=type_, label=label), span
 

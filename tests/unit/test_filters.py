@@ -7,9 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ktui.lang.filters import (
-    canonical_name,
     comparisons,
-    is_reserved,
     parse_filter,
     parse_filter_with_columns,
     tree_depth,
@@ -28,6 +26,7 @@ from ktui.lang.model import (
     SpecError,
     StrLit,
 )
+from ktui.lang.names import canonical_name, is_reserved
 
 
 def F(name):
