@@ -69,7 +69,9 @@ def printable(text: str) -> str:
 
 
 def errno_name(code: int) -> str:
-    """`9` or `-9` -> `EBADF`; an unknown number -> `E123`."""
+    """`9` or `-9` -> `EBADF`; a number the C library has no name for ->
+    `E123`. The one name of an errno: the dashboard, the event pane and the
+    NDJSON stats all print this."""
     return errno.errorcode.get(abs(code), f"E{abs(code)}")
 
 
