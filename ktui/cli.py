@@ -8,10 +8,9 @@
     ktui replay REC                          the dashboard on a recording
     ktui vm [ARGS...]                        the dashboard inside a throwaway VM
 
-Exit status: 0 ok; 1 invalid input (probe set, spec, filter, recording);
-2 usage; 3 the environment cannot run probes (not root, no kprobes, no bcc,
-lockdown...); 4 a runtime failure; 130 stream/record stopped by a signal
-before its probes were attached. See docs/bad-inputs.md.
+Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
+environment cannot run probes, 4 a runtime failure, 130 stopped before the
+probes were attached). See docs/bad-inputs.md.
 """
 
 from __future__ import annotations
@@ -23,12 +22,8 @@ from pathlib import Path
 import click
 
 from ktui import __version__
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from ktui.lang.model import KtuiError, ProbeSet
-
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_ENVIRONMENT = 3
-EXIT_RUNTIME = 4
 
 DEFAULT_SET = Path(__file__).resolve().parent.parent / "probesets" / "default.yaml"
 
@@ -221,7 +216,7 @@ def check_cmd(files):
             bad += 1
         else:
             click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''})")
-    sys.exit(EXIT_INVALID if bad else 0)
+    sys.exit(EXIT_INVALID if bad else EXIT_OK)
 
 
 @main.command("compile")
