@@ -31,7 +31,7 @@ EXAMPLES = """\b
 Examples:
   ktui                                   the dashboard with the default probe set
   ktui probesets/vfs.yaml                the dashboard with a shipped set
-  ktui -e vfs_read:c:a3 -e 'vfs_read:r:retval:s64'
+  ktui -e reads=vfs_read:c:a3 -e 'read_ret=vfs_read:r:retval:s64'
   ktui -e 'vfs_read:c:a3 if a3 > 4096 && comm == "dd"'
   ktui check probesets/*.yaml
   ktui compile -e do_sys_openat2:c:fname=+0(a2):ustring
@@ -41,7 +41,7 @@ Examples:
   ktui stream --from vfs.ktrec > vfs.ndjson
 
 \b
-Probe spec: TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
+Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
   FETCH: a1..a6, rax..r15, retval, comm, pid, tid, cpu, +OFF(FETCH), name=FETCH,
          with :u8..u64 :s8..s64 :x8..x64 :string :ustring :symbol
 """
@@ -63,21 +63,12 @@ def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
     sys.exit(code)
 
 
-def _split_filter(text: str) -> tuple[str, str | None]:
-    """`SPEC if FILTER` on the command line."""
-    head, sep, tail = text.partition(" if ")
-    return (head.strip(), tail.strip()) if sep else (text.strip(), None)
-
-
 def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None = None,
                 comm: str | None = None, default: bool = False) -> ProbeSet:
     """Files and -e specs -> one ProbeSet. Raises KtuiError."""
-    import dataclasses
-
-    from ktui.lang.filters import parse_filter
     from ktui.lang.model import ProbeSetError, SpecError
     from ktui.lang.probeset import load_probeset
-    from ktui.lang.spec import parse_spec, validate_probe
+    from ktui.lang.spec import parse_probe_text
 
     if comm is not None:
         _check_comm_option(comm)
@@ -94,19 +85,14 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         pid = pid if pid is not None else ps.pid
         comm = comm if comm is not None else ps.comm
     for i, text in enumerate(specs, 1):
-        spec, filt = _split_filter(text)
         try:
-            probe = parse_spec(spec)
-            if filt is not None:
-                probe = dataclasses.replace(probe, filter=parse_filter(filt))
-                validate_probe(probe, filter_text=filt)
-        except SpecError as exc:
+            probes.append(parse_probe_text(text))
+        except SpecError as exc:  # its column counts in the -e text as typed
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
-        probes.append(probe)
     seen: dict[str, int] = {}
     for i, p in enumerate(probes):
         if p.name in seen:
-            raise ProbeSetError(f"two probes are named {p.name!r}: give one a label")
+            raise ProbeSetError(f"two probes are named {p.name!r}: give one a label (-e 'LABEL=SPEC')")
         seen[p.name] = i
     if len(files) > 1 or specs:
         name = name if not specs else "command line"
@@ -150,13 +136,19 @@ def _preflight_or_exit(print_warnings: bool = False) -> None:
             click.echo(f"ktui: warning: {p.message}", err=True)
 
 
+# Every command that takes --buffer takes it alike (compile too).
+_buffer_option = click.option(
+    "--buffer", type=click.Choice(["auto", "ringbuf", "perf"]), default="auto", show_default=True,
+    help="Event buffer: BPF ring buffer (5.8+) or perf buffers; auto picks by the running kernel.")
+
+_spec_option = click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
+                            help="A probe in the compact form (repeatable): `[LABEL=]SPEC [if FILTER]`.")
+
 _common_probe_options = [
-    click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
-                 help="A probe in the compact form (repeatable); `SPEC if FILTER` adds a filter."),
+    _spec_option,
     click.option("--pid", type=int, default=None, help="Only this process (in the kernel)."),
     click.option("--comm", default=None, help="Only tasks with this name (in the kernel)."),
-    click.option("--buffer", type=click.Choice(["auto", "ringbuf", "perf"]), default="auto",
-                 show_default=True, help="Event buffer: BPF ring buffer (5.8+) or perf buffers."),
+    _buffer_option,
     click.option("--buffer-pages", type=int, default=2048, show_default=True,
                  help="Ring buffer size in 4 KiB pages (a power of two)."),
     click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
@@ -221,15 +213,16 @@ def check_cmd(files):
 
 @main.command("compile")
 @click.argument("files", nargs=-1, type=click.Path())
-@click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC", help="A probe (repeatable).")
-@click.option("--buffer", type=click.Choice(["ringbuf", "perf"]), default="ringbuf", show_default=True)
+@_spec_option
+@_buffer_option
 def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
+    from ktui.kernel.buffer_choice import resolve_buffer
     from ktui.kernel.codegen import generate
 
     ps = _inputs_or_exit(files, specs)
     try:
-        click.echo(generate(ps, buffer=buffer).text, nl=False)
+        click.echo(generate(ps, buffer=resolve_buffer(buffer)).text, nl=False)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 

@@ -133,6 +133,7 @@ def _check_filter(probe: Probe, filter_text: str | None) -> None:
 
 
 def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
+    _check_unquoted_text(probe, compare, cols)
     left = _operand_kind(probe, compare.left, cols.left)
     right = _operand_kind(probe, compare.right, cols.right)
     if left != right:
@@ -155,6 +156,36 @@ def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns)
     for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
         if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value.encode()) > COMM_MAX_BYTES:
             raise _filter_error(f"comm holds at most {COMM_MAX_BYTES} characters", col)
+
+
+def _check_unquoted_text(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
+    """`comm == dd`: a word that is no name, compared with a string, is text
+    that lost its quotes; say so rather than "unknown name"."""
+    left, right = compare.left, compare.right
+    if not (isinstance(left, Field) and isinstance(right, Field)):
+        return
+    for bare, other, col in ((right, left, cols.right), (left, right, cols.left)):
+        if _is_unknown(probe, bare.name) and _is_string(probe, other.name):
+            text = StrLit(bare.name)
+            quoted = Compare(compare.op, left, text) if bare is right else Compare(compare.op, text, right)
+            raise _filter_error(f"strings need double quotes: {quoted}", col)
+
+
+def _is_unknown(probe: Probe, name: str) -> bool:
+    try:
+        names.resolve(probe, name)
+    except names.UnknownName:
+        return True
+    except SpecError:  # a known name used where it does not apply (retval in a call probe)
+        return False
+    return False
+
+
+def _is_string(probe: Probe, name: str) -> bool:
+    try:
+        return names.resolve(probe, name).is_string
+    except SpecError:
+        return False
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:

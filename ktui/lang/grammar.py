@@ -1,13 +1,14 @@
 """The syntax of the compact probe language: a scanner that keeps a
-1-based column for every error, and the parse of `TARGET:KIND[:FETCH,...]`
-into a `model.Probe` as written (semantic rules are in `checks`)."""
+1-based column for every error, and the parse of
+`[LABEL=]TARGET:KIND[:FETCH,...]` into a `model.Probe` as written (semantic
+rules are in `checks`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ktui.lang import chars, names
-from ktui.lang.limits import DEREF_MAX, MAX_DEREF, SPEC_MAX, SYMBOL_MAX, U64_MAX
+from ktui.lang.limits import DEREF_MAX, MAX_DEREF, PROBE_LABEL_MAX, SPEC_MAX, SYMBOL_MAX, U64_MAX
 from ktui.lang.numbers import parse_int
 from ktui.lang.model import (
     BUILTINS,
@@ -44,6 +45,7 @@ class FetchSpan:
 
 @dataclass
 class SpecSpan:
+    label: int | None = None
     target: int = 1
     offset: int | None = None
     fetches: list[FetchSpan] = field(default_factory=list)
@@ -242,8 +244,11 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     sc = Scanner(text, "spec")
     span = SpecSpan()
     sc.skip_ws()
+    label = scan_probe_label(sc, span)
     target = scan_target(sc, span)
     sc.skip_ws()
+    if sc.peek() == "=":
+        raise sc.error("a probe label is a word (letters, digits, _), e.g. reads=vfs_read:c")
     if sc.peek() != ":":
         raise sc.error(f"expected :c or :r after the target, got {sc.here()}")
     sc.pos += 1
@@ -270,4 +275,21 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     if not sc.at_end():
         expected = ", between fetches" if fetches else ": before the fetches"
         raise sc.error(f"unexpected {sc.here()}; expected {expected} or end of spec")
-    return Probe(target=target, kind=kind, fetches=tuple(fetches)), span
+    return Probe(target=target, kind=kind, fetches=tuple(fetches), label=label), span
+
+
+def scan_probe_label(sc: Scanner, span: SpecSpan) -> str | None:
+    """`reads=` before the target, as perf probe's `EVENT=FUNC`: the probe's
+    label (a word), or None when the spec starts with its target."""
+    start = sc.pos
+    word = sc.word()
+    sc.skip_ws()
+    if not word or sc.peek() != "=":
+        sc.pos = start  # not a label: scan the word again as the target
+        return None
+    if len(word) > PROBE_LABEL_MAX:
+        raise sc.error(f"label longer than {PROBE_LABEL_MAX} characters", start)
+    span.label = start + 1
+    sc.pos += 1
+    sc.skip_ws()
+    return word

@@ -263,6 +263,9 @@ class _SetReader:
                               "(function: or address:); with spec: write it in the spec", prefix)
             where = items["spec"][1]
             probe = self.compact(self.scalar_string(where, "spec", prefix), prefix)
+            if probe.label is not None and "label" in items and not self.is_null(items["label"][1]):
+                self.fail(items["label"][0], f'label: the spec already labels this probe "{probe.label}"; '
+                          "give the label once", prefix)
         else:
             where = items[forms[0]][1]
             probe = self.long_form(items, forms[0], prefix)
@@ -369,9 +372,11 @@ class _SetReader:
         if filter_node is not None and err.message.startswith("filter:"):
             # The message already says "filter:".
             self.fail_inside(filter_node, err, prefix)
-        compact = isinstance(target_node, ScalarNode) and target_node.value == probe.spec_text
-        if compact and ("spec" in items or not items):
-            self.fail_inside(target_node, err, prefix + "spec: ")  # type: ignore[arg-type]
+        written = target_node.value if isinstance(target_node, ScalarNode) else None
+        if written in (probe.spec_text, str(probe)) and ("spec" in items or not items):
+            # the columns count in spec_text; a label written before it shifts them
+            shift = len(written) - len(probe.spec_text)
+            self.fail_inside(target_node, err, prefix + "spec: ", shift)  # type: ignore[arg-type]
         if "fetch" in items and ("fetch" in err.message or "retval" in err.message):
             self.fail(items["fetch"][1], err.message, prefix + "fetch: ")
         if "kind" in items and "return probe" in err.message:

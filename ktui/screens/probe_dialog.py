@@ -66,8 +66,11 @@ def build_probe(
         _check_label(label)
     except SpecError as err:
         raise FieldProblem("label", err) from None
+    if probe.label is not None and label.strip():
+        raise FieldProblem("label", SpecError(f'the spec already labels this probe "{probe.label}"; '
+                                              "give the label once"))
     keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit}
-    probe = dataclasses.replace(probe, filter=expr, label=label.strip() or None, **keep)
+    probe = dataclasses.replace(probe, filter=expr, label=label.strip() or probe.label, **keep)
     try:
         validate_probe(probe, filter_text=filter_text if expr is not None else None)
     except SpecError as err:

@@ -60,6 +60,8 @@ def spec_texts(draw) -> str:
     fetches = draw(st.lists(fetch_texts(), max_size=4))
     if fetches:
         text += ":" + ",".join(fetches)
+    if draw(st.booleans()):
+        text = f"{draw(_WORD)}={text}"  # a label in the spec, as on the command line
     return text
 
 
@@ -109,6 +111,8 @@ def test_the_strategies_reach_accepted_probes():
     """The property above is not all refusals: these inputs are accepted."""
     probe = build_probe("vfs_read:r:n=+8(a2):u32", "n > 3 && comm == \"dd\"", "reads")
     assert probe.label == "reads" and _round_trip(probe) == probe
+    probe = build_probe("reads=vfs_read:c:a3", "", "")
+    assert probe.label == "reads" and _round_trip(probe) == probe
     probe = build_probe("0x10:c:rdi", "", "r" * limits.PROBE_LABEL_MAX)
     assert _round_trip(probe) == probe
 
@@ -119,3 +123,9 @@ def test_the_dialog_refuses_a_label_too_long_to_load(size):
         build_probe("vfs_read:c", "", "x" * size)
     assert info.value.field == "label"
     assert f"at most {limits.PROBE_LABEL_MAX}" in info.value.error.message
+
+
+def test_a_label_in_the_spec_and_in_the_label_field_is_refused():
+    with pytest.raises(FieldProblem) as info:
+        build_probe("reads=vfs_read:c", "", "other")
+    assert info.value.field == "label" and "give the label once" in info.value.error.message

@@ -145,7 +145,7 @@ def test_check_names_the_refused_code_point_in_one_line(tmp_path):
 def test_spec_on_the_command_line_names_the_refused_code_point():
     out = ktui("compile", "-e", "vfs_read:c:a1 if comm == \"d\u2067\"")
     assert one_line_error(out).startswith(
-        "ktui: -e #1:11: U+2067 RIGHT-TO-LEFT ISOLATE is not allowed in a filter")
+        "ktui: -e #1:28: filter: U+2067 RIGHT-TO-LEFT ISOLATE is not allowed in a filter")
 
 
 @pytest.mark.parametrize("comm, words", [
@@ -248,3 +248,63 @@ def test_set_gid_is_refused(monkeypatch):
     monkeypatch.setattr(os, "getegid", lambda: 0)
     monkeypatch.setattr(os, "getgid", lambda: 1000)
     assert run("check", "probesets/vfs.yaml").exit_code == 3
+
+
+# ---------------------------------------------------------------- the language of the files
+
+
+def test_e_probes_carry_labels_so_two_on_one_function_have_two_names():
+    ps = cli.load_inputs((), ("reads=vfs_read:c:a3", "small=vfs_read:c:a3 if a3 < 16"))
+    assert [p.label for p in ps.probes] == ["reads", "small"]
+    from ktui.pipeline.format import short_name
+    assert [short_name(p) for p in ps.probes] == ["reads", "small"]  # the event pane's column
+    r = run("compile", "-e", "reads=vfs_read:c:a3", "-e", "vfs_read:c:a3")
+    assert r.exit_code == 0, r.output
+    r = run("compile", "-e", "vfs_read:c:a3", "-e", "vfs_read:c:a3")
+    assert r.exit_code == 1 and "give one a label (-e 'LABEL=SPEC')" in r.output
+
+
+@pytest.mark.parametrize("text, at, words", [
+    ("vfs_read:c:a3 if a3 >", None, "filter: expected a name or a value after >"),
+    ("vfs_read:c:a3 if nope > 1", "nope", 'filter: unknown name "nope"'),
+    ("vfs_read:c:a3  if  a3 > 1 && comm == 7", "7", "filter: comm is a string"),
+    ("reads=vfs_read:c:n=a3 if n > 1 && x", "x", 'filter: "x" alone is not a condition'),
+    ("vfs_read:c:a3 if comm == dd", "dd", 'filter: strings need double quotes: comm == "dd"'),
+    ("vfs_read:q if a3 > 1", "q", "kind must be c or r"),
+])
+def test_an_e_error_column_points_into_the_e_text(text, at, words):
+    """The column counted from the filter's start (`-e #1:1:` for the first
+    character of the filter), not from the start of what was typed."""
+    r = run("compile", "-e", text)
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    prefix, col, message = r.output.split(":", 3)[1:]
+    assert prefix == " -e #1"
+    col = int(col)
+    assert message.strip().startswith(words), r.output
+    assert col == (len(text) + 1 if at is None else text.rindex(at) + 1), r.output
+
+
+@pytest.mark.parametrize("spec, filt, quoted", [
+    ("vfs_read:c", "comm == dd", 'comm == "dd"'),
+    ("vfs_read:c", "bash != comm", '"bash" != comm'),
+    ("vfs_read:c:f=+0(a2):string", "f == etc", 'f == "etc"'),
+    ("vfs_read:r:name=a2:ustring", "name != x && retval < 0", 'name != "x"'),
+])
+def test_a_bare_word_against_a_string_says_strings_need_quotes(spec, filt, quoted):
+    r = run("compile", "-e", f"{spec} if {filt}")
+    assert r.exit_code == 1 and f"filter: strings need double quotes: {quoted}" in r.output, r.output
+
+
+def test_compile_takes_buffer_auto_and_resolves_it_as_a_session_would(monkeypatch):
+    from ktui.kernel import buffer_choice
+    from ktui.kernel.codegen import generate
+    from ktui.lang.spec import parse_spec
+
+    for release, buffer in (("6.1.0-57-amd64", "ringbuf"), ("5.4.0-150-generic", "perf"), ("weird", "ringbuf")):
+        monkeypatch.setattr(buffer_choice.os, "uname", lambda r=release: os.uname_result(("", "", r, "", "")))
+        r = run("compile", "--buffer", "auto", "-e", "vfs_read:c:a3")
+        assert r.exit_code == 0, r.output
+        assert r.output == generate([parse_spec("vfs_read:c:a3")], buffer=buffer).text
+        assert buffer_choice.resolve_buffer("auto") == buffer
+    for cmd in ("compile", "stream", "record", "run"):
+        assert "auto" in run(cmd, "--help").output  # every command that takes --buffer takes auto

@@ -516,3 +516,26 @@ def test_printable_unicode_in_labels_is_still_accepted():
     ps = loads_probeset("name: 'vfs ✓ ünï'\nfilter: {comm: größe}\n"
                         "probes:\n  - spec: vfs_read:c\n    label: 读取 größe\n")
     assert ps.name == "vfs ✓ ünï" and ps.comm == "größe" and ps.probes[0].label == "读取 größe"
+
+
+# ---------------------------------------------------------------- a label in the spec
+
+
+def test_a_spec_label_in_a_file():
+    ps = loads_probeset("name: x\nprobes:\n  - reads=vfs_read:c:a3\n  - spec: writes=vfs_write:c\n")
+    assert [p.label for p in ps.probes] == ["reads", "writes"]
+    assert loads_probeset(dumps_probeset(ps)) == ps
+
+
+def test_a_label_in_the_spec_and_a_label_key_is_an_error():
+    text = "name: x\nprobes:\n  - spec: reads=vfs_read:c\n    label: r\n"
+    with pytest.raises(ProbeSetError) as info:
+        loads_probeset(text, source="f.yaml")
+    assert str(info.value) == ('f.yaml:4:5: probe 1 (reads=vfs_read:c): label: the spec already labels '
+                               'this probe "reads"; give the label once')
+    assert loads_probeset(text.replace("label: r", "label: null")).probes[0].label == "reads"
+
+
+def test_a_spec_label_counts_in_duplicate_names():
+    with pytest.raises(ProbeSetError, match="label 'r' is already used by probe 1"):
+        loads_probeset("name: x\nprobes:\n  - r=vfs_read:c\n  - spec: vfs_write:c\n    label: r\n")

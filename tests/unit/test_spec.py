@@ -472,3 +472,32 @@ def test_generated_probes_round_trip(probe):
     for fetch in probe.fetches:
         assert parse_fetch(str(fetch)) == fetch
     assert parse_target(str(probe.target)) == probe.target
+
+
+# ---------------------------------------------------------------- a label in the spec
+
+
+def test_a_spec_may_start_with_the_probe_label_as_perf_probe_does():
+    probe = parse_spec("reads=vfs_read:c:n=a3")
+    assert probe.label == "reads" and probe.name == "reads"
+    assert probe.spec_text == "vfs_read:c:n=a3"  # the spec proper, without the label
+    assert str(probe) == "reads=vfs_read:c:n=a3" and parse_spec(str(probe)) == probe
+    assert parse_spec(" r = 0xffffffff81234560:c").label == "r"
+    assert parse_spec("a3=vfs_read:c").label == "a3"  # a probe label is no filter name
+
+
+@pytest.mark.parametrize("text, col, words", [
+    ("x" * 65 + "=vfs_read:c", 1, "label longer than 64 characters"),
+    ("reads=", 7, "expected a kernel symbol"),
+    ("reads==vfs_read:c", 7, "expected a kernel symbol"),
+    ("re.ads=vfs_read:c", 7, "a probe label is a word"),
+])
+def test_a_bad_spec_label_is_located(text, col, words):
+    with pytest.raises(SpecError) as info:
+        parse_spec(text)
+    assert info.value.col == col and words in info.value.message
+
+
+def test_a_label_that_is_not_a_word_prints_as_the_spec():
+    probe = dataclasses.replace(parse_spec("vfs_read:c"), label="read size")
+    assert str(probe) == "vfs_read:c"
