@@ -197,14 +197,14 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 def check_cmd(files):
     """Validate probe sets; print every error as file:line:col: message."""
-    from ktui.lang.probeset import load_probeset
+    from ktui.lang.probeset import check_probeset
 
     bad = 0
     for f in files:
-        try:
-            ps = load_probeset(f)
-        except KtuiError as exc:
-            click.echo(str(exc))
+        ps, errors = check_probeset(f)
+        for error in errors:
+            click.echo(str(error))
+        if errors:
             bad += 1
         else:
             click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''})")

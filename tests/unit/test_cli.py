@@ -308,3 +308,41 @@ def test_compile_takes_buffer_auto_and_resolves_it_as_a_session_would(monkeypatc
         assert buffer_choice.resolve_buffer("auto") == buffer
     for cmd in ("compile", "stream", "record", "run"):
         assert "auto" in run(cmd, "--help").output  # every command that takes --buffer takes auto
+
+
+THREE_ERRORS = """\
+name: three
+lable: a misspelt top-level key
+probes:
+  - spec: vfs_read:c:a3
+    filter: a3 >
+  - spec: vfs_write:q
+"""
+
+
+def test_check_prints_every_error_in_a_file(tmp_path):
+    """It printed only the first: the misspelt key hid the bad filter until fixed."""
+    f = tmp_path / "three.yaml"
+    f.write_text(THREE_ERRORS)
+    r = run("check", str(f))
+    assert r.exit_code == 1
+    assert r.output.splitlines() == [
+        f"{f}:2:1: unknown key 'lable'; expected one of: name, description, filter, probes",
+        f"{f}:5:17: probe 1 (vfs_read:c:a3): filter: expected a name or a value after >, got end of filter",
+        f"{f}:6:21: probe 2 (vfs_write:q): spec: kind must be c or r, got \"q\" (c = call, r = return)",
+    ]
+
+
+def test_check_goes_on_inside_a_probe_after_a_misspelt_key(tmp_path):
+    f = tmp_path / "probe.yaml"
+    f.write_text("name: x\nprobes:\n  - spec: vfs_read:c:a3\n    lable: y\n    filter: nope > 1\n")
+    lines = run("check", str(f)).output.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [f"{f}:4:5", f"{f}:5:13"]
+    assert "did you mean 'label'" in lines[0] and 'unknown name "nope"' in lines[1]
+
+
+def test_other_commands_still_stop_at_the_first_error(tmp_path):
+    f = tmp_path / "three.yaml"
+    f.write_text(THREE_ERRORS)
+    r = run("compile", str(f))
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "unknown key 'lable'" in r.output

@@ -539,3 +539,22 @@ def test_a_label_in_the_spec_and_a_label_key_is_an_error():
 def test_a_spec_label_counts_in_duplicate_names():
     with pytest.raises(ProbeSetError, match="label 'r' is already used by probe 1"):
         loads_probeset("name: x\nprobes:\n  - r=vfs_read:c\n  - spec: vfs_write:c\n    label: r\n")
+
+
+def test_check_probeset_collects_what_load_probeset_stops_at(tmp_path: Path):
+    from ktui.lang.probeset import check_probeset
+
+    good = tmp_path / "good.yaml"
+    good.write_text("name: g\nprobes: [vfs_read:c]\n")
+    ps, errors = check_probeset(good)
+    assert errors == [] and ps == load_probeset(good)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\nfilter: {pid: 0, comm: ''}\nprobes:\n  - vfs_read:c:a9\n  - spec: vfs_read:c\n    sample: x\n")
+    ps, errors = check_probeset(bad)
+    assert ps is None
+    assert [(e.line, e.col) for e in errors] == [(2, 15), (2, 24), (4, 16), (6, 13)]
+    with pytest.raises(ProbeSetError) as first:
+        load_probeset(bad)
+    assert str(first.value) == str(errors[0])
+    missing = check_probeset(tmp_path / "missing.yaml")
+    assert missing[0] is None and "cannot open" in str(missing[1][0])
