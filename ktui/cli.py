@@ -10,7 +10,8 @@
 
 Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
 environment cannot run probes, 4 a runtime failure, 130 stopped before the
-probes were attached). See docs/bad-inputs.md.
+probes were attached). Every error is one line, `ktui: ...`; numbers are
+bounded where they are parsed (cli_args). See docs/bad-inputs.md.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from pathlib import Path
 import click
 
 from ktui import __version__
-from ktui.exits import EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from ktui.cli_args import Bounded, one_line
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
+from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
 
 DEFAULT_SET = Path(__file__).resolve().parent.parent / "probesets" / "default.yaml"
@@ -47,8 +50,33 @@ Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return 
 """
 
 
+# The ranges of the numbers options take (see cli_args): screen updates a
+# second, seconds between stats, a run's length, ring buffer pages (1 GiB
+# at most), replay speed (0 = as fast as possible).
+REFRESH = Bounded(0.1, 60.0)
+INTERVAL = Bounded(0.05, 86_400.0)
+DURATION = Bounded(0.01, 1e7)
+BUFFER_PAGES = Bounded(1, 1 << 18, integer=True, power_of_two=True)
+SPEED = Bounded(0.0, 1e6)
+PID = Bounded(limits.PID_MIN, limits.PID_MAX, integer=True)
+
+
 class _DefaultGroup(click.Group):
-    """`ktui ARGS` with no subcommand name runs the dashboard."""
+    """`ktui ARGS` with no subcommand name runs the dashboard; every usage
+    error is one line, `ktui: ...`, exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # Not standalone: click raises its errors to us instead of printing
+            # them in three lines; --help and --version return their status.
+            status = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Abort:  # Ctrl-C (or end of input) outside a command's own handling
+            _fail("interrupted", EXIT_INTERRUPTED)
+        except click.ClickException as err:
+            _fail(one_line(err), err.exit_code)
+        sys.exit(status if isinstance(status, int) else EXIT_OK)
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
@@ -146,10 +174,10 @@ _spec_option = click.option("-e", "--spec", "specs", multiple=True, metavar="SPE
 
 _common_probe_options = [
     _spec_option,
-    click.option("--pid", type=int, default=None, help="Only this process (in the kernel)."),
+    click.option("--pid", type=PID, default=None, help="Only this process (in the kernel)."),
     click.option("--comm", default=None, help="Only tasks with this name (in the kernel)."),
     _buffer_option,
-    click.option("--buffer-pages", type=int, default=2048, show_default=True,
+    click.option("--buffer-pages", type=BUFFER_PAGES, default=2048, show_default=True,
                  help="Ring buffer size in 4 KiB pages (a power of two)."),
     click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
                  help="Log file (default ~/.local/state/ktui/ktui.log)."),
@@ -165,8 +193,6 @@ def probe_options(f):
 def _session_options(buffer, buffer_pages, log_path):
     from ktui.kernel.session import SessionOptions
 
-    if buffer_pages < 1 or buffer_pages & (buffer_pages - 1):
-        _fail("--buffer-pages must be a power of two", EXIT_USAGE)
     return SessionOptions(buffer=buffer, ringbuf_pages=buffer_pages,
                           perf_pages=max(8, min(1024, buffer_pages // 8)),
                           log_path=Path(log_path) if log_path else None)
@@ -183,7 +209,7 @@ def main() -> None:
 @main.command("run", epilog=EXAMPLES)
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
-@click.option("--refresh", type=float, default=15.0, show_default=True, help="Screen updates per second.")
+@click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
 def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
     """The full-screen dashboard (the default command)."""
     ps = _inputs_or_exit(files, specs, pid, comm, default=True)
@@ -250,8 +276,8 @@ def _leave(code: int) -> None:
 @probe_options
 @click.option("--from", "from_rec", type=click.Path(dir_okay=False), default=None,
               help="Convert a recording to NDJSON instead of probing.")
-@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between stats lines.")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats lines.")
+@click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("--no-stats", is_flag=True, help="Only event lines (and the summary).")
 def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec, interval,
                duration, no_stats):
@@ -270,8 +296,8 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Recording file.")
-@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between stats snapshots.")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats snapshots.")
+@click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
 def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration,
                force):
@@ -288,8 +314,8 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, 
 
 @main.command("replay")
 @click.argument("recording", type=click.Path(dir_okay=False))
-@click.option("--speed", type=float, default=1.0, show_default=True, help="0 = as fast as possible.")
-@click.option("--refresh", type=float, default=15.0, show_default=True)
+@click.option("--speed", type=SPEED, default=1.0, show_default=True, help="0 = as fast as possible.")
+@click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None)
 def replay_cmd(recording, speed, refresh, log_path):
     """The dashboard on a recording: no root, no kernel."""

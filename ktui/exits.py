@@ -2,10 +2,12 @@
 
     0    ok
     1    invalid input: a probe set, spec, filter, recording or --comm
-    2    usage: the command line itself (an unknown option, a number out of range)
+    2    usage: the command line itself (an unknown option, a number out of range);
+         one line, `ktui: ...`, like every other error
     3    this machine cannot run probes (not root, no kprobes, no bcc, lockdown, set-uid)
     4    a runtime failure (the BPF program did not compile, the dashboard failed)
-    130  stream/record stopped by a signal before its probes were attached
+    130  stopped by a signal before the probes were attached (stream/record),
+         or by Ctrl-C before a command's own handling began (`ktui: interrupted`)
 
 It imports nothing, so any layer may use it; today the command line, the
 headless commands and the dashboard do. docs/bad-inputs.md lists which

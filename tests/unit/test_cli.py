@@ -346,3 +346,84 @@ def test_other_commands_still_stop_at_the_first_error(tmp_path):
     f.write_text(THREE_ERRORS)
     r = run("compile", str(f))
     assert r.exit_code == 1 and r.output.count("\n") == 1 and "unknown key 'lable'" in r.output
+
+
+# ---------------------------------------------------------------- numbers and usage errors
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Record what would run; preflight, compile and the UI never do here."""
+    import ktui.dashboard as dashboard
+    import ktui.headless as headless
+    calls = []
+    monkeypatch.setattr(preflight, "check_environment", lambda **kw: calls.append("preflight") or [])
+    for module, name in ((headless, "run_stream"), (headless, "run_record"), (dashboard, "run_live"),
+                         (dashboard, "run_replay")):
+        monkeypatch.setattr(module, name, lambda *a, _n=name, **kw: calls.append((_n, a)) or 0)
+    return calls
+
+
+BAD_NUMBERS = [
+    (["stream", "--pid", "-5"], "--pid: -5 is out of range (1..4194304)"),
+    (["stream", "--pid", "0"], "--pid: 0 is out of range (1..4194304)"),
+    (["stream", "--pid", "4194305"], "--pid: 4194305 is out of range (1..4194304)"),
+    (["stream", "--pid", "1.5"], "--pid: '1.5' is not a whole number"),
+    (["run", "--refresh", "-1"], "--refresh: -1 is out of range (0.1..60)"),
+    (["run", "--refresh", "0"], "--refresh: 0 is out of range (0.1..60)"),
+    (["run", "--refresh", "nan"], "--refresh: 'nan' is not a number"),
+    (["replay", "x.ktrec", "--refresh", "inf"], "--refresh: 'inf' is not a number"),
+    (["stream", "--interval", "0"], "--interval: 0 is out of range (0.05..86400)"),
+    (["record", "-o", "x.ktrec", "--interval", "-1"], "--interval: -1 is out of range (0.05..86400)"),
+    (["stream", "--duration", "-1"], "--duration: -1 is out of range (0.01..10000000)"),
+    (["record", "-o", "x.ktrec", "--duration", "0"], "--duration: 0 is out of range (0.01..10000000)"),
+    (["stream", "--buffer-pages", "0"], "--buffer-pages: 0 is out of range (1..262144)"),
+    (["run", "--buffer-pages", "3"], "--buffer-pages: 3 is not a power of two"),
+    (["replay", "x.ktrec", "--speed", "-1"], "--speed: -1 is out of range (0..1000000)"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_NUMBERS, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_numbers_are_bounded_where_they_are_parsed(nothing_runs, args, message):
+    """--pid -5 generated `!= -5U`; --refresh -1 was a traceback after the
+    compile and --refresh 0 froze the dashboard."""
+    r = run(*args, "-e", "vfs_read:c") if args[0] != "replay" else run(*args)
+    assert (r.exit_code, r.output) == (2, f"ktui: {message}\n")
+    assert nothing_runs == []  # refused before preflight, compile or screen
+
+
+def test_the_bounds_themselves_are_accepted(nothing_runs):
+    assert run("stream", "-e", "vfs_read:c", "--pid", "4194304", "--interval", "0.05",
+               "--duration", "0.01", "--buffer-pages", "262144").exit_code == 0
+    assert run("run", "-e", "vfs_read:c", "--pid", "1", "--refresh", "60", "--buffer-pages", "1").exit_code == 0
+    assert run("replay", "x.ktrec", "--speed", "0", "--refresh", "0.1").exit_code == 0
+    (_, stream), (_, live), (_, replay) = (c for c in nothing_runs if c != "preflight")
+    ps, options, interval, duration = stream[:4]
+    assert (ps.pid, options.ringbuf_pages, interval, duration) == (4194304, 262144, 0.05, 0.01)
+    assert isinstance(ps.pid, int) and live[0].pid == 1 and live[2] == 60.0
+    assert replay[1:3] == (0.0, 0.1)
+
+
+@pytest.mark.parametrize("args, start", [
+    (["stream", "--bogus"], "ktui: No such option '--bogus'"),
+    (["check"], "ktui: Missing argument 'FILES...'."),
+    (["record", "-e", "vfs_read:c"], "ktui: Missing option '-o' / '--output'."),
+    (["stream", "--buffer", "ring"], "ktui: --buffer: 'ring' is not one of 'auto', 'ringbuf', 'perf'."),
+    (["compile", "--pid", "5"], "ktui: No such option '--pid'"),
+])
+def test_every_usage_error_is_one_line_exit_2(nothing_runs, args, start):
+    r = run(*args)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.startswith(start), r.output
+
+
+def test_help_and_version_still_work():
+    for args in (["--help"], ["-h"], ["stream", "--help"], ["--version"]):
+        r = run(*args)
+        assert r.exit_code == 0 and r.output.count("\n") >= 1, (args, r.output)
+    assert "Usage:" in run("stream", "--help").output and "version" in run("--version").output
+
+
+def test_a_usage_error_in_a_real_process_is_one_line_on_stderr():
+    out = ktui("stream", "--pid", "-5", "-e", "vfs_read:c")
+    assert one_line_error(out, code=2) == "ktui: --pid: -5 is out of range (1..4194304)\n"
+    assert out.stdout == ""
