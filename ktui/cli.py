@@ -120,7 +120,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     seen: dict[str, int] = {}
     for i, p in enumerate(probes):
         if p.name in seen:
-            raise ProbeSetError(f"two probes are named {p.name!r}: give one a label (-e 'LABEL=SPEC')")
+            raise ProbeSetError(f"two probes are named {p.name!r}: "
+                                "give one a label (label: in a file, -e 'LABEL=SPEC')")
         seen[p.name] = i
     if len(files) > 1 or specs:
         name = name if not specs else "command line"

@@ -261,7 +261,7 @@ def test_e_probes_carry_labels_so_two_on_one_function_have_two_names():
     r = run("compile", "-e", "reads=vfs_read:c:a3", "-e", "vfs_read:c:a3")
     assert r.exit_code == 0, r.output
     r = run("compile", "-e", "vfs_read:c:a3", "-e", "vfs_read:c:a3")
-    assert r.exit_code == 1 and "give one a label (-e 'LABEL=SPEC')" in r.output
+    assert r.exit_code == 1 and "give one a label (label: in a file, -e 'LABEL=SPEC')" in r.output
 
 
 @pytest.mark.parametrize("text, at, words", [
