@@ -16,6 +16,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Callable
 
+from ktui.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
 from ktui.lang.model import KtuiError, ProbeSet
 from ktui.pipeline.ndjson import NdjsonSink, summary_of
 
@@ -25,11 +26,6 @@ if TYPE_CHECKING:
 # asyncio and the collector (and numpy, through the session's decoder) are
 # imported once the probes are attached: under emulation those imports take
 # seconds, and the probes should be counting meanwhile.
-
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_RUNTIME = 4
-
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -104,9 +100,6 @@ async def _collect(feed, sink, interval: float, duration: float | None,
         for sig, handler in old.items():
             signal.signal(sig, handler)
     return collector
-
-
-EXIT_INTERRUPTED = 130
 
 
 def _interrupt(signum, frame) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ktui.kernel import kprobe_pmu
+from ktui.kernel.buffer_choice import resolve_buffer
 from ktui.kernel.codegen import PERF, RINGBUF, Program, generate
 from ktui.kernel.explain import explain_attach_error
 from ktui.kernel.ksyms import KernelSymbols
@@ -46,15 +47,6 @@ class SessionOptions:
     perf_pages: int = 256  # per CPU; a power of two
     log_path: Path | None = None
     include_self: bool = False  # probe ktui's own process too
-
-
-def kernel_has_ringbuf(release: str | None = None) -> bool:
-    release = release or os.uname().release
-    try:
-        major, minor = (int(x) for x in release.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= (5, 8)
 
 
 @dataclass
@@ -152,12 +144,7 @@ class Session:
     # ------------------------------------------------------------ compile
 
     def _pick_buffer(self) -> str:
-        choice = self.options.buffer
-        if choice == "auto":
-            return RINGBUF if kernel_has_ringbuf() else PERF
-        if choice not in (RINGBUF, PERF):
-            raise KtuiError(f"unknown buffer kind {choice!r}: use auto, ringbuf or perf")
-        return choice
+        return resolve_buffer(self.options.buffer)
 
     def _new_id(self, probe: Probe) -> int:
         pid_ = self._next_id

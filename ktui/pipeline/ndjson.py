@@ -10,21 +10,19 @@ Schema, version 1 (every object has "v": 1 and a "type"):
            (cumulative, read from the kernel's maps every --interval seconds)
   summary: {"v":1,"type":"summary","events":N,"probes":[{"probe_id","probe",
             "hits","emitted","lost"}]}   (last line, on exit)
+  errnos keys are errno names, as the dashboard shows them (format.errno_name):
+  "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 """
 
 from __future__ import annotations
 
-import errno as errno_mod
 import json
 from typing import Callable, TextIO
 
+from ktui.pipeline.format import errno_name
 from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
 SCHEMA_VERSION = 1
-
-
-def errno_name(n: int) -> str:
-    return errno_mod.errorcode.get(n, str(n))
 
 
 class NdjsonSink:

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from textual.worker import WorkerFailed
 
-from ktui.dashboard import EXIT_RUNTIME, failure_line
+from ktui.dashboard import failure_line
+from ktui.exits import EXIT_RUNTIME
 from ktui.pipeline.collector import BufferedFeed
 from ktui.record.feed import ProbeStatus
 from tests.fakefeed import FakeFeed

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ktui.kernel.codegen.uses import uses_args
+from ktui.lang.limits import MAX_ERRNO, TASK_COMM_LEN
 from ktui.lang.model import Kind, Probe
 from ktui.record.feed import HIST_SLOTS
 from ktui.record.layout import HEADER_FIELDS, RecordLayout
@@ -20,7 +21,6 @@ PERF = "perf"
 ENTRY_SLOTS = 16384
 COMM_MAP_SIZE = 4096
 ERRNO_MAP_SIZE = 1024
-MAX_ERRNO = 4095
 COMM_EXACT = 1024  # hits per CPU counted exactly in top comms
 COMM_EVERY = 64  # then one in this many, weighted (a power of two)
 
@@ -102,7 +102,7 @@ def prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int,
         "",
         "struct ktui_comm_key {",
         "    u32 probe;",
-        "    char comm[16];",
+        f"    char comm[{TASK_COMM_LEN}];",
         "};",
         "",
         "struct ktui_window {",
@@ -254,7 +254,7 @@ def _set_filter(pid: int | None, comm: str | None, exclude_pid: int | None) -> l
         lines.append(f"    if ((pid_tgid >> 32) != {int(pid)}U)")
         lines.append("        return 0;")
     if comm is not None:
-        lines.append(f"    if (!({str_equals('comm', comm, 16)}))")
+        lines.append(f"    if (!({str_equals('comm', comm, TASK_COMM_LEN)}))")
         lines.append("        return 0;")
     lines += ["    return 1;", "}", ""]
     return lines
