@@ -35,7 +35,10 @@ test: install-test
 	@$(MAKE) --no-print-directory test-host
 	@$(MAKE) --no-print-directory test-kernel
 
+# The import contracts first (pyproject.toml [tool.importlinter]: the layers,
+# and no Textual or Rich below the UI), then the host tests.
 test-host:
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(PYTEST_HOST) tests/unit tests/ui
 
 # Every kernel test runs inside a throwaway VM (scripts/vm.sh).
