@@ -30,8 +30,6 @@ EXIT_USAGE = 2
 EXIT_ENVIRONMENT = 3
 EXIT_RUNTIME = 4
 
-DEFAULT_SET = Path(__file__).resolve().parent.parent / "probesets" / "default.yaml"
-
 EXAMPLES = """\b
 Examples:
   ktui                                   the dashboard with the default probe set
@@ -87,7 +85,9 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     if comm is not None:
         _check_comm_option(comm)
     if not files and not specs and default:
-        files = (str(DEFAULT_SET),)
+        from ktui.lang.shipped import default_set
+
+        files = (str(default_set()),)
     if not files and not specs:
         raise KtuiError("nothing to probe: give a probe set file or -e SPEC")
     probes = []
