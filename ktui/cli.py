@@ -28,7 +28,6 @@ from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
 from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
 
-DEFAULT_SET = Path(__file__).resolve().parent.parent / "probesets" / "default.yaml"
 
 EXAMPLES = """\b
 Examples:
@@ -101,7 +100,9 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     if comm is not None:
         _check_comm_option(comm)
     if not files and not specs and default:
-        files = (str(DEFAULT_SET),)
+        from ktui.lang.shipped import default_set
+
+        files = (str(default_set()),)
     if not files and not specs:
         raise KtuiError("nothing to probe: give a probe set file or -e SPEC")
     probes = []

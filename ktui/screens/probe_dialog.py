@@ -10,7 +10,6 @@ from typing import Awaitable, Callable, Collection
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Input, Label, Static
 
 from ktui.lang import chars, limits
@@ -109,8 +108,7 @@ class ProbeDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         p = self.editing
-        with Vertical(id="dialog") as box:
-            box.border_title = f"edit probe {p.name}" if p is not None else "add probe"
+        with self.frame(f"edit probe {p.name}" if p is not None else "add probe"):
             yield Label("spec", classes="field-label")
             yield Label("TARGET:KIND[:FETCH,...]   e.g. vfs_read:r:ret=retval,count=a3:u64", classes="hint")
             yield Input(p.spec_text if p else "", placeholder="vfs_read:c:a3", id="spec")
@@ -123,7 +121,7 @@ class ProbeDialog(Dialog):
             yield Input((p.label or "") if p else "", placeholder="the name shown in the table", id="label")
             yield Static(id="label-problem", classes="problem")
             yield Static(id="submit-problem")
-            yield Static(f"enter: {'save' if p else 'add'}   tab: next field   esc: cancel", id="keys")
+            yield self.keys_line(f"enter: {'save' if p else 'add'}   tab: next field   esc: cancel")
 
     def on_mount(self) -> None:
         self.validate()

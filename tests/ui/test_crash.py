@@ -57,7 +57,9 @@ class BrokenFeed(FakeFeed):
         return await super().set_enabled(probe_id, enabled)
 
 
-async def wait_for_exit(app, pilot, timeout: float = 5.0) -> None:
+async def wait_for_exit(app, pilot, timeout: float = 60.0) -> None:
+    """Until the app has exited: a condition with a generous deadline (a
+    loaded machine), never a bound on how long it took."""
     end = time.monotonic() + timeout
     while app.return_code is None and time.monotonic() < end:
         await pilot.pause(0.02)

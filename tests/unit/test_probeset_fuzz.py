@@ -157,10 +157,12 @@ def test_plausible_probe_sets_do_load():
 
 
 def load_quickly(text: str | bytes, limit: float = 5.0) -> ProbeSetError:
-    start = time.perf_counter()
+    # CPU seconds of this process, not wall-clock: the loader's own work,
+    # which other processes competing for the machine do not inflate.
+    start = time.process_time()
     with pytest.raises(ProbeSetError) as info:
         loads_probeset(text, source="<fuzz>")
-    assert time.perf_counter() - start < limit
+    assert time.process_time() - start < limit
     assert LOCATED.match(str(info.value)), str(info.value)
     return info.value
 
@@ -188,10 +190,10 @@ def test_ten_megabyte_file(tmp_path: Path):
     path = tmp_path / "huge.yaml"
     with path.open("wb") as out:
         out.truncate(10 * 1024 * 1024)  # sparse: cheap to make
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ProbeSetError, match="file too large"):
         load_probeset(path)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 @pytest.mark.parametrize("text", [
