@@ -8,7 +8,8 @@ from __future__ import annotations
 import ctypes
 
 from ktui.lang.model import Kind
-from ktui.record.feed import HIST_SLOTS, ProbeStats
+from ktui.record.feed import ProbeStats
+from ktui.record.histogram import HIST_SLOTS
 
 TOP_COMMS = 5
 

@@ -1,15 +1,21 @@
 """`ktui stream` output: one JSON object per line (NDJSON).
 
-Schema, version 1 (every object has "v": 1 and a "type"):
-  event:   {"v":1,"type":"event","probe":NAME,"probe_id":N,"ts_ns":N,"cpu":N,
+Schema, version 2 (every object has "v": 2 and a "type"):
+  event:   {"v":2,"type":"event","probe":NAME,"probe_id":N,"ts_ns":N,"cpu":N,
             "pid":N,"tid":N,"comm":S,"latency_ns":N|null,"values":{FETCH: VALUE}}
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
-  stats:   {"v":1,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
+  stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
             "lost","errnos":{"EBADF":N},"top_comms":{"comm":N},"hist":[...]}]}
            (cumulative, read from the kernel's maps every --interval seconds)
-  summary: {"v":1,"type":"summary","events":N,"probes":[{"probe_id","probe",
+           "hist": [] for a call probe; for a return probe 65 counts of
+           latencies in ns, slot 0 holding 0 and slot k >= 1 holding
+           2^(k-1) .. 2^k - 1 (record.histogram).
+  summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe",
             "hits","emitted","lost"}]}   (last line, on exit)
+
+Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
+1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Callable, TextIO
 
 from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def errno_name(n: int) -> str:

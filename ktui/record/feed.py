@@ -15,8 +15,6 @@ from typing import Protocol, Sequence
 
 from ktui.lang.model import Probe, ProbeSet
 
-HIST_SLOTS = 64  # log2 latency buckets: slot k counts latencies in [2^k, 2^(k+1)) ns
-
 
 class ProbeState(enum.Enum):
     PENDING = "pending"  # not yet compiled / attached
@@ -88,7 +86,7 @@ class ProbeStats:
     hits: int = 0  # calls (or returns) that passed the filter
     lost: int = 0  # events the kernel could not put in the buffer
     emitted: int = 0  # events put in the buffer
-    hist: tuple[int, ...] = ()  # HIST_SLOTS log2 latency buckets (return probes)
+    hist: tuple[int, ...] = ()  # log2 latency slots in ns, record.histogram (return probes)
     errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
     top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first
 

@@ -81,7 +81,7 @@ def test_silent_stream_with_a_reader_keeps_running_until_its_duration():
     elapsed, out, err = finish(p, timeout=10)
     assert p.returncode == 0, err
     assert elapsed > 0.6  # ran to --duration (1.5 s, 0.5 s of it spent before), not cut short
-    assert out.startswith('{"v": 1, "type": "summary"')
+    assert out.startswith('{"v": 2, "type": "summary"')
 
 
 def test_reader_gone_on_a_pipe():

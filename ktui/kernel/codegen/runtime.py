@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ktui.kernel.codegen.uses import uses_args
 from ktui.lang.model import Kind, Probe
-from ktui.record.feed import HIST_SLOTS
+from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import HEADER_FIELDS, RecordLayout
 
 RINGBUF = "ringbuf"
@@ -175,10 +175,13 @@ def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | N
         "        ktui_bump(ktui_comms_dropped.lookup(&probe));",
         "}",
         "",
+    ]
+    lines += log2_slot_helper()
+    lines += [
         "/* Return probes: latency histogram and errno counts. */",
         "static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)",
         "{",
-        "    u32 slot = probe * KTUI_HIST_SLOTS + bpf_log2l(latency);",
+        "    u32 slot = probe * KTUI_HIST_SLOTS + ktui_log2_slot(latency);",
         "    if (slot < KTUI_NPROBES * KTUI_HIST_SLOTS)",
         "        ktui_bump(ktui_hist.lookup(&slot));",
         "    s64 err = (s64)rc;",
@@ -237,6 +240,24 @@ def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | N
         "",
     ]
     lines += _set_filter(pid, comm, exclude_pid)
+    return lines
+
+
+def log2_slot_helper() -> list[str]:
+    """`ktui_log2_slot(v)`: the histogram slot of v, as record.histogram
+    defines it (v's number of significant bits: 0..64). Not bcc's
+    bpf_log2l, which puts 0 in slot 1 and 2^63.. in slot 64 of a 64-slot
+    array; a binary search over the bits, no loop for the verifier."""
+    lines = [
+        "/* The log2 histogram slot of v: its number of significant bits,",
+        " * 0 for 0 and k for 2^(k-1)..2^k-1 (ktui/record/histogram.py). */",
+        "static __always_inline u32 ktui_log2_slot(u64 v)",
+        "{",
+        "    u32 n = 0;",
+    ]
+    for shift in (32, 16, 8, 4, 2, 1):
+        lines.append(f"    if (v >> {shift}) {{ v >>= {shift}; n += {shift}; }}")
+    lines += ["    return n + (u32)v;", "}", ""]
     return lines
 
 

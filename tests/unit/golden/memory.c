@@ -2,7 +2,7 @@
 #include <uapi/linux/ptrace.h>
 
 #define KTUI_NPROBES 7
-#define KTUI_HIST_SLOTS 64
+#define KTUI_HIST_SLOTS 65
 #define KTUI_PAYLOAD 72
 #define KTUI_COMM_EXACT 1024
 #define KTUI_COMM_EVERY 64
@@ -99,10 +99,24 @@ static __always_inline void ktui_count(u32 probe, const char *comm)
         ktui_bump(ktui_comms_dropped.lookup(&probe));
 }
 
+/* The log2 histogram slot of v: its number of significant bits,
+ * 0 for 0 and k for 2^(k-1)..2^k-1 (ktui/record/histogram.py). */
+static __always_inline u32 ktui_log2_slot(u64 v)
+{
+    u32 n = 0;
+    if (v >> 32) { v >>= 32; n += 32; }
+    if (v >> 16) { v >>= 16; n += 16; }
+    if (v >> 8) { v >>= 8; n += 8; }
+    if (v >> 4) { v >>= 4; n += 4; }
+    if (v >> 2) { v >>= 2; n += 2; }
+    if (v >> 1) { v >>= 1; n += 1; }
+    return n + (u32)v;
+}
+
 /* Return probes: latency histogram and errno counts. */
 static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)
 {
-    u32 slot = probe * KTUI_HIST_SLOTS + bpf_log2l(latency);
+    u32 slot = probe * KTUI_HIST_SLOTS + ktui_log2_slot(latency);
     if (slot < KTUI_NPROBES * KTUI_HIST_SLOTS)
         ktui_bump(ktui_hist.lookup(&slot));
     s64 err = (s64)rc;
