@@ -71,7 +71,9 @@ class Session:
         self.loader = loader or BccLoader()
         self.symbols = KernelSymbols()
         self._log_fd = -1
-        self._units: list[Unit] = []
+        # Replaced whole under _lock, never changed in place: drain() and
+        # stats() take the tuple as it is, without the session's lock.
+        self._units: tuple[Unit, ...] = ()
         self._where: dict[int, tuple[Unit, int]] = {}
         self._probes: dict[int, Probe] = {}
         self._status: dict[int, ProbeStatus] = {}
@@ -127,9 +129,9 @@ class Session:
             started = time.monotonic()
             self.loader.detach(fds)
             detached = time.monotonic()
-            for unit in self._units:
+            units, self._units = self._units, ()
+            for unit in units:
                 unit.close(self.loader, self._log_fd)
-            self._units.clear()
             if self._log_fd >= 0:  # not opened when open() was never called
                 log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in {detached - started:.2f} s, "
                          f"freed the programs in {time.monotonic() - detached:.2f} s (at {time.monotonic():.3f})")
@@ -170,7 +172,7 @@ class Session:
                 self.loader.free(unit.bpf, self._log_fd)
                 raise
         with self._lock:
-            self._units.append(unit)
+            self._units = (*self._units, unit)
             for local, pid_ in enumerate(ids):
                 self._where[pid_] = (unit, local)
         return unit
@@ -226,7 +228,7 @@ class Session:
         from ktui.record.decode import EmptyBatch, MultiBatch
 
         parts = []
-        for unit in list(self._units):
+        for unit in self._units:  # a unit freed meanwhile returns None
             raw = unit.drain_raw()
             if raw is not None and len(raw):
                 parts.append(unit.decoder.batch(raw))
@@ -237,7 +239,7 @@ class Session:
     def stats(self) -> StatsSnapshot:
         now = time.monotonic()
         out: dict[int, ProbeStats] = {}
-        for unit in list(self._units):
+        for unit in self._units:
             out.update(unit.read_stats(self.loader))
         return StatsSnapshot(now, out)
 
@@ -287,7 +289,7 @@ class Session:
             del self._probes[probe_id]
             del self._status[probe_id]
             if unit.drop(local):
-                self._units.remove(unit)
+                self._units = tuple(u for u in self._units if u is not unit)
                 unit.close(self.loader, self._log_fd)
             self._sync_probeset()
 
