@@ -101,6 +101,7 @@ class FakeFeed:
         self.info = dataclasses.replace(info, buffer="replay") if replay else info
         self.calls: list[tuple] = []  # (method, args...) of every control call
         self.decoded = 0  # Event objects built so far
+        self.detached = False  # detach_all(): no event or hit after it
         self.closed = False
         self._clock = clock
         self._fake_time = 100.0
@@ -121,7 +122,8 @@ class FakeFeed:
 
     def drain(self) -> FakeBatch:
         attached = tuple(
-            (pid, st.probe) for pid, st in self._statuses.items() if st.state is ProbeState.ATTACHED
+            (pid, st.probe) for pid, st in self._statuses.items()
+            if st.state is ProbeState.ATTACHED and not self.detached
         )
         emitting = tuple((pid, p) for pid, p in attached if p.emits_events)
         batch = FakeBatch(self, emitting, self._seq, self.events_per_drain)
@@ -174,7 +176,12 @@ class FakeFeed:
             del table[probe_id]
         self._sync_probeset()
 
+    def detach_all(self) -> None:
+        self.calls.append(("detach_all",))
+        self.detached = True
+
     def close(self) -> None:
+        self.detached = True
         self.closed = True
 
     # ------------------------------------------------------------ the fake

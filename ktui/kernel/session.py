@@ -81,6 +81,7 @@ class Session:
         self._next_id = 0
         self._lock = threading.RLock()
         self._closed = False
+        self._detached = False  # detach_all() ran: nothing attaches again
         self.buffer = self._pick_buffer()
 
     # ------------------------------------------------------------ lifecycle
@@ -119,22 +120,37 @@ class Session:
             self.close()
             raise
 
+    def detach_all(self) -> None:
+        """Detach every probe; keep the programs, maps and buffers. When it
+        returns no probe program runs any more (closing a kprobe's perf fd
+        waits until its handlers are done), so draining to the end and then
+        reading stats gives every event emitted and exact counters. No probe
+        can be attached again; close() frees the rest."""
+        with self._lock:
+            self._detached = True
+            fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            if not fds:
+                return
+            started = time.monotonic()
+            self.loader.detach(fds)
+            if self._log_fd >= 0:
+                log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in "
+                         f"{time.monotonic() - started:.2f} s (at {time.monotonic():.3f})")
+
     def close(self) -> None:
         """Detach everything and free the programs. Safe to call twice."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            self.detach_all()
             started = time.monotonic()
-            self.loader.detach(fds)
-            detached = time.monotonic()
             units, self._units = self._units, ()
             for unit in units:
                 unit.close(self.loader, self._log_fd)
             if self._log_fd >= 0:  # not opened when open() was never called
-                log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in {detached - started:.2f} s, "
-                         f"freed the programs in {time.monotonic() - detached:.2f} s (at {time.monotonic():.3f})")
+                log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
+                         f"(at {time.monotonic():.3f})")
                 os.close(self._log_fd)
                 self._log_fd = -1
 
@@ -191,6 +207,8 @@ class Session:
         with self._lock:
             if pid_ in self._fds:
                 return self._status[pid_]
+            if self._detached:
+                raise FeedError("the probes were detached: the session is ending")
             unit, local = self._where[pid_]
             fds, reason = attach_probe(self.loader, unit, local, self._probes[pid_],
                                        self.symbols, self._log_fd)

@@ -134,6 +134,12 @@ class Feed(Protocol):
 
     async def remove_probe(self, probe_id: int) -> None: ...
 
+    def detach_all(self) -> None:
+        """Detach every probe, keeping what they wrote: once this returns no
+        probe program runs, so drain() until empty and then stats() see
+        every event and count exactly (the way out of stream and record)."""
+        ...
+
     def close(self) -> None:
-        """Detach everything. Safe to call twice."""
+        """Detach everything and free it. Safe to call twice."""
         ...
