@@ -19,6 +19,7 @@ whole and counted in `skipped`, so memory stays bounded whatever the rate.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Protocol
 
@@ -63,12 +64,27 @@ class Collector:
         self.finished = False
         self._stopping = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._detacher: threading.Thread | None = None
 
     def stop(self) -> None:
-        """Safe from a signal handler: it may run in the middle of a batch."""
-        self.stopping = True
+        """Safe from a signal handler, which may run in the middle of a batch
+        that takes a sink seconds to write: the probes are detached at once,
+        in a thread, so the kernel stops emitting (and the traced programs
+        stop paying for it) now rather than after that batch. `finish` then
+        writes what was emitted before."""
+        if not self.stopping:
+            self.stopping = True
+            self._detacher = threading.Thread(target=self._detach_quietly, name="ktui-detach",
+                                              daemon=True)
+            self._detacher.start()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
+
+    def _detach_quietly(self) -> None:
+        try:
+            self.feed.detach_all()
+        except Exception:  # noqa: BLE001 - finish() detaches again and raises it there
+            pass
 
     def drain_once(self, sink: Sink) -> int:
         batch = self.feed.drain()
@@ -86,7 +102,9 @@ class Collector:
         if self.finished:
             return
         self.finished = True
-        self.feed.detach_all()
+        if self._detacher is not None:
+            self._detacher.join()
+        self.feed.detach_all()  # (again: a no-op once done) an error shows here
         while self.drain_once(sink):
             pass
         sink.on_stats(self.feed.stats())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 
 import numpy as np
@@ -67,9 +68,10 @@ class BusyKernelFeed:
                                    for i in (0, 1)})
 
     def detach_all(self) -> None:
-        self._fire()
-        self.calls.append("detach_all")
-        self.attached = False
+        if self.attached:  # as Session's: once detached, a no-op
+            self._fire()
+            self.calls.append("detach_all")
+            self.attached = False
 
     def statuses(self):
         return {i: ProbeStatus(i, p, ProbeState.ATTACHED) for i, p in enumerate(self.probeset.probes)}
@@ -104,6 +106,28 @@ def test_finish_detaches_then_drains_to_the_end_then_reads_stats():
     assert end == ["detach_all", "drain", "drain", "stats"]  # the second drain finds nothing
     assert {i: s.emitted for i, s in sink.last.probes.items()} == dict(sink.written)
     assert sum(sink.written.values()) > 0
+
+
+def test_stop_detaches_at_once_even_while_a_sink_is_busy():
+    """A stop signal lands while the sink writes a big batch: the probes go
+    now (the kernel stops emitting), the batch and the rest are still written."""
+    feed = BusyKernelFeed()
+    collector = Collector(feed, interval=0.001)
+
+    class SlowSink(CountingSink):
+        def on_batch(self, batch) -> None:
+            if not collector.stopping:
+                collector.stop()  # as the signal handler does, mid-batch
+                waited = 0.0
+                while feed.attached and waited < 5:  # still inside on_batch
+                    time.sleep(0.01)
+                    waited += 0.01
+                assert not feed.attached, "stop() did not detach while the sink was busy"
+            super().on_batch(batch)
+
+    sink = SlowSink()
+    asyncio.run(collector.run(sink))
+    assert {i: s.emitted for i, s in sink.last.probes.items()} == dict(sink.written)
 
 
 def test_finish_runs_once():
