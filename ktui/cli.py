@@ -28,7 +28,6 @@ from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
 from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
 
-
 EXAMPLES = """\b
 Examples:
   ktui                                   the dashboard with the default probe set

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from ktui.lang import filters, limits, names
 from ktui.lang.grammar import FetchSpan, SpecSpan
-from ktui.lang.limits import COMM_MAX_BYTES, FETCH_LABEL_MAX, FILTER_MAX_COMPARES, FILTER_MAX_DEPTH, MAX_FETCHES
+from ktui.lang.limits import (
+    COMM_MAX_BYTES,
+    FETCH_LABEL_MAX,
+    FILTER_MAX_COMPARES,
+    FILTER_MAX_DEPTH,
+    MAX_FETCHES,
+)
 from ktui.lang.model import (
     INT_TYPES,
     STRING_TYPES,

@@ -28,8 +28,6 @@ from ktui.lang.limits import (
     FILTER_MAX_DEPTH,
     STRING_LITERAL_MAX,
 )
-from ktui.lang.names import IDENT_CHARS, IDENT_START, canonical_name, name_problem
-from ktui.lang.numbers import DIGITS, parse_int
 from ktui.lang.model import (
     COMPARE_OPS,
     And,
@@ -43,6 +41,8 @@ from ktui.lang.model import (
     SpecError,
     StrLit,
 )
+from ktui.lang.names import IDENT_CHARS, IDENT_START, canonical_name, name_problem
+from ktui.lang.numbers import DIGITS, parse_int
 
 # ---------------------------------------------------------------- tokens
 

@@ -8,8 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ktui.lang import chars, names
-from ktui.lang.limits import DEREF_MAX, MAX_DEREF, PROBE_LABEL_MAX, SPEC_MAX, SYMBOL_MAX, U64_MAX
-from ktui.lang.numbers import parse_int
+from ktui.lang.limits import (
+    DEREF_MAX,
+    MAX_DEREF,
+    PROBE_LABEL_MAX,
+    SPEC_MAX,
+    SYMBOL_MAX,
+    U64_MAX,
+)
 from ktui.lang.model import (
     BUILTINS,
     FETCH_TYPES,
@@ -25,6 +31,7 @@ from ktui.lang.model import (
     SpecError,
     Target,
 )
+from ktui.lang.numbers import parse_int
 
 _FETCH_HELP = "a1..a6, retval, comm, pid, tid, cpu, a register (rdi, rsi, ...) or +OFFSET(FETCH)"
 _SYMBOL_CHARS = names.IDENT_CHARS | {"."}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from ktui.screens.event_detail import EventDetailScreen
 from ktui.screens.main import MainScreen
 from ktui.widgets.event_log import EventLog

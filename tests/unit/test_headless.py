@@ -90,7 +90,7 @@ def test_silent_stream_with_a_reader_keeps_running_until_its_duration():
     out, err = finish(p)
     lived = time.monotonic() - started
     assert p.returncode == 0, err
-    assert out.startswith('{"v": 1, "type": "summary"')
+    assert out.startswith('{"v": 2, "type": "summary"')
     assert lived >= 1.5, lived
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ktui.kernel.codegen import generate
 from ktui.lang.filters import parse_filter
-from ktui.lang.model import Arg, Builtin, Deref, Kind, Reg, RetVal, SpecError
+from ktui.lang.model import Arg, Builtin, Deref, Reg, RetVal, SpecError
 from ktui.lang.names import UnknownName, resolve
 from ktui.lang.spec import parse_spec, validate_probe
 

@@ -18,7 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ktui.lang.model import ProbeSet, ProbeSetError
-from ktui.lang.probeset import MAX_FILE_BYTES, checks_probeset, load_probeset, loads_probeset
+from ktui.lang.probeset import (
+    MAX_FILE_BYTES,
+    checks_probeset,
+    load_probeset,
+    loads_probeset,
+)
 from ktui.lang.probeset_write import dumps_probeset
 
 REPO = Path(__file__).resolve().parents[2]
