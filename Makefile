@@ -35,17 +35,21 @@ test: install-test
 	@$(MAKE) --no-print-directory test-host
 	@$(MAKE) --no-print-directory test-kernel
 
+# The import contracts first (pyproject.toml [tool.importlinter]: the layers,
+# and no Textual or Rich below the UI), then the host tests.
 test-host:
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(PYTEST_HOST) tests/unit tests/ui
 
-# Every kernel test runs inside a throwaway VM (scripts/vm.sh).
+# Every kernel test runs inside a throwaway VM (ktui/vm/boot.py, as for `ktui vm`).
+VM := $(PY) -m ktui.vm
 test-kernel:
 	@test -n "$(KERNEL_MAIN)" || { echo "no 6.1 kernel image in /boot: run scripts/install.sh --test"; exit 1; }
 	@echo "== kernel tests on $(KERNEL_MAIN) (VM)"
-	scripts/vm.sh --kernel $(KERNEL_MAIN) -- "$(KERNEL_PYTEST) tests/kernel $(KERNEL_PYTEST_ARGS)"
+	$(VM) --kernel $(KERNEL_MAIN) -- "$(KERNEL_PYTEST) tests/kernel $(KERNEL_PYTEST_ARGS)"
 	@if [ -n "$(KERNEL_NEXT)" ]; then \
 		echo "== kernel tests on $(KERNEL_NEXT) (VM)"; \
-		scripts/vm.sh --kernel $(KERNEL_NEXT) -- "$(KERNEL_PYTEST) tests/kernel/test_pipeline.py -k '(values or toggle or flood or shipped) and not memory'"; \
+		$(VM) --kernel $(KERNEL_NEXT) -- "$(KERNEL_PYTEST) tests/kernel/test_pipeline.py -k '(values or toggle or flood or shipped) and not memory'"; \
 	fi
 
 bench: install-test

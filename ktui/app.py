@@ -105,8 +105,12 @@ class KtuiApp(App[None]):
     def _handle_exception(self, error: Exception) -> None:
         # Textual's one entry point for an exception escaping a handler, a
         # timer or a worker (it then exits with return code 1). Overridden
-        # only to remember the error; tests/ui/test_crash.py notices if a
-        # Textual upgrade stops calling it.
+        # only to remember the error. A private method: Textual (8.2.8) has
+        # no public hook for this; run() only leaves return_code 1 and keeps
+        # the exception to itself. Checked against the version pinned in
+        # tests/ui/test_textual_pins.py (an upgrade fails there until this
+        # is checked again); tests/ui/test_crash.py notices if Textual stops
+        # calling it.
         if self.failure is None:
             # A worker's exception arrives wrapped: report the one it raised.
             self.failure = error.error if isinstance(error, WorkerFailed) else error

@@ -8,10 +8,10 @@
     ktui replay REC                          the dashboard on a recording
     ktui vm [ARGS...]                        the dashboard inside a throwaway VM
 
-Exit status: 0 ok; 1 invalid input (probe set, spec, filter, recording);
-2 usage; 3 the environment cannot run probes (not root, no kprobes, no bcc,
-lockdown...); 4 a runtime failure; 130 stream/record stopped by a signal
-before its probes were attached. See docs/bad-inputs.md.
+Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
+environment cannot run probes, 4 a runtime failure, 130 stopped before the
+probes were attached). Every error is one line, `ktui: ...`; numbers are
+bounded where they are parsed (cli_args). See docs/bad-inputs.md.
 """
 
 from __future__ import annotations
@@ -23,20 +23,16 @@ from pathlib import Path
 import click
 
 from ktui import __version__
+from ktui.cli_args import Bounded, one_line
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
+from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
-
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_ENVIRONMENT = 3
-EXIT_RUNTIME = 4
-
-DEFAULT_SET = Path(__file__).resolve().parent.parent / "probesets" / "default.yaml"
 
 EXAMPLES = """\b
 Examples:
   ktui                                   the dashboard with the default probe set
   ktui probesets/vfs.yaml                the dashboard with a shipped set
-  ktui -e vfs_read:c:a3 -e 'vfs_read:r:retval:s64'
+  ktui -e reads=vfs_read:c:a3 -e 'read_ret=vfs_read:r:retval:s64'
   ktui -e 'vfs_read:c:a3 if a3 > 4096 && comm == "dd"'
   ktui check probesets/*.yaml
   ktui compile -e do_sys_openat2:c:fname=+0(a2):ustring
@@ -46,14 +42,39 @@ Examples:
   ktui stream --from vfs.ktrec > vfs.ndjson
 
 \b
-Probe spec: TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
+Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
   FETCH: a1..a6, rax..r15, retval, comm, pid, tid, cpu, +OFF(FETCH), name=FETCH,
          with :u8..u64 :s8..s64 :x8..x64 :string :ustring :symbol
 """
 
 
+# The ranges of the numbers options take (see cli_args): screen updates a
+# second, seconds between stats, a run's length, ring buffer pages (1 GiB
+# at most), replay speed (0 = as fast as possible).
+REFRESH = Bounded(0.1, 60.0)
+INTERVAL = Bounded(0.05, 86_400.0)
+DURATION = Bounded(0.01, 1e7)
+BUFFER_PAGES = Bounded(1, 1 << 18, integer=True, power_of_two=True)
+SPEED = Bounded(0.0, 1e6)
+PID = Bounded(limits.PID_MIN, limits.PID_MAX, integer=True)
+
+
 class _DefaultGroup(click.Group):
-    """`ktui ARGS` with no subcommand name runs the dashboard."""
+    """`ktui ARGS` with no subcommand name runs the dashboard; every usage
+    error is one line, `ktui: ...`, exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # Not standalone: click raises its errors to us instead of printing
+            # them in three lines; --help and --version return their status.
+            status = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Abort:  # Ctrl-C (or end of input) outside a command's own handling
+            _fail("interrupted", EXIT_INTERRUPTED)
+        except click.ClickException as err:
+            _fail(one_line(err), err.exit_code)
+        sys.exit(status if isinstance(status, int) else EXIT_OK)
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
@@ -68,26 +89,19 @@ def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
     sys.exit(code)
 
 
-def _split_filter(text: str) -> tuple[str, str | None]:
-    """`SPEC if FILTER` on the command line."""
-    head, sep, tail = text.partition(" if ")
-    return (head.strip(), tail.strip()) if sep else (text.strip(), None)
-
-
 def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None = None,
                 comm: str | None = None, default: bool = False) -> ProbeSet:
     """Files and -e specs -> one ProbeSet. Raises KtuiError."""
-    import dataclasses
-
-    from ktui.lang.filters import parse_filter
     from ktui.lang.model import ProbeSetError, SpecError
     from ktui.lang.probeset import load_probeset
-    from ktui.lang.spec import parse_spec, validate_probe
+    from ktui.lang.spec import parse_probe_text
 
     if comm is not None:
         _check_comm_option(comm)
     if not files and not specs and default:
-        files = (str(DEFAULT_SET),)
+        from ktui.lang.shipped import default_set
+
+        files = (str(default_set()),)
     if not files and not specs:
         raise KtuiError("nothing to probe: give a probe set file or -e SPEC")
     probes = []
@@ -99,19 +113,15 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         pid = pid if pid is not None else ps.pid
         comm = comm if comm is not None else ps.comm
     for i, text in enumerate(specs, 1):
-        spec, filt = _split_filter(text)
         try:
-            probe = parse_spec(spec)
-            if filt is not None:
-                probe = dataclasses.replace(probe, filter=parse_filter(filt))
-                validate_probe(probe, filter_text=filt)
-        except SpecError as exc:
+            probes.append(parse_probe_text(text))
+        except SpecError as exc:  # its column counts in the -e text as typed
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
-        probes.append(probe)
     seen: dict[str, int] = {}
     for i, p in enumerate(probes):
         if p.name in seen:
-            raise ProbeSetError(f"two probes are named {p.name!r}: give one a label")
+            raise ProbeSetError(f"two probes are named {p.name!r}: "
+                                "give one a label (label: in a file, -e 'LABEL=SPEC')")
         seen[p.name] = i
     if len(files) > 1 or specs:
         name = name if not specs else "command line"
@@ -121,17 +131,13 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
 
 def _check_comm_option(comm: str) -> None:
     """--comm obeys the rules of `filter: {comm: ...}` in a probe set."""
-    from ktui.lang.chars import first_refused, refused_message
-    from ktui.lang.probeset import COMM_MAX_BYTES
+    from ktui.lang.limits import check_comm
+    from ktui.lang.model import SpecError
 
-    odd = first_refused(comm)
-    if odd is not None:
-        raise KtuiError(f"--comm: {refused_message(comm[odd])}")
-    if not comm.strip():
-        raise KtuiError("--comm: must not be empty")
-    if len(comm.encode("utf-8", "surrogateescape")) > COMM_MAX_BYTES:
-        raise KtuiError(f"--comm: longer than {COMM_MAX_BYTES} bytes "
-                        "(the kernel keeps only 15 bytes of a command name)")
+    try:
+        check_comm(comm)
+    except SpecError as err:
+        raise KtuiError(f"--comm: {err.message}") from None
 
 
 def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSet:
@@ -159,14 +165,20 @@ def _preflight_or_exit(print_warnings: bool = False) -> None:
             click.echo(f"ktui: warning: {p.message}", err=True)
 
 
+# Every command that takes --buffer takes it alike (compile too).
+_buffer_option = click.option(
+    "--buffer", type=click.Choice(["auto", "ringbuf", "perf"]), default="auto", show_default=True,
+    help="Event buffer: BPF ring buffer (5.8+) or perf buffers; auto picks by the running kernel.")
+
+_spec_option = click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
+                            help="A probe in the compact form (repeatable): `[LABEL=]SPEC [if FILTER]`.")
+
 _common_probe_options = [
-    click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
-                 help="A probe in the compact form (repeatable); `SPEC if FILTER` adds a filter."),
-    click.option("--pid", type=int, default=None, help="Only this process (in the kernel)."),
+    _spec_option,
+    click.option("--pid", type=PID, default=None, help="Only this process (in the kernel)."),
     click.option("--comm", default=None, help="Only tasks with this name (in the kernel)."),
-    click.option("--buffer", type=click.Choice(["auto", "ringbuf", "perf"]), default="auto",
-                 show_default=True, help="Event buffer: BPF ring buffer (5.8+) or perf buffers."),
-    click.option("--buffer-pages", type=int, default=2048, show_default=True,
+    _buffer_option,
+    click.option("--buffer-pages", type=BUFFER_PAGES, default=2048, show_default=True,
                  help="Ring buffer size in 4 KiB pages (a power of two)."),
     click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
                  help="Log file (default ~/.local/state/ktui/ktui.log)."),
@@ -182,8 +194,6 @@ def probe_options(f):
 def _session_options(buffer, buffer_pages, log_path):
     from ktui.kernel.session import SessionOptions
 
-    if buffer_pages < 1 or buffer_pages & (buffer_pages - 1):
-        _fail("--buffer-pages must be a power of two", EXIT_USAGE)
     return SessionOptions(buffer=buffer, ringbuf_pages=buffer_pages,
                           perf_pages=max(8, min(1024, buffer_pages // 8)),
                           log_path=Path(log_path) if log_path else None)
@@ -200,7 +210,7 @@ def main() -> None:
 @main.command("run", epilog=EXAMPLES)
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
-@click.option("--refresh", type=float, default=15.0, show_default=True, help="Screen updates per second.")
+@click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
 def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
     """The full-screen dashboard (the default command)."""
     ps = _inputs_or_exit(files, specs, pid, comm, default=True)
@@ -214,31 +224,32 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 def check_cmd(files):
     """Validate probe sets; print every error as file:line:col: message."""
-    from ktui.lang.probeset import load_probeset
+    from ktui.lang.probeset import check_probeset
 
     bad = 0
     for f in files:
-        try:
-            ps = load_probeset(f)
-        except KtuiError as exc:
-            click.echo(str(exc))
+        ps, errors = check_probeset(f)
+        for error in errors:
+            click.echo(str(error))
+        if errors:
             bad += 1
         else:
             click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''})")
-    sys.exit(EXIT_INVALID if bad else 0)
+    sys.exit(EXIT_INVALID if bad else EXIT_OK)
 
 
 @main.command("compile")
 @click.argument("files", nargs=-1, type=click.Path())
-@click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC", help="A probe (repeatable).")
-@click.option("--buffer", type=click.Choice(["ringbuf", "perf"]), default="ringbuf", show_default=True)
+@_spec_option
+@_buffer_option
 def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
+    from ktui.kernel.buffer_choice import resolve_buffer
     from ktui.kernel.codegen import generate
 
     ps = _inputs_or_exit(files, specs)
     try:
-        click.echo(generate(ps, buffer=buffer).text, nl=False)
+        click.echo(generate(ps, buffer=resolve_buffer(buffer)).text, nl=False)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 
@@ -266,8 +277,8 @@ def _leave(code: int) -> None:
 @probe_options
 @click.option("--from", "from_rec", type=click.Path(dir_okay=False), default=None,
               help="Convert a recording to NDJSON instead of probing.")
-@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between stats lines.")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats lines.")
+@click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("--no-stats", is_flag=True, help="Only event lines (and the summary).")
 def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec, interval,
                duration, no_stats):
@@ -286,8 +297,8 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Recording file.")
-@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between stats snapshots.")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats snapshots.")
+@click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
 def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration,
                force):
@@ -304,8 +315,8 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, 
 
 @main.command("replay")
 @click.argument("recording", type=click.Path(dir_okay=False))
-@click.option("--speed", type=float, default=1.0, show_default=True, help="0 = as fast as possible.")
-@click.option("--refresh", type=float, default=15.0, show_default=True)
+@click.option("--speed", type=SPEED, default=1.0, show_default=True, help="0 = as fast as possible.")
+@click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None)
 def replay_cmd(recording, speed, refresh, log_path):
     """The dashboard on a recording: no root, no kernel."""

@@ -22,13 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ktui.exits import EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
 from ktui.kernel.quiet import log_line, open_log_file
 from ktui.lang.chars import escape_refused
 from ktui.lang.model import KtuiError, ProbeSet
 from ktui.pipeline.collector import BufferedFeed
 
-EXIT_OK = 0
-EXIT_RUNTIME = 4
 MAX_ERROR_CHARS = 200  # of the exception's text in the one-line report
 
 
@@ -138,5 +137,5 @@ def run_replay(path: str, speed: float, refresh: float, log_path: Path | None) -
         feed = ReplayFeed(path, speed=speed)
     except KtuiError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_INVALID
     return run_feed(feed, refresh, log_path)

@@ -1,8 +1,10 @@
 """Headless runs on the live pipeline: `ktui stream` and `ktui record`.
 
 Both drive the same Collector as the dashboard, stop cleanly on SIGINT,
-SIGTERM or SIGHUP (and after --duration), detach every probe, and end with
-a per-probe summary (hits, emitted, lost). `stream` also stops when the
+SIGTERM or SIGHUP (and after --duration), and end the same way: detach
+every probe, drain the buffers to the end, read the final counters, then a
+per-probe summary (hits, emitted, lost) in which every emitted event was
+written. `stream` also stops when the
 reader of its stdout pipe goes away, whether or not it was writing.
 """
 
@@ -16,6 +18,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Callable
 
+from ktui.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
 from ktui.lang.model import KtuiError, ProbeSet
 from ktui.pipeline.ndjson import NdjsonSink, summary_of
 
@@ -25,11 +28,6 @@ if TYPE_CHECKING:
 # asyncio and the collector (and numpy, through the session's decoder) are
 # imported once the probes are attached: under emulation those imports take
 # seconds, and the probes should be counting meanwhile.
-
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_RUNTIME = 4
-
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -77,21 +75,49 @@ async def _watch_reader(gone: Callable[[], bool], on_gone: Callable[[], None]) -
         await asyncio.sleep(READER_CHECK_INTERVAL)
 
 
-async def _collect(feed, sink, interval: float, duration: float | None,
-                   collector: Collector | None = None,
-                   reader_gone: tuple[Callable[[], bool], Callable[[], None]] | None = None) -> Collector:
-    """Run the collector until a stop signal, the duration, or (with
-    `reader_gone`, a test and what to do) the output's reader going away.
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP while the probes run: they ask the
+    collector to stop and never raise, so every way out goes through
+    Collector.finish (detach, drain to the end, final stats) and nothing
+    emitted goes unaccounted. Entered as soon as the session is open, before
+    the slow imports, so no signal falls in between.
 
     Plain signal.signal handlers, not loop.add_signal_handler: those only run
     when the loop gets control back, which a sink busy with a big batch may
-    not give for seconds. Ours set a flag the sink checks between chunks."""
+    not give for seconds."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._collector: Collector | None = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "StopSignals":
+        self._old = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.requested = True
+        if self._collector is not None:
+            self._collector.stop()
+
+    def notify(self, collector: Collector) -> None:
+        """Stop `collector` on a signal (at once, if one came already)."""
+        self._collector = collector
+        if self.requested:
+            collector.stop()
+
+
+async def _collect(collector: Collector, sink, duration: float | None,
+                   reader_gone: tuple[Callable[[], bool], Callable[[], None]] | None = None) -> None:
+    """Run the collector until it is stopped (a signal, through StopSignals),
+    the duration, or (with `reader_gone`, a test and what to do) the output's
+    reader going away; it then finishes (detach, drain to the end, stats)."""
     import asyncio
 
-    from ktui.pipeline.collector import Collector
-
-    collector = collector or Collector(feed, stats_interval=interval)
-    old = {sig: signal.signal(sig, lambda signum, frame: collector.stop()) for sig in STOP_SIGNALS}
     loop = asyncio.get_running_loop()
     if duration is not None:
         loop.call_later(duration, collector.stop)
@@ -101,12 +127,6 @@ async def _collect(feed, sink, interval: float, duration: float | None,
     finally:
         if watcher is not None:
             watcher.cancel()
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    return collector
-
-
-EXIT_INTERRUPTED = 130
 
 
 def _interrupt(signum, frame) -> None:
@@ -206,32 +226,31 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
     session = (open_feed or _open_session_or_status)(ps, options)
     if isinstance(session, int):
         return session
-    try:
-        import asyncio
-
-        from ktui.pipeline.collector import Collector
-
-        # --no-stats: no stats lines, so no map reads but the final one
-        collector = Collector(session, stats_interval=interval if with_stats else float("inf"))
-        sink = NdjsonSink(sys.stdout, session, getattr(session, "symbolize", None),
-                          with_stats=with_stats, should_stop=lambda: collector.stopping)
-        guarded = _GuardedSink(sink, [collector])
-        gone = ReaderGone(sys.stdout.fileno())
-        watch = (gone, guarded.pipe_broken) if gone.watching else None
+    with StopSignals() as stop:
         try:
-            asyncio.run(_collect(session, guarded, interval, duration, collector, watch))
-        except KeyboardInterrupt:
-            pass  # a stop signal before the loop's handlers took over: stop as usual
-        summary = sink.summary()
-        if not guarded.broken:
-            try:
-                print(json.dumps(summary), flush=True)
-            except BrokenPipeError:
-                _stdout_to_devnull()
-        _print_summary(summary)
-        return EXIT_OK
-    finally:
-        session.close()
+            import asyncio
+
+            from ktui.pipeline.collector import Collector
+
+            # --no-stats: no stats lines, so no map reads but the final one
+            collector = Collector(session, stats_interval=interval if with_stats else float("inf"))
+            stop.notify(collector)
+            sink = NdjsonSink(sys.stdout, session, getattr(session, "symbolize", None),
+                              with_stats=with_stats)
+            guarded = _GuardedSink(sink, [collector])
+            gone = ReaderGone(sys.stdout.fileno())
+            watch = (gone, guarded.pipe_broken) if gone.watching else None
+            asyncio.run(_collect(collector, guarded, duration, watch))
+            summary = sink.summary()
+            if not guarded.broken:
+                try:
+                    print(json.dumps(summary), flush=True)
+                except BrokenPipeError:
+                    _stdout_to_devnull()
+            _print_summary(summary)
+            return EXIT_OK
+        finally:
+            session.close()
 
 
 def run_record(ps: ProbeSet, options, output: str, interval: float,
@@ -253,26 +272,28 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
         session = (open_feed or _open_session_or_status)(ps, options)
         if isinstance(session, int):
             return session
-        try:
-            last = {}
-
-            class Sink:
-                def on_batch(self, batch):
-                    recorder.on_batch(batch)
-
-                def on_stats(self, stats):
-                    last["stats"] = stats
-                    recorder.on_stats(stats)
-
-            import asyncio
-
+        with StopSignals() as stop:
             try:
-                asyncio.run(_collect(session, Sink(), interval, duration))
-            except KeyboardInterrupt:
-                pass  # a stop signal before the loop's handlers took over
-            summary = summary_of(session, last.get("stats"), recorder.events)
-        finally:
-            session.close()
+                last = {}
+
+                class Sink:
+                    def on_batch(self, batch):
+                        recorder.on_batch(batch)
+
+                    def on_stats(self, stats):
+                        last["stats"] = stats
+                        recorder.on_stats(stats)
+
+                import asyncio
+
+                from ktui.pipeline.collector import Collector
+
+                collector = Collector(session, stats_interval=interval)
+                stop.notify(collector)
+                asyncio.run(_collect(collector, Sink(), duration))
+                summary = summary_of(session, last.get("stats"), recorder.events)
+            finally:
+                session.close()
     finally:
         recorder.close()
     _print_summary(summary)

@@ -15,7 +15,6 @@ from typing import Callable, Collection, Mapping
 
 from ktui.lang.model import Builtin, Kind, Probe, ProbeSet, RetVal
 from ktui.record.feed import (
-    HIST_SLOTS,
     Event,
     FeedError,
     ProbeState,
@@ -24,13 +23,14 @@ from ktui.record.feed import (
     StatsSnapshot,
     SystemInfo,
 )
+from ktui.record.histogram import HIST_SLOTS, slot_bounds
 
 COMMS = ("bash", "cat", "sshd", "kworker/0:1", "systemd-journal")
 STRINGS = ("/etc/passwd", "/proc/self/maps", "tab\there", "bin\x01\x7fary")
 ERRNOS = (9, 14, 11)  # EBADF, EFAULT, EAGAIN: every 8th return fails
-# Relative frequency of latency slots 8..15 (256ns..64us): a skewed bell.
+# Relative frequency of latency slots 9..16 (256ns..64us): a skewed bell.
 LATENCY_SHAPE = (2, 6, 10, 7, 4, 2, 1, 1)
-LATENCY_FIRST_SLOT = 8
+LATENCY_FIRST_SLOT = 9
 DEFAULT_INFO = SystemInfo(
     kernel="6.1.0-fake", kprobes=True, btf=True, root=True, buffer="ringbuf"
 )
@@ -101,6 +101,7 @@ class FakeFeed:
         self.info = dataclasses.replace(info, buffer="replay") if replay else info
         self.calls: list[tuple] = []  # (method, args...) of every control call
         self.decoded = 0  # Event objects built so far
+        self.detached = False  # detach_all(): no event or hit after it
         self.closed = False
         self._clock = clock
         self._fake_time = 100.0
@@ -121,7 +122,8 @@ class FakeFeed:
 
     def drain(self) -> FakeBatch:
         attached = tuple(
-            (pid, st.probe) for pid, st in self._statuses.items() if st.state is ProbeState.ATTACHED
+            (pid, st.probe) for pid, st in self._statuses.items()
+            if st.state is ProbeState.ATTACHED and not self.detached
         )
         emitting = tuple((pid, p) for pid, p in attached if p.emits_events)
         batch = FakeBatch(self, emitting, self._seq, self.events_per_drain)
@@ -174,7 +176,12 @@ class FakeFeed:
             del table[probe_id]
         self._sync_probeset()
 
+    def detach_all(self) -> None:
+        self.calls.append(("detach_all",))
+        self.detached = True
+
     def close(self) -> None:
+        self.detached = True
         self.closed = True
 
     # ------------------------------------------------------------ the fake
@@ -280,5 +287,5 @@ def histogram_for(returns: int) -> tuple[int, ...]:
 
 def latency_for(seq: int) -> int:
     """A latency for event `seq`, inside the slots LATENCY_SHAPE uses."""
-    slot = LATENCY_FIRST_SLOT + (seq * 5) % len(LATENCY_SHAPE)
-    return (1 << slot) + (seq * 97) % (1 << slot)
+    low, high = slot_bounds(LATENCY_FIRST_SLOT + (seq * 5) % len(LATENCY_SHAPE))
+    return low + (seq * 97) % (high - low + 1)

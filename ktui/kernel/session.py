@@ -9,6 +9,10 @@ second program ("unit"), so adding never disturbs what is running.
 
 Every attachment is an fd owned by this process: `close()` releases them
 all, and if the process dies (even by SIGKILL) the kernel does it.
+
+The jobs live beside it: `unit` (a compiled program and its reader),
+`attach` (one probe, or why not), `statmaps` (the counters), and `loader`,
+the kernel side Session talks to, which host tests replace with a fake.
 """
 
 from __future__ import annotations
@@ -18,16 +22,18 @@ import os
 import resource
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.kernel import kprobe_pmu
-from ktui.kernel.codegen import PERF, RINGBUF, Program, generate
-from ktui.kernel.explain import explain_attach_error
+from ktui.kernel.attach import attach_probe
+from ktui.kernel.buffer_choice import resolve_buffer
+from ktui.kernel.codegen import PERF, generate
 from ktui.kernel.ksyms import KernelSymbols
-from ktui.kernel.quiet import captured_stderr, log_line, open_log
-from ktui.kernel.statmaps import read_unit_stats
-from ktui.lang.model import Kind, KtuiError, Probe, ProbeSet
+from ktui.kernel.loader import BccLoader, Loader
+from ktui.kernel.quiet import log_line, open_log
+from ktui.kernel.unit import Unit, compile_unit, start_reading
+from ktui.lang.model import KtuiError, Probe, ProbeSet
 from ktui.record.feed import (
     EventBatch,
     FeedError,
@@ -48,42 +54,28 @@ class SessionOptions:
     include_self: bool = False  # probe ktui's own process too
 
 
-def kernel_has_ringbuf(release: str | None = None) -> bool:
-    release = release or os.uname().release
-    try:
-        major, minor = (int(x) for x in release.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= (5, 8)
-
-
-@dataclass
-class _Unit:
-    """One compiled BPF program and its readers."""
-
-    bpf: object
-    program: Program
-    ids: list[int]  # session probe id by local index
-    # Set by _start_reading: numpy (decode, ring views) is imported only then.
-    decoder: object | None = None
-    reader: object | None = None
-    live: set[int] = field(default_factory=set)  # local indices not removed
 
 
 class Session:
-    def __init__(self, probeset: ProbeSet, options: SessionOptions | None = None) -> None:
+    def __init__(self, probeset: ProbeSet, options: SessionOptions | None = None,
+                 loader: Loader | None = None) -> None:
+        """`loader`: the kernel side (bcc and the kprobe PMU by default)."""
         self.options = options or SessionOptions()
         self.probeset = probeset
+        self.loader = loader or BccLoader()
         self.symbols = KernelSymbols()
         self._log_fd = -1
-        self._units: list[_Unit] = []
-        self._where: dict[int, tuple[_Unit, int]] = {}
+        # Replaced whole under _lock, never changed in place: drain() and
+        # stats() take the tuple as it is, without the session's lock.
+        self._units: tuple[Unit, ...] = ()
+        self._where: dict[int, tuple[Unit, int]] = {}
         self._probes: dict[int, Probe] = {}
         self._status: dict[int, ProbeStatus] = {}
         self._fds: dict[int, list[int]] = {}
         self._next_id = 0
         self._lock = threading.RLock()
         self._closed = False
+        self._detached = False  # detach_all() ran: nothing attaches again
         self.buffer = self._pick_buffer()
 
     # ------------------------------------------------------------ lifecycle
@@ -122,42 +114,44 @@ class Session:
             self.close()
             raise
 
+    def detach_all(self) -> None:
+        """Detach every probe; keep the programs, maps and buffers. When it
+        returns no probe program runs any more (closing a kprobe's perf fd
+        waits until its handlers are done), so draining to the end and then
+        reading stats gives every event emitted and exact counters. No probe
+        can be attached again; close() frees the rest."""
+        with self._lock:
+            self._detached = True
+            fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            if not fds:
+                return
+            started = time.monotonic()
+            self.loader.detach(fds)
+            if self._log_fd >= 0:
+                log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in "
+                         f"{time.monotonic() - started:.2f} s (at {time.monotonic():.3f})")
+
     def close(self) -> None:
         """Detach everything and free the programs. Safe to call twice."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            self.detach_all()
             started = time.monotonic()
-            kprobe_pmu.detach_all(fds)
-            detached = time.monotonic()
-            for unit in self._units:
-                self._close_unit(unit)
-            self._units.clear()
+            units, self._units = self._units, ()
+            for unit in units:
+                unit.close(self.loader, self._log_fd)
             if self._log_fd >= 0:  # not opened when open() was never called
-                log_line(self._log_fd, f"ktui: detached {len(fds)} kprobe(s) in {detached - started:.2f} s, "
-                         f"freed the programs in {time.monotonic() - detached:.2f} s (at {time.monotonic():.3f})")
+                log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
+                         f"(at {time.monotonic():.3f})")
                 os.close(self._log_fd)
                 self._log_fd = -1
-
-    def _close_unit(self, unit: _Unit) -> None:
-        try:
-            if unit.reader is not None:
-                unit.reader.close()
-        finally:
-            with captured_stderr(self._log_fd):
-                unit.bpf.cleanup()
 
     # ------------------------------------------------------------ compile
 
     def _pick_buffer(self) -> str:
-        choice = self.options.buffer
-        if choice == "auto":
-            return RINGBUF if kernel_has_ringbuf() else PERF
-        if choice not in (RINGBUF, PERF):
-            raise KtuiError(f"unknown buffer kind {choice!r}: use auto, ringbuf or perf")
-        return choice
+        return resolve_buffer(self.options.buffer)
 
     def _new_id(self, probe: Probe) -> int:
         pid_ = self._next_id
@@ -166,9 +160,7 @@ class Session:
         self._status[pid_] = ProbeStatus(pid_, probe, ProbeState.PENDING)
         return pid_
 
-    def _compile_unit(self, probes: list[Probe], ids: list[int], read_now: bool = True) -> _Unit:
-        from bcc import BPF  # imported late: offline commands need no bcc
-
+    def _compile_unit(self, probes: list[Probe], ids: list[int], read_now: bool = True) -> Unit:
         program = generate(
             probes,
             buffer=self.buffer,
@@ -177,48 +169,21 @@ class Session:
             comm=self.probeset.comm,
             exclude_pid=None if self.options.include_self else os.getpid(),
         )
-        log_line(self._log_fd, f"ktui: compiling {len(probes)} probe(s)")
-        started = time.monotonic()
-        with captured_stderr(self._log_fd) as cap:
-            try:
-                bpf = BPF(text=program.text.encode())
-            except Exception as exc:  # bcc raises bare Exception on compile errors
-                detail = cap.first_error() if cap.text else str(exc)
-                raise KtuiError(f"BPF compile failed: {detail or exc}") from exc
-        log_line(self._log_fd, f"ktui: compiled in {time.monotonic() - started:.2f} s")
-        unit = _Unit(bpf, program, list(ids), live=set(range(len(ids))))
+        unit = compile_unit(self.loader, program, ids, self._log_fd)
         if read_now:
             try:
                 self._start_reading(unit)
             except Exception:
-                with captured_stderr(self._log_fd):
-                    bpf.cleanup()
+                self.loader.free(unit.bpf, self._log_fd)
                 raise
         with self._lock:
-            self._units.append(unit)
+            self._units = (*self._units, unit)
             for local, pid_ in enumerate(ids):
                 self._where[pid_] = (unit, local)
         return unit
 
-    def _start_reading(self, unit: _Unit) -> None:
-        """Map the unit's event buffer and build its decoder."""
-        from ktui.record.decode import Decoder
-
-        program = unit.program
-        probes = [self._probes[i] for i in unit.ids]
-        unit.decoder = Decoder(program.layout, probes, unit.ids)
-        unit.reader = self._open_reader(unit.bpf, program)
-
-    def _open_reader(self, bpf, program: Program):
-        size = program.layout.record_size
-        if program.buffer == RINGBUF:
-            from ktui.kernel.ringbuf import RingBufReader
-
-            table = bpf[b"ktui_events"]
-            return RingBufReader(table.map_fd, self.options.ringbuf_pages * 4096, size)
-        from ktui.kernel.perfbuf import PerfBufReader
-
-        return PerfBufReader(bpf, b"ktui_events", size, self.options.perf_pages)
+    def _start_reading(self, unit: Unit) -> None:
+        start_reading(unit, self.loader, [self._probes[i] for i in unit.ids], self.options)
 
     # ------------------------------------------------------------ attach
 
@@ -231,61 +196,20 @@ class Session:
         with self._lock:
             if pid_ in self._fds:
                 return self._status[pid_]
-            probe = self._probes[pid_]
-            reason = self._precheck(probe)
-            if reason:
-                return self._set_status(pid_, ProbeState.FAILED, reason)
+            if self._detached:
+                raise FeedError("the probes were detached: the session is ending")
             unit, local = self._where[pid_]
-            symbol, offset, address = self._location(probe)
-            fds: list[int] = []
-            try:
-                with captured_stderr(self._log_fd) as cap:
-                    try:
-                        if probe.kind is Kind.RETURN:
-                            entry = unit.bpf.load_func(unit.program.entry_fn(local).encode(), 2).fd
-                            fds.append(kprobe_pmu.attach(entry, symbol, offset, False, address))
-                        fn = unit.bpf.load_func(unit.program.probe_fn(local).encode(), 2).fd
-                        retprobe = probe.kind is Kind.RETURN
-                        fds.append(kprobe_pmu.attach(fn, symbol, offset, retprobe, address))
-                    except Exception as exc:
-                        raise _AttachError(self._explain(probe, exc, cap)) from exc
-            except (_AttachError, OSError) as exc:
-                # OSError: not even an fd left to capture bcc's stderr (EMFILE)
-                reason = str(exc) if isinstance(exc, _AttachError) else self._explain(probe, exc, None)
-                for fd in fds:
-                    os.close(fd)
-                log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
+            fds, reason = attach_probe(self.loader, unit, local, self._probes[pid_],
+                                       self.symbols, self._log_fd)
+            if reason:
                 return self._set_status(pid_, ProbeState.FAILED, reason)
             self._fds[pid_] = fds
             return self._set_status(pid_, ProbeState.ATTACHED)
 
     def _detach(self, pid_: int) -> None:
-        for fd in self._fds.pop(pid_, []):
-            try:
-                os.close(fd)  # closing the perf fd removes the kprobe
-            except OSError:
-                pass
-
-    def _location(self, probe: Probe) -> tuple[str | None, int, int | None]:
-        t = probe.target
-        if t.address is not None:
-            found = self.symbols.resolve(t.address)
-            if found is not None:
-                return found[0], found[1], None
-            return None, 0, t.address
-        return t.symbol, t.offset, None
-
-    def _precheck(self, probe: Probe) -> str:
-        """Reasons to refuse a probe before asking the kernel. Symbol checks
-        wait until the kernel refuses: parsing /proc/kallsyms costs seconds
-        under emulation, and a probe that attaches needs none of it."""
-        t = probe.target
-        if probe.kind is Kind.RETURN and (t.address is not None or t.offset):
-            return "a return probe needs a function entry: drop the address/offset or use :c"
-        return ""
-
-    def _explain(self, probe: Probe, exc: Exception, cap) -> str:
-        return explain_attach_error(probe, exc, cap, self.symbols)
+        fds = self._fds.pop(pid_, [])
+        if fds:
+            self.loader.detach(fds)  # closing a perf fd removes its kprobe
 
     # ------------------------------------------------------------ Feed API
 
@@ -311,11 +235,9 @@ class Session:
         from ktui.record.decode import EmptyBatch, MultiBatch
 
         parts = []
-        for unit in list(self._units):
-            if unit.reader is None:
-                continue
-            raw = unit.reader.drain()
-            if len(raw):
+        for unit in self._units:  # a unit freed meanwhile returns None
+            raw = unit.drain_raw()
+            if raw is not None and len(raw):
                 parts.append(unit.decoder.batch(raw))
         if not parts:
             return EmptyBatch()
@@ -324,8 +246,8 @@ class Session:
     def stats(self) -> StatsSnapshot:
         now = time.monotonic()
         out: dict[int, ProbeStats] = {}
-        for unit in list(self._units):
-            out.update(read_unit_stats(unit))
+        for unit in self._units:
+            out.update(unit.read_stats(self.loader))
         return StatsSnapshot(now, out)
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
@@ -373,10 +295,9 @@ class Session:
             unit, local = self._where.pop(probe_id)
             del self._probes[probe_id]
             del self._status[probe_id]
-            unit.live.discard(local)
-            if not unit.live:
-                self._units.remove(unit)
-                self._close_unit(unit)
+            if unit.drop(local):
+                self._units = tuple(u for u in self._units if u is not unit)
+                unit.close(self.loader, self._log_fd)
             self._sync_probeset()
 
     async def remove_probe(self, probe_id: int) -> None:
@@ -388,12 +309,6 @@ class Session:
         self.probeset = dataclasses.replace(
             self.probeset, probes=tuple(self._probes[i] for i in sorted(self._probes))
         )
-
-
-class _AttachError(Exception):
-    pass
-
-
 
 
 def _raise_fd_limit() -> None:

@@ -1,14 +1,17 @@
 """Read a compiled unit's in-kernel counters into ProbeStats.
 
 Counts, histograms, errnos and comms live in BPF maps, summed over CPUs
-here, once per stats read: never counted from events in Python."""
+here, once per stats read: never counted from events in Python. A
+probe's latency histogram is one per-CPU array value (struct ktui_hist),
+so it costs one lookup, not one per slot."""
 
 from __future__ import annotations
 
 import ctypes
 
 from ktui.lang.model import Kind
-from ktui.record.feed import HIST_SLOTS, ProbeStats
+from ktui.record.feed import ProbeStats
+from ktui.record.histogram import HIST_SLOTS
 
 TOP_COMMS = 5
 
@@ -18,6 +21,18 @@ def _percpu_sum(table, key: int) -> int:
         return int(sum(table[ctypes.c_int(key)]))
     except KeyError:
         return 0
+
+
+def _percpu_hist(table, key: int) -> tuple[int, ...]:
+    """One lookup: every CPU's struct ktui_hist, summed slot by slot."""
+    import numpy as np  # not at import: the session loads it once probes run
+
+    try:
+        per_cpu = table[ctypes.c_int(key)]
+    except KeyError:
+        return (0,) * HIST_SLOTS
+    counts = np.frombuffer(bytes(per_cpu), dtype=np.uint64).reshape(-1, HIST_SLOTS)
+    return tuple(int(n) for n in counts.sum(axis=0, dtype=np.uint64))
 
 
 def read_unit_stats(unit) -> dict[int, ProbeStats]:
@@ -40,8 +55,7 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
         probe = unit.program.probes[local]
         hist: tuple[int, ...] = ()
         if probe.kind is Kind.RETURN:
-            base = local * HIST_SLOTS
-            hist = tuple(_percpu_sum(hist_t, base + s) for s in range(HIST_SLOTS))
+            hist = _percpu_hist(hist_t, local)
         pid_ = unit.ids[local]
         out[pid_] = ProbeStats(
             probe_id=pid_,

@@ -48,6 +48,12 @@ def char_name(c: str) -> str:
     return f"{text} {name} ({what})" if name else f"{text} ({what})"
 
 
+def show_char(c: str) -> str:
+    """A character for a one-line message: `"x"`, or by code point and
+    name (`U+00E9 LATIN SMALL LETTER E WITH ACUTE`), never raw."""
+    return f'"{c}"' if " " <= c <= "~" else char_name(c)
+
+
 def is_refused(c: str) -> bool:
     return unicodedata.category(c) in REFUSED_CATEGORIES
 

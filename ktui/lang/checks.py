@@ -4,8 +4,15 @@ unique fetch names, and a filter whose names resolve in its probe."""
 
 from __future__ import annotations
 
-from ktui.lang import filters
-from ktui.lang.grammar import MAX_FETCHES, FetchSpan, SpecSpan
+from ktui.lang import filters, limits, names
+from ktui.lang.grammar import FetchSpan, SpecSpan
+from ktui.lang.limits import (
+    COMM_MAX_BYTES,
+    FETCH_LABEL_MAX,
+    FILTER_MAX_COMPARES,
+    FILTER_MAX_DEPTH,
+    MAX_FETCHES,
+)
 from ktui.lang.model import (
     INT_TYPES,
     STRING_TYPES,
@@ -26,9 +33,9 @@ from ktui.lang.model import (
 
 
 def check_label(label: str, col: int | None) -> None:
-    if len(label) > filters.LABEL_MAX:
-        raise SpecError(f"label longer than {filters.LABEL_MAX} characters", col=col)
-    if filters.is_reserved(label):
+    if len(label) > FETCH_LABEL_MAX:
+        raise SpecError(f"label longer than {FETCH_LABEL_MAX} characters", col=col)
+    if names.is_reserved(label):
         raise SpecError(f'"{label}" is a reserved name; pick another label', col=col)
 
 
@@ -75,12 +82,8 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
                 f'fetch name "{fetch.name}" is used twice; give one a label, e.g. x=...', col=fetch_span.start
             )
         seen.add(fetch.name)
-    for attr, allow_none in (("sample", False), ("rate_limit", True)):
-        value = getattr(probe, attr)
-        if value is None and allow_none:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise SpecError(f"{attr} must be a whole number of at least 1, got {value!r}")
+    limits.check_count("sample", probe.sample)
+    limits.check_count("rate_limit", probe.rate_limit, optional=True)
     if probe.filter is not None:
         _check_filter(probe, filter_text)
 
@@ -98,37 +101,22 @@ def _filter_error(message: str, col: int | None) -> SpecError:
     return SpecError(f"filter: {message}", col=col)
 
 
-def _field_kind(probe: Probe, name: str, col: int) -> str:
-    """What a filter name is in this probe: _INT or _STR. Resolution order
-    (codegen follows the same): a fetch of that name (its label, or `a3`,
-    `rdi`, `comm`... for an unlabelled fetch), then the predefined names."""
-    for fetch in probe.fetches:
-        if fetch.name == name:
-            return _STR if fetch.effective_type in STRING_TYPES else _INT
-    if name == "retval":
-        if probe.kind is Kind.CALL:
-            raise _filter_error("retval exists only in return probes (kind r)", col)
-        return _INT
-    if name == "comm":
-        return _STR
-    if name in filters.PREDEFINED:
-        return _INT
-    known = tuple(f.name for f in probe.fetches) + filters.PREDEFINED
-    hint = filters.suggest(name, known)
-    raise _filter_error(
-        f'unknown name "{name}";{hint} use a fetch label, a1..a6, retval, comm, pid, tid, cpu or a register', col
-    )
-
-
 def _operand_kind(probe: Probe, operand: object, col: int) -> str:
-    if isinstance(operand, Field):
-        return _field_kind(probe, operand.name, col)
-    return _STR if isinstance(operand, StrLit) else _INT
+    if not isinstance(operand, Field):
+        return _STR if isinstance(operand, StrLit) else _INT
+    return _STR if _resolve(probe, operand.name, col).is_string else _INT
+
+
+def _resolve(probe: Probe, name: str, col: int) -> names.Resolved:
+    try:
+        return names.resolve(probe, name)
+    except SpecError as err:
+        raise _filter_error(err.message, col) from None
 
 
 def _check_filter(probe: Probe, filter_text: str | None) -> None:
     expr = probe.filter
-    if filters.tree_depth(expr) > 4 * filters.MAX_DEPTH + filters.MAX_COMPARES:
+    if filters.tree_depth(expr) > 4 * FILTER_MAX_DEPTH + FILTER_MAX_COMPARES:
         raise _filter_error("filter nests too deeply", None)
     columns = None
     if filter_text is not None:
@@ -151,6 +139,7 @@ def _check_filter(probe: Probe, filter_text: str | None) -> None:
 
 
 def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
+    _check_unquoted_text(probe, compare, cols)
     left = _operand_kind(probe, compare.left, cols.left)
     right = _operand_kind(probe, compare.right, cols.right)
     if left != right:
@@ -163,17 +152,47 @@ def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns)
         literal_col = cols.right if isinstance(compare.left, Field) else cols.left
         wanted = 'a quoted "text"' if kind == _STR else "a number"
         raise _filter_error(f"{named} is a{'n' if kind == _INT else ''} {kind}; compare it with {wanted}", literal_col)
+    if left == _STR and isinstance(compare.left, Field) and isinstance(compare.right, Field):
+        # The kernel side compares a string with the bytes of a literal only.
+        raise _filter_error(
+            f'a string compares only with a quoted "text", not with another string ({compare.right})', cols.right
+        )
     if left == _STR and compare.op not in ("==", "!="):
         raise _filter_error(f"strings compare only with == or !=, not {compare.op}", cols.op)
     for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
-        if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value) > filters.COMM_MAX:
-            raise _filter_error(f"comm holds at most {filters.COMM_MAX} characters", col)
+        if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value.encode()) > COMM_MAX_BYTES:
+            raise _filter_error(f"comm holds at most {COMM_MAX_BYTES} characters", col)
+
+
+def _check_unquoted_text(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
+    """`comm == dd`: a word that is no name, compared with a string, is text
+    that lost its quotes; say so rather than "unknown name"."""
+    left, right = compare.left, compare.right
+    if not (isinstance(left, Field) and isinstance(right, Field)):
+        return
+    for bare, other, col in ((right, left, cols.right), (left, right, cols.left)):
+        if _is_unknown(probe, bare.name) and _is_string(probe, other.name):
+            text = StrLit(bare.name)
+            quoted = Compare(compare.op, left, text) if bare is right else Compare(compare.op, text, right)
+            raise _filter_error(f"strings need double quotes: {quoted}", col)
+
+
+def _is_unknown(probe: Probe, name: str) -> bool:
+    try:
+        names.resolve(probe, name)
+    except names.UnknownName:
+        return True
+    except SpecError:  # a known name used where it does not apply (retval in a call probe)
+        return False
+    return False
+
+
+def _is_string(probe: Probe, name: str) -> bool:
+    try:
+        return names.resolve(probe, name).is_string
+    except SpecError:
+        return False
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:
-    if not isinstance(operand, Field):
-        return False
-    for fetch in probe.fetches:
-        if fetch.name == operand.name:
-            return isinstance(fetch.expr, Builtin) and fetch.expr.name == "comm"
-    return operand.name == "comm"
+    return isinstance(operand, Field) and names.resolve(probe, operand.name).is_comm

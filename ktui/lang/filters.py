@@ -9,23 +9,27 @@ builds C from that tree, never from the text. Precedence, tightest first:
 `!` (which takes a parenthesised condition or another `!`), comparisons,
 `&&`, `||`. `&&` and `||` group to the left.
 
-This module also owns the vocabulary of predefined names (a1..a6, retval,
-comm/pid/tid/cpu, registers) because the spec language in `ktui.lang.spec`
-shares it; whether a name exists *in a given probe* is checked by
-`ktui.lang.spec.validate_probe`, which knows the probe's fetches and kind.
+Names are left as written, in their canonical spelling (`arg3` -> `a3`);
+what a name is *in a given probe* is `ktui.lang.names.resolve`'s answer,
+which both `validate_probe` and codegen use.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from ktui.lang import chars
+from ktui.lang.limits import (
+    FETCH_LABEL_MAX,
+    FILTER_INT_MAX,
+    FILTER_INT_MIN,
+    FILTER_MAX,
+    FILTER_MAX_COMPARES,
+    FILTER_MAX_DEPTH,
+    STRING_LITERAL_MAX,
+)
 from ktui.lang.model import (
-    BUILTINS,
     COMPARE_OPS,
-    REGISTERS,
-    STRING_MAX,
     And,
     Compare,
     Field,
@@ -36,101 +40,9 @@ from ktui.lang.model import (
     Or,
     SpecError,
     StrLit,
-    reg_display,
 )
-
-MAX_TEXT = 4096  # characters of filter text
-MAX_DEPTH = 32  # nested parentheses and `!`
-MAX_COMPARES = 64  # comparisons in one filter: keeps the generated C small
-MAX_STRING = STRING_MAX - 1  # a string fetch keeps 63 characters plus NUL
-COMM_MAX = 15  # the kernel's comm is 16 bytes, NUL included
-INT_MIN = -(2**63)
-INT_MAX = 2**64 - 1  # u64 values are compared as such
-LABEL_MAX = 32
-ARG_COUNT = 6
-
-# ---------------------------------------------------------------- names
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
-_DIGITS = "0123456789"
-_HEX = "0123456789abcdefABCDEF"
-IDENT_START = frozenset(_LETTERS)
-IDENT_CHARS = frozenset(_LETTERS + _DIGITS)
-
-# Every accepted spelling of a register -> its pt_regs field name.
-REGISTER_SPELLINGS: dict[str, str] = {
-    **{reg: reg for reg in REGISTERS},
-    **{reg_display(reg): reg for reg in REGISTERS},
-    "eflags": "flags",
-}
-# 32-bit names are refused rather than silently read as 64 bits.
-_NARROW_REGISTERS: dict[str, str] = {
-    **{"e" + reg: "r" + reg for reg in ("ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "ip")},
-    **{f"r{n}d": f"r{n}" for n in range(8, 16)},
-}
-ARG_NAMES = tuple(f"a{n}" for n in range(1, ARG_COUNT + 1))
-# Canonical names a probe always has (retval only in return probes).
-PREDEFINED = ARG_NAMES + ("retval",) + BUILTINS + tuple(reg_display(r) for r in REGISTERS)
-
-
-def _ascii_int(text: str) -> int | None:
-    return int(text) if text and all(c in _DIGITS for c in text) else None
-
-
-def _arg_number(word: str) -> int | None:
-    """`a3` / `arg3` -> 3 (any number, range checked by the caller)."""
-    for prefix in ("arg", "a"):
-        if word.startswith(prefix):
-            number = _ascii_int(word[len(prefix):])
-            if number is not None:
-                return number
-    return None
-
-
-def canonical_name(word: str) -> str | None:
-    """The canonical spelling of a predefined name, None for any other word.
-
-    `arg3` -> `a3`, `di` -> `rdi`, `eflags` -> `flags`, `comm` -> `comm`.
-    A register's canonical name is what an unlabelled register fetch is
-    called (`str(Reg("di"))`), so filters and fetch names agree.
-    """
-    number = _arg_number(word)
-    if number is not None:
-        return f"a{number}" if 1 <= number <= ARG_COUNT else None
-    if word == "retval" or word in BUILTINS:
-        return word
-    if word in REGISTER_SPELLINGS:
-        return reg_display(REGISTER_SPELLINGS[word])
-    return None
-
-
-def name_problem(word: str) -> str | None:
-    """Why a word that looks like a predefined name is not one, or None."""
-    number = _arg_number(word)
-    if number is not None and not 1 <= number <= ARG_COUNT:
-        return f'there is no argument "{word}": arguments are a1..a6'
-    if word in _NARROW_REGISTERS:
-        wide = _NARROW_REGISTERS[word]
-        return f'32-bit register names are not supported; use {wide}:u32 (or {wide}:s32)'
-    return None
-
-
-def is_reserved(word: str) -> bool:
-    """True for words that cannot be labels: every predefined spelling."""
-    return canonical_name(word) is not None or name_problem(word) is not None
-
-
-def show_char(c: str) -> str:
-    """A character for a one-line message: `"x"`, or by code point and
-    name (`U+00E9 LATIN SMALL LETTER E WITH ACUTE`), never raw."""
-    return f'"{c}"' if " " <= c <= "~" else chars.char_name(c)
-
-
-def suggest(word: str, candidates) -> str:
-    """` did you mean X?` for a close match, else an empty string."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" did you mean {close[0]}?" if close else ""
-
+from ktui.lang.names import IDENT_CHARS, IDENT_START, canonical_name, name_problem
+from ktui.lang.numbers import DIGITS, parse_int
 
 # ---------------------------------------------------------------- tokens
 
@@ -156,40 +68,33 @@ def _scan_word(text: str, i: int) -> int:
 def _number_token(text: str, start: int, i: int) -> _Token:
     """An integer from text[i:], negative when text[start] is `-`."""
     end = _scan_word(text, i)
-    digits = text[i:end]
-    if digits[:2] in ("0x", "0X"):
-        body = digits[2:]
-        value = int(body, 16) if body and all(c in _HEX for c in body) else None
-    else:
-        value = _ascii_int(digits)
+    value = parse_int(text[start:end], signed=True)
     if value is None:
         return _Token("error", text[start:end], start + 1, f'bad number "{text[start:end]}"')
-    if start != i:
-        value = -value
-    if not INT_MIN <= value <= INT_MAX:
+    if not FILTER_INT_MIN <= value <= FILTER_INT_MAX:
         return _Token("error", text[start:end], start + 1, "integer out of 64-bit range")
     return _Token("int", text[start:end], start + 1, value)
 
 
 def _string_token(text: str, start: int) -> _Token:
-    chars: list[str] = []
+    kept: list[str] = []
     i = start + 1
     while i < len(text):
         c = text[i]
         if c == '"':
-            if len(chars) > MAX_STRING:
-                return _Token("error", '"', start + 1, f"string longer than {MAX_STRING} characters")
-            return _Token("str", text[start : i + 1], start + 1, "".join(chars))
+            if len(kept) > STRING_LITERAL_MAX:
+                return _Token("error", '"', start + 1, f"string longer than {STRING_LITERAL_MAX} characters")
+            return _Token("str", text[start : i + 1], start + 1, "".join(kept))
         if c == "\\":
             nxt = text[i + 1 : i + 2]
             if nxt not in ('"', "\\"):
                 return _Token("error", "\\", i + 1, 'only \\" and \\\\ escapes are allowed in strings')
-            chars.append(nxt)
+            kept.append(nxt)
             i += 2
             continue
         if not " " <= c <= "~":
-            return _Token("error", c, i + 1, f"strings hold printable ASCII characters only, not {show_char(c)}")
-        chars.append(c)
+            return _Token("error", c, i + 1, f"strings hold printable ASCII characters only, not {chars.show_char(c)}")
+        kept.append(c)
         i += 1
     return _Token("error", '"', start + 1, 'unterminated string: missing closing "')
 
@@ -215,9 +120,9 @@ def _tokenize(text: str) -> list[_Token]:
         if c in IDENT_START:
             end = _scan_word(text, i)
             tok = _name_token(text[i:end], i + 1)
-        elif c in _DIGITS:
+        elif c in DIGITS:
             tok = _number_token(text, i, i)
-        elif c == "-" and i + 1 < len(text) and text[i + 1] in _DIGITS:
+        elif c == "-" and i + 1 < len(text) and text[i + 1] in DIGITS:
             tok = _number_token(text, i, i + 1)
         elif c == '"':
             tok = _string_token(text, i)
@@ -227,7 +132,7 @@ def _tokenize(text: str) -> list[_Token]:
             tok = _Token(_ONE_CHAR[c], c, i + 1)
         else:
             hint = _HINTS.get(c, "")
-            message = f"unexpected character {show_char(c)}" + (f"; {hint}" if hint else "")
+            message = f"unexpected character {chars.show_char(c)}" + (f"; {hint}" if hint else "")
             tok = _Token("error", c, i + 1, message)
         tokens.append(tok)
         if tok.kind == "error":
@@ -239,8 +144,8 @@ def _name_token(word: str, col: int) -> _Token:
     problem = name_problem(word)
     if problem is not None:
         return _Token("error", word, col, problem)
-    if len(word) > LABEL_MAX and canonical_name(word) is None:
-        return _Token("error", word, col, f"name longer than {LABEL_MAX} characters (labels are at most {LABEL_MAX})")
+    if len(word) > FETCH_LABEL_MAX and canonical_name(word) is None:
+        return _Token("error", word, col, f"name longer than {FETCH_LABEL_MAX} characters (labels are at most {FETCH_LABEL_MAX})")
     return _Token("name", word, col, canonical_name(word) or word)
 
 
@@ -300,8 +205,8 @@ class _Parser:
     def enter(self, tok: _Token) -> None:
         # Bounded so hostile text cannot exhaust the Python stack.
         self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise SpecError(f"filter nests deeper than {MAX_DEPTH} levels", col=tok.col)
+        if self.depth > FILTER_MAX_DEPTH:
+            raise SpecError(f"filter nests deeper than {FILTER_MAX_DEPTH} levels", col=tok.col)
 
     def unary(self) -> FilterExpr:
         tok = self.peek()
@@ -355,8 +260,8 @@ class _Parser:
         right = self.operand(right_tok, f"a name or a value after {op_tok.text}")
         if not isinstance(left, Field) and not isinstance(right, Field):
             raise SpecError("compares two constants; one side must be a name such as a3 or comm", col=left_tok.col)
-        if len(self.columns) == MAX_COMPARES:
-            raise SpecError(f"filter has more than {MAX_COMPARES} comparisons", col=left_tok.col)
+        if len(self.columns) == FILTER_MAX_COMPARES:
+            raise SpecError(f"filter has more than {FILTER_MAX_COMPARES} comparisons", col=left_tok.col)
         self.columns.append(CompareColumns(left_tok.col, op_tok.col, right_tok.col))
         return Compare(op_tok.text, left, right)
 
@@ -364,8 +269,8 @@ class _Parser:
 def _check_text(text: object) -> str:
     if not isinstance(text, str):
         raise SpecError(f"a filter must be text, got {type(text).__name__}")
-    if len(text) > MAX_TEXT:
-        raise SpecError(f"filter longer than {MAX_TEXT} characters", col=MAX_TEXT + 1)
+    if len(text) > FILTER_MAX:
+        raise SpecError(f"filter longer than {FILTER_MAX} characters", col=FILTER_MAX + 1)
     chars.refuse(text, "in a filter", allowed="\t\r\n")  # before the grammar: named as what it is
     return text
 

@@ -1,12 +1,21 @@
 """The syntax of the compact probe language: a scanner that keeps a
-1-based column for every error, and the parse of `TARGET:KIND[:FETCH,...]`
-into a `model.Probe` as written (semantic rules are in `checks`)."""
+1-based column for every error, and the parse of
+`[LABEL=]TARGET:KIND[:FETCH,...]` into a `model.Probe` as written (semantic
+rules are in `checks`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ktui.lang import chars, filters
+from ktui.lang import chars, names
+from ktui.lang.limits import (
+    DEREF_MAX,
+    MAX_DEREF,
+    PROBE_LABEL_MAX,
+    SPEC_MAX,
+    SYMBOL_MAX,
+    U64_MAX,
+)
 from ktui.lang.model import (
     BUILTINS,
     FETCH_TYPES,
@@ -22,16 +31,10 @@ from ktui.lang.model import (
     SpecError,
     Target,
 )
-
-MAX_SPEC = 4096  # characters
-MAX_FETCHES = 8
-MAX_DEREF = 8  # nested +OFFSET(...) levels
-SYMBOL_MAX = 511  # the kernel's KSYM_NAME_LEN is 512, NUL included
-U64_MAX = 2**64 - 1
-DEREF_MAX = 2**63 - 1  # a dereference offset is a signed 64-bit value
+from ktui.lang.numbers import parse_int
 
 _FETCH_HELP = "a1..a6, retval, comm, pid, tid, cpu, a register (rdi, rsi, ...) or +OFFSET(FETCH)"
-_SYMBOL_CHARS = filters.IDENT_CHARS | {"."}
+_SYMBOL_CHARS = names.IDENT_CHARS | {"."}
 
 
 # ---------------------------------------------------------------- spans
@@ -49,6 +52,7 @@ class FetchSpan:
 
 @dataclass
 class SpecSpan:
+    label: int | None = None
     target: int = 1
     offset: int | None = None
     fetches: list[FetchSpan] = field(default_factory=list)
@@ -80,12 +84,12 @@ class Scanner:
 
     def here(self) -> str:
         """What is at the cursor, for messages: `"x"` or `end of spec`."""
-        return filters.show_char(self.peek()) if not self.at_end() else f"end of {self.what}"
+        return chars.show_char(self.peek()) if not self.at_end() else f"end of {self.what}"
 
-    def word(self, chars: frozenset[str] = filters.IDENT_CHARS) -> str:
+    def word(self, chars: frozenset[str] = names.IDENT_CHARS) -> str:
         """An identifier at the cursor (empty if there is none)."""
         start = self.pos
-        if self.peek() and self.peek() in filters.IDENT_START:
+        if self.peek() and self.peek() in names.IDENT_START:
             self.pos += 1
             while self.peek() and self.peek() in chars:
                 self.pos += 1
@@ -94,15 +98,10 @@ class Scanner:
     def number(self, limit: int, what: str) -> int:
         """A decimal or 0x-hex number no larger than `limit`."""
         start = self.pos
-        while self.peek() and self.peek() in filters.IDENT_CHARS:
+        while self.peek() and self.peek() in names.IDENT_CHARS:
             self.pos += 1
         digits = self.text[start : self.pos]
-        if digits[:2] in ("0x", "0X"):
-            body = digits[2:]
-            ok = bool(body) and all(c in "0123456789abcdefABCDEF" for c in body)
-            value = int(body, 16) if ok else None
-        else:
-            value = int(digits) if digits and all(c in "0123456789" for c in digits) else None
+        value = parse_int(digits)
         if value is None:
             raise self.error(f'bad {what} "{digits}": write it in decimal or 0x hex', start)
         if value > limit:
@@ -113,8 +112,8 @@ class Scanner:
 def check_text(text: object, what: str) -> str:
     if not isinstance(text, str):
         raise SpecError(f"a {what} must be text, got {type(text).__name__}")
-    if len(text) > MAX_SPEC:
-        raise SpecError(f"{what} longer than {MAX_SPEC} characters", col=MAX_SPEC + 1)
+    if len(text) > SPEC_MAX:
+        raise SpecError(f"{what} longer than {SPEC_MAX} characters", col=SPEC_MAX + 1)
     chars.refuse(text, f"in a {what}", allowed="\t")  # before the grammar: named as what it is
     if not text.strip(" \t"):
         example = {"spec": "vfs_read:c:a3", "fetch": "a3 or fname=+0(a2):string", "target": "vfs_read"}[what]
@@ -142,7 +141,7 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
         if address == 0:
             raise sc.error("address 0 cannot be probed", start)
         return Target(address=address)
-    if not c or c not in filters.IDENT_START:
+    if not c or c not in names.IDENT_START:
         raise sc.error(f"expected a kernel symbol or a 0x address, got {sc.here()}")
     start = sc.pos
     symbol = sc.word(frozenset(_SYMBOL_CHARS))
@@ -165,20 +164,20 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
 
 def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
     """A name in a fetch: argument, register, retval or builtin."""
-    name = filters.canonical_name(word)
+    name = names.canonical_name(word)
     if name is None:
-        problem = filters.name_problem(word)
+        problem = names.name_problem(word)
         if problem is not None:
             raise sc.error(problem, pos)
-        hint = filters.suggest(word, filters.PREDEFINED + tuple(filters.REGISTER_SPELLINGS))
+        hint = names.suggest(word, names.PREDEFINED + tuple(names.REGISTER_SPELLINGS))
         raise sc.error(f'unknown fetch "{word}";{hint} a fetch is {_FETCH_HELP}', pos)
     if name == "retval":
         return RetVal()
     if name in BUILTINS:
         return Builtin(name)
-    if name in filters.ARG_NAMES:
+    if name in names.ARG_NAMES:
         return Arg(int(name[1:]))
-    return Reg(filters.REGISTER_SPELLINGS[name])
+    return Reg(names.REGISTER_SPELLINGS[name])
 
 
 def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
@@ -210,7 +209,7 @@ def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
     if c in ("%", "$"):
         # Kernel kprobe_events spellings (%di, $arg1, $retval): say ours.
         sc.pos += 1
-        ours = filters.canonical_name(sc.word())
+        ours = names.canonical_name(sc.word())
         if ours is not None:
             raise sc.error(f"write {ours} without the {c}", start)
         raise sc.error(f"write fetches without {c}: {_FETCH_HELP}", start)
@@ -239,7 +238,7 @@ def scan_fetch(sc: Scanner) -> tuple[Fetch, FetchSpan]:
         type_ = sc.word()
         if type_ not in FETCH_TYPES:
             got = f'"{type_}"' if type_ else sc.here()
-            hint = filters.suggest(type_, FETCH_TYPES) if type_ else ""
+            hint = names.suggest(type_, FETCH_TYPES) if type_ else ""
             raise sc.error(f"unknown type {got};{hint} types are {', '.join(FETCH_TYPES)}", span.type - 1)
     return Fetch(expr=expr, type=type_, label=label), span
 
@@ -252,8 +251,11 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     sc = Scanner(text, "spec")
     span = SpecSpan()
     sc.skip_ws()
+    label = scan_probe_label(sc, span)
     target = scan_target(sc, span)
     sc.skip_ws()
+    if sc.peek() == "=":
+        raise sc.error("a probe label is a word (letters, digits, _), e.g. reads=vfs_read:c")
     if sc.peek() != ":":
         raise sc.error(f"expected :c or :r after the target, got {sc.here()}")
     sc.pos += 1
@@ -280,4 +282,21 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     if not sc.at_end():
         expected = ", between fetches" if fetches else ": before the fetches"
         raise sc.error(f"unexpected {sc.here()}; expected {expected} or end of spec")
-    return Probe(target=target, kind=kind, fetches=tuple(fetches)), span
+    return Probe(target=target, kind=kind, fetches=tuple(fetches), label=label), span
+
+
+def scan_probe_label(sc: Scanner, span: SpecSpan) -> str | None:
+    """`reads=` before the target, as perf probe's `EVENT=FUNC`: the probe's
+    label (a word), or None when the spec starts with its target."""
+    start = sc.pos
+    word = sc.word()
+    sc.skip_ws()
+    if not word or sc.peek() != "=":
+        sc.pos = start  # not a label: scan the word again as the target
+        return None
+    if len(word) > PROBE_LABEL_MAX:
+        raise sc.error(f"label longer than {PROBE_LABEL_MAX} characters", start)
+    span.label = start + 1
+    sc.pos += 1
+    sc.skip_ws()
+    return word

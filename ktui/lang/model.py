@@ -82,8 +82,6 @@ REGISTERS = (
 ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
 BUILTINS = ("comm", "pid", "tid", "cpu")
 
-STRING_MAX = 64  # bytes kept of a string fetch, NUL included
-
 
 def reg_display(name: str) -> str:
     """`ax` -> `rax`, `r8` -> `r8`, `flags` -> `flags`: the canonical spelling."""
@@ -291,8 +289,9 @@ class Target:
 class Probe:
     """One kprobe or kretprobe with what it fetches and when it fires.
 
-    `spec_text` is the compact form `TARGET:KIND[:FETCH,...]`; the filter and
-    the rest live beside it (in YAML, or `--filter` on the command line).
+    `spec_text` is the compact form `TARGET:KIND[:FETCH,...]`; a spec may
+    start with the label (`reads=vfs_read:c:a3`). The filter and the rest
+    live beside it (in YAML, or `-e 'SPEC if FILTER'` on the command line).
     """
 
     target: Target
@@ -306,6 +305,7 @@ class Probe:
 
     @property
     def spec_text(self) -> str:
+        """`TARGET:KIND[:FETCH,...]`, the probe without its label."""
         text = f"{self.target}:{self.kind.value}"
         if self.fetches:
             text += ":" + ",".join(str(f) for f in self.fetches)
@@ -321,6 +321,11 @@ class Probe:
         return bool(self.fetches)
 
     def __str__(self) -> str:
+        """The compact form: `label=spec` when the label is a word (what the
+        spec grammar takes, as perf probe's EVENT=FUNC), else the spec."""
+        label = self.label
+        if isinstance(label, str) and label.isascii() and label.isidentifier():
+            return f"{label}={self.spec_text}"
         return self.spec_text
 
 

@@ -1,28 +1,31 @@
-"""The compact probe language: `TARGET:KIND[:FETCH[,FETCH...]]`.
+"""The compact probe language: `[LABEL=]TARGET:KIND[:FETCH[,FETCH...]]`.
 
     vfs_read:c:a3
+    reads=vfs_read:c:a3
     vfs_read:r:retval:s64,a3:u32
     do_sys_openat2:c:fname=+0(a2):ustring
     0xffffffff81234560:c:rdi,rsi
 
-TARGET is a kernel symbol (`foo.isra.0`), `symbol+offset` or a 0x address;
-KIND is `c` (kprobe) or `r` (kretprobe); a FETCH is `[label=]EXPR[:type]`
-where EXPR is a1..a6, a register, retval, comm/pid/tid/cpu or a kernel-style
+LABEL (a word, as in perf probe's `EVENT=FUNC`) names the probe in the
+dashboard and in events; TARGET is a kernel symbol (`foo.isra.0`),
+`symbol+offset` or a 0x address; KIND is `c` (kprobe) or `r` (kretprobe);
+a FETCH is `[label=]EXPR[:type]` where EXPR is a1..a6, a register, retval, comm/pid/tid/cpu or a kernel-style
 dereference `+OFFSET(EXPR)`. The text becomes the frozen `model.Probe`;
 `str(probe)` prints the canonical form, which parses back equal.
 
 A hand-written scanner (no regex over the whole text) keeps a 1-based
 column for every error. Syntax is checked while scanning; the semantic
-rules live in one place (`_check_probe`) shared by `parse_spec` (columns in
+rules live in one place (`checks.check_probe`) shared by `parse_spec` (columns in
 the user's text) and `validate_probe` (columns in the canonical text).
 """
 
 from __future__ import annotations
 
-from ktui.lang import chars
+import dataclasses
+
+from ktui.lang import filters, limits
 from ktui.lang.checks import check_fetch, check_probe, fetch_col
 from ktui.lang.grammar import (
-    MAX_DEREF,
     Scanner,
     SpecSpan,
     check_text,
@@ -31,14 +34,41 @@ from ktui.lang.grammar import (
     scan_fetch,
     scan_target,
 )
+from ktui.lang.limits import MAX_DEREF
 from ktui.lang.model import Deref, Fetch, Probe, SpecError, Target
 
 
 def parse_spec(text: str) -> Probe:
-    """`TARGET:KIND[:FETCH,...]` -> a validated Probe (no filter, no label)."""
+    """`[LABEL=]TARGET:KIND[:FETCH,...]` -> a validated Probe (no filter)."""
     probe, span = parse_raw(check_text(text, "spec"))
     check_probe(probe, span)
     return probe
+
+
+def parse_probe_text(text: str) -> Probe:
+    """`[LABEL=]TARGET:KIND[:FETCH,...] [if FILTER]`, as `-e` takes it: the
+    validated probe with its filter. A SpecError's column counts in `text`
+    itself, the filter's part included (a filter error says `filter:`)."""
+    head, sep, tail = text.partition(" if ")
+    probe = parse_spec(head)
+    if not sep:
+        return probe
+    filter_at = len(head) + len(sep)
+    try:
+        probe = dataclasses.replace(probe, filter=filters.parse_filter(tail))
+    except SpecError as err:
+        raise SpecError(f"filter: {err.message}", col=_shift(err.col, filter_at)) from None
+    try:
+        validate_probe(probe, filter_text=tail)
+    except SpecError as err:
+        if not err.message.startswith("filter:"):
+            raise
+        raise SpecError(err.message, col=_shift(err.col, filter_at)) from None
+    return probe
+
+
+def _shift(col: int | None, by: int) -> int | None:
+    return None if col is None else col + by
 
 
 def parse_fetch(text: str) -> Fetch:
@@ -70,8 +100,8 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
     Checks what the spec grammar cannot: retval only in return probes, no
     offset on a return probe, unique fetch names, at most 8 fetches, types
     that fit what they are applied to, filter names that resolve in this
-    probe with matching integer/string operands, sample >= 1, rate_limit
-    None or >= 1. A hand-built probe must also be in canonical form (its
+    probe with matching integer/string operands, a label, sample and
+    rate_limit within `limits` (the bounds the loader applies). A hand-built probe must also be in canonical form (its
     text parses back equal). Columns point into `probe.spec_text`, or for
     filter errors (message prefixed `filter:`) into `filter_text` when given
     and it parses to this filter, else into `str(probe.filter)`.
@@ -91,9 +121,10 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
         # Shown in the probe table and written to files: refused as in a probe set.
         if not isinstance(probe.label, str):
             raise SpecError(f"label must be text, got {type(probe.label).__name__}")
-        odd = chars.first_refused(probe.label)
-        if odd is not None:
-            raise SpecError(f"label: {chars.refused_message(probe.label[odd])}")
+        try:
+            limits.check_probe_label(probe.label)
+        except SpecError as err:  # no column: the label is not in the spec text
+            raise SpecError(f"label: {err.message}") from None
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

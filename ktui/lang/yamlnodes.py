@@ -1,27 +1,29 @@
-"""Reading a YAML file as a node tree, safely and with positions.
+"""Reading a YAML file as a node tree, safely and with positions, and
+typed values out of the tree (`NodeReader`), each error located.
 
 The safe loader composes nodes only (no tag ever picks a constructor),
-aliases are refused, and depth, node count, file size and number length
-are bounded, so any input costs bounded time and memory. Every failure is
-a ProbeSetError at file:line:col."""
+aliases are refused, and depth, node count and file size are bounded (a
+number's length by `ktui.lang.numbers`), so any input costs bounded time and
+memory. Every failure is a ProbeSetError at file:line:col."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ktui.lang import chars
-from ktui.lang.model import ProbeSetError
+from ktui.lang import chars, limits
+from ktui.lang.model import ProbeSetError, SpecError
+from ktui.lang.numbers import parse_int
 
 MAX_FILE_BYTES = 1024 * 1024  # refused before parsing
 MAX_DEPTH = 16  # the schema needs 4 levels; anything deeper is not a probe set
 MAX_NODES = 20_000  # YAML values in one file: a large set has a few hundred
-MAX_NUMBER_CHARS = 40  # enough for any 64-bit number written with underscores
 
 TAG = "tag:yaml.org,2002:"
 STR, INT, BOOL, NULL, FLOAT = (TAG + t for t in ("str", "int", "bool", "null", "float"))
@@ -184,25 +186,138 @@ def content_offset(node: ScalarNode) -> int | None:
     return None
 
 
-def parse_int(text: str) -> int | None:
-    """A YAML 1.1 integer (decimal, 0x, 0o/0 octal, 0b, underscores), or None.
+# ---------------------------------------------------------------- typed values
 
-    Done here rather than by PyYAML so a hostile number cannot cost much:
-    the length is capped and base-60 (`1:30:00`) is not supported."""
-    if len(text) > MAX_NUMBER_CHARS or ":" in text:
-        return None
-    digits = text.replace("_", "")
-    sign = -1 if digits.startswith("-") else 1
-    digits = digits.lstrip("+-")
-    try:
-        if digits.startswith(("0x", "0X")):
-            return sign * int(digits[2:], 16)
-        if digits.startswith(("0b", "0B")):
-            return sign * int(digits[2:], 2)
-        if digits.startswith(("0o", "0O")):
-            return sign * int(digits[2:], 8)
-        if len(digits) > 1 and digits.startswith("0"):
-            return sign * int(digits[1:], 8)
-        return sign * int(digits, 10)
-    except ValueError:
-        return None
+
+FAILED = object()  # what `attempt` returns for a part that had an error
+
+
+class NodeReader:
+    """Typed, located values out of a composed node tree.
+
+    It fails at the first error (a ProbeSetError at file:line:col), or with
+    `collect` keeps each error after which reading can go on in `errors`
+    (`report` and `attempt` mark those places) and goes on."""
+
+    def __init__(self, source: str, *, collect: bool = False) -> None:
+        self.source = source
+        self.collect = collect
+        self.errors: list[ProbeSetError] = []
+
+    # -- errors
+
+    def fail(self, node: Node, message: str, prefix: str = "") -> NoReturn:
+        fail_at(self.source, node.start_mark, prefix + message)
+
+    def report(self, node: Node, message: str, prefix: str = "") -> None:
+        """An error reading can go on after: raised, or kept when collecting."""
+        self.attempt(self.fail, node, message, prefix)
+
+    def attempt(self, read, *args):
+        """`read(*args)`; when collecting, its error is kept and FAILED returned."""
+        if not self.collect:
+            return read(*args)
+        try:
+            return read(*args)
+        except ProbeSetError as err:
+            self.errors.append(err)
+            return FAILED
+
+    def fail_inside(self, node: ScalarNode, err: SpecError, prefix: str, offset: int = 0) -> NoReturn:
+        """A SpecError from parsing this scalar's text (from `offset` on):
+        point at the exact character when the file has the text verbatim."""
+        content = content_offset(node)
+        if content is None or err.col is None:
+            self.fail(node, err.message, prefix)
+        fail_at(self.source, node.start_mark, prefix + err.message, content + offset + err.col - 1)
+
+    # -- typed scalars
+
+    def check_tag(self, node: Node, prefix: str) -> None:
+        if node.tag.startswith(TAG) and node.tag[len(TAG):] in (
+            "str", "int", "bool", "null", "float", "timestamp", "map", "seq", "binary",
+            "set", "omap", "pairs", "merge", "value",
+        ):
+            return
+        self.fail(node, f"unsupported YAML tag {node.tag.replace(TAG, '!!')}", prefix)
+
+    def scalar(self, node: Node, what: str, prefix: str, expected: str = "a string") -> ScalarNode:
+        self.check_tag(node, prefix)
+        if not isinstance(node, ScalarNode) or node.tag in (TAG + "binary", TAG + "timestamp"):
+            self.fail(node, f"{what}: expected {expected}, got {describe(node)}", prefix)
+        return node
+
+    def string(self, node: Node, what: str, prefix: str) -> str:
+        scalar = self.scalar(node, what, prefix)
+        if scalar.tag != STR:
+            hint = f' (quote it: "{scalar.value}")' if len(scalar.value) < 40 else ""
+            self.fail(node, f"{what}: expected a string, got {describe(node)}{hint}", prefix)
+        return scalar.value
+
+    def line_string(self, node: Node, what: str, prefix: str, check: Callable[[str], None]) -> str:
+        """A name or a label, checked by one of the `limits` checks (the
+        same ones the command line and the dialog use)."""
+        value = self.string(node, what, prefix)
+        try:
+            check(value)
+        except SpecError as err:
+            self.fail_inside(node, err, f"{prefix}{what}: ")  # type: ignore[arg-type]
+        return value
+
+    def integer(self, node: Node, what: str, prefix: str, low: int, high: int) -> int:
+        scalar = self.scalar(node, what, prefix, "an integer")
+        if scalar.tag != INT:
+            self.fail(node, f"{what}: expected an integer, got {describe(node)}", prefix)
+        value = parse_int(scalar.value, yaml=True)
+        if value is None:
+            self.fail(node, f"{what}: cannot read {scalar.value[:40]!r} as an integer", prefix)
+        if not low <= value <= high:
+            self.fail(node, limits.out_of_range(what, value, low, high), prefix)
+        return value
+
+    def boolean(self, node: Node, what: str, prefix: str) -> bool:
+        scalar = self.scalar(node, what, prefix, "true or false")
+        value = BOOL_WORDS.get(scalar.value.lower()) if scalar.tag == BOOL else None
+        if value is None:
+            self.fail(node, f"{what}: expected true or false, got {describe(node)}", prefix)
+        return value
+
+    @staticmethod
+    def is_null(node: Node) -> bool:
+        return isinstance(node, ScalarNode) and node.tag == NULL
+
+    # -- mappings
+
+    def mapping(self, node: Node, allowed: tuple[str, ...], what: str,
+                prefix: str) -> dict[str, tuple[Node, Node]]:
+        """The (key node, value node) pairs of a mapping, by key text.
+        Duplicate and unknown keys are errors (PyYAML would keep the last)."""
+        self.check_tag(node, prefix)
+        if not isinstance(node, MappingNode) or node.tag != MAP:
+            self.fail(node, f"{what}: expected a mapping, got {describe(node)}", prefix)
+        items: dict[str, tuple[Node, Node]] = {}
+        for key_node, value_node in node.value:
+            self.check_tag(key_node, prefix)
+            if not isinstance(key_node, ScalarNode):
+                self.fail(key_node, f"{what}: keys must be plain words, got {describe(key_node)}", prefix)
+            key = key_node.value
+            if key in items:
+                first = items[key][0].start_mark.line + 1
+                self.report(key_node, f"duplicate key '{key}' (first given on line {first})", prefix)
+            elif key not in allowed:
+                self.report(key_node, _unknown_key(key, allowed), prefix)
+            else:
+                items[key] = (key_node, value_node)
+        return items
+
+    def scalar_string(self, node: Node, what: str, prefix: str) -> ScalarNode:
+        self.string(node, what, prefix)
+        return node  # type: ignore[return-value]  # string() checked it is a scalar
+
+
+def _unknown_key(key: str, allowed: tuple[str, ...]) -> str:
+    shown = key if len(key) <= 40 else key[:37] + "..."
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.7)
+    if close:
+        return f"unknown key '{shown}' (did you mean '{close[0]}'?)"
+    return f"unknown key '{shown}'; expected one of: " + ", ".join(allowed)

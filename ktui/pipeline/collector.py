@@ -5,7 +5,11 @@ The kernel's buffers are emptied every `interval` (10 ms by default; up to
 blocking the event loop: a drain is a few memory reads and one numpy copy
 per buffer, never a Python call per event. Consumers get whole batches.
 
-`Collector.run(sink)` drives a headless sink (stream, record).
+`Collector.run(sink)` drives a headless sink (stream, record) and ends with
+`finish`: detach every probe, drain to the end, read the final counters, in
+that order, so every event the kernel emitted reaches the sink and the last
+stats count exactly that (a drain before the detach would miss what the
+probes wrote in between, while the counters still counted it).
 `BufferedFeed` wraps a Feed for the dashboard: it drains at the collector's
 pace into a bounded backlog, and the UI takes the backlog at its own refresh
 rate. The backlog keeps at most `max_events`; older batches are dropped
@@ -15,6 +19,7 @@ whole and counted in `skipped`, so memory stays bounded whatever the rate.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Protocol
 
@@ -55,15 +60,31 @@ class Collector:
         self.backoff = IdleBackoff(interval, idle_interval)
         self.stats_interval = stats_interval
         self.events = 0
-        self.stopping = False  # sinks check it between chunks of a big batch
+        self.stopping = False
+        self.finished = False
         self._stopping = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._detacher: threading.Thread | None = None
 
     def stop(self) -> None:
-        """Safe from a signal handler: it may run in the middle of a batch."""
-        self.stopping = True
+        """Safe from a signal handler, which may run in the middle of a batch
+        that takes a sink seconds to write: the probes are detached at once,
+        in a thread, so the kernel stops emitting (and the traced programs
+        stop paying for it) now rather than after that batch. `finish` then
+        writes what was emitted before."""
+        if not self.stopping:
+            self.stopping = True
+            self._detacher = threading.Thread(target=self._detach_quietly, name="ktui-detach",
+                                              daemon=True)
+            self._detacher.start()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
+
+    def _detach_quietly(self) -> None:
+        try:
+            self.feed.detach_all()
+        except Exception:  # noqa: BLE001 - finish() detaches again and raises it there
+            pass
 
     def drain_once(self, sink: Sink) -> int:
         batch = self.feed.drain()
@@ -73,8 +94,23 @@ class Collector:
             sink.on_batch(batch)
         return n
 
+    def finish(self, sink: Sink) -> None:
+        """The way out: detach every probe (after which no program runs),
+        drain the buffers until they are empty, then read the final stats.
+        Quick even after a flood: once detached nothing new arrives, so what
+        is left is at most the buffers' worth. Runs once."""
+        if self.finished:
+            return
+        self.finished = True
+        if self._detacher is not None:
+            self._detacher.join()
+        self.feed.detach_all()  # (again: a no-op once done) an error shows here
+        while self.drain_once(sink):
+            pass
+        sink.on_stats(self.feed.stats())
+
     async def run(self, sink: Sink) -> None:
-        """Drain until stop(); a final drain and stats read on the way out."""
+        """Drain until stop(), then `finish`."""
         self._loop = asyncio.get_running_loop()
         if self.stopping:
             self._stopping.set()
@@ -96,8 +132,7 @@ class Collector:
                 except asyncio.TimeoutError:
                     pass
         finally:
-            self.drain_once(sink)
-            sink.on_stats(self.feed.stats())
+            self.finish(sink)
 
 
 class BufferedFeed:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import errno
 from typing import Callable, Sequence
 
+from ktui.lang.limits import MAX_ERRNO
 from ktui.lang.model import Fetch, Probe, RetVal
 from ktui.record.feed import Event
 
 Symbolize = Callable[[int], str]
 
-# The kernel returns errors as -errno in [-MAX_ERRNO, -1] (include/linux/err.h).
-MAX_ERRNO = 4095
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\0": "\\0"}
 
@@ -70,7 +69,9 @@ def printable(text: str) -> str:
 
 
 def errno_name(code: int) -> str:
-    """`9` or `-9` -> `EBADF`; an unknown number -> `E123`."""
+    """`9` or `-9` -> `EBADF`; a number the C library has no name for ->
+    `E123`. The one name of an errno: the dashboard, the event pane and the
+    NDJSON stats all print this."""
     return errno.errorcode.get(abs(code), f"E{abs(code)}")
 
 

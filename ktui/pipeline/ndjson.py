@@ -1,39 +1,42 @@
 """`ktui stream` output: one JSON object per line (NDJSON).
 
-Schema, version 1 (every object has "v": 1 and a "type"):
-  event:   {"v":1,"type":"event","probe":NAME,"probe_id":N,"ts_ns":N,"cpu":N,
+Schema, version 2 (every object has "v": 2 and a "type"):
+  event:   {"v":2,"type":"event","probe":NAME,"probe_id":N,"ts_ns":N,"cpu":N,
             "pid":N,"tid":N,"comm":S,"latency_ns":N|null,"values":{FETCH: VALUE}}
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
-  stats:   {"v":1,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
+  stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
             "lost","errnos":{"EBADF":N},"top_comms":{"comm":N},"hist":[...]}]}
            (cumulative, read from the kernel's maps every --interval seconds)
-  summary: {"v":1,"type":"summary","events":N,"probes":[{"probe_id","probe",
+           "hist": [] for a call probe; for a return probe 65 counts of
+           latencies in ns, slot 0 holding 0 and slot k >= 1 holding
+           2^(k-1) .. 2^k - 1 (record.histogram).
+  summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe",
             "hits","emitted","lost"}]}   (last line, on exit)
+  errnos keys are errno names, as the dashboard shows them (format.errno_name):
+  "EBADF"; a number the C library has no name for is "E" and the number, "E200".
+
+Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
+1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
 
 from __future__ import annotations
 
-import errno as errno_mod
 import json
 from typing import Callable, TextIO
 
+from ktui.pipeline.format import errno_name
 from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
-SCHEMA_VERSION = 1
-
-
-def errno_name(n: int) -> str:
-    return errno_mod.errorcode.get(n, str(n))
+SCHEMA_VERSION = 2
 
 
 class NdjsonSink:
-    CHUNK = 2048  # events formatted between checks of should_stop
+    CHUNK = 2048  # events formatted and written at a time
 
     def __init__(self, out: TextIO, feed: Feed, symbolize: Callable[[int], str] | None = None,
-                 with_stats: bool = True, should_stop: Callable[[], bool] = lambda: False) -> None:
+                 with_stats: bool = True) -> None:
         self.out = out
-        self.should_stop = should_stop
         self.feed = feed
         self.symbolize = symbolize
         self.with_stats = with_stats
@@ -51,12 +54,10 @@ class NdjsonSink:
 
     def on_batch(self, batch: EventBatch) -> None:
         # A flood can hand over tens of thousands of events at once: format
-        # them in chunks so memory stays small and a stop request is honoured
-        # promptly (the rest of the batch is dropped on the way out).
+        # them in chunks so memory stays small. All of them, even when asked
+        # to stop: the summary's `emitted` counts every one (Collector.finish).
         info = self._probe_info()
         for start in range(0, len(batch), self.CHUNK):
-            if self.should_stop():
-                return
             self._write(batch.events(start, start + self.CHUNK), info)
 
     def _write(self, events, info) -> None:

@@ -11,6 +11,7 @@ from collections import deque
 from typing import Iterable, Sequence
 
 from ktui.record.feed import ProbeStats, StatsSnapshot
+from ktui.record.histogram import slot_bounds
 
 HISTORY_LEN = 60  # one rate sample a second: the sparkline shows the last minute
 
@@ -69,20 +70,16 @@ def totals(snapshot: StatsSnapshot) -> ProbeStats:
 
 
 # ---------------------------------------------------------------- log2 histograms
-# Slot k counts latencies in [2^k, 2^(k+1)) ns (feed.HIST_SLOTS); slot 0 also
-# holds 0 ns.
-
-
-def slot_bounds(k: int) -> tuple[int, int]:
-    """The inclusive [low, high] nanoseconds of slot k."""
-    return (0 if k == 0 else 1 << k), (1 << (k + 1)) - 1
+# What a slot holds is record.histogram's to say (slot_bounds): nothing
+# here knows the convention.
 
 
 def percentile(hist: Sequence[int], q: float) -> float | None:
     """The q-th percentile (0 < q <= 100) in ns, or None for an empty histogram.
 
-    Interpolates linearly inside the slot holding the rank, like Prometheus'
-    histogram_quantile: exact at slot edges, within a factor of two inside."""
+    Interpolates linearly over [low, high + 1) of the slot holding the rank,
+    like Prometheus' histogram_quantile: exact at slot edges, within a
+    factor of two inside."""
     if not 0 < q <= 100:
         raise ValueError(f"percentile {q} is not in (0, 100]")
     total = sum(hist)

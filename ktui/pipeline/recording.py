@@ -14,6 +14,10 @@ complete chunk.
       END   empty: written by close(); a recording without it was cut off
       STAT/UNIT may repeat; EVTS chunks follow their UNIT.
 
+Format 2 keeps latency histograms of record.histogram's 65 slots. Format 1
+(before it) kept 64 slots with the same meaning (bcc's bpf_log2l): they are
+read back padded to 65 (`histogram.fit`), so old recordings still replay.
+
 What a recording contains: kernel addresses and argument values the probes
 fetched, process names and ids, strings read from kernel and user memory.
 It is written with mode 0600, never through a symlink and only to a regular
@@ -37,10 +41,12 @@ import numpy as np
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
 from ktui.record.decode import Decoder, MultiBatch, RecordBatch
 from ktui.record.feed import EventBatch, ProbeStats, StatsSnapshot
+from ktui.record.histogram import fit
 from ktui.record.layout import record_layout
 
 MAGIC = b"KTUIREC\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 _CHUNK = struct.Struct("<4sI")
 _UNIT = struct.Struct("<I")
 MAX_CHUNK = 256 << 20
@@ -174,7 +180,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
     for key, v in obj.get("probes", {}).items():
         probes[int(key)] = ProbeStats(
             probe_id=int(v["probe_id"]), hits=int(v["hits"]), lost=int(v["lost"]),
-            emitted=int(v["emitted"]), hist=tuple(int(x) for x in v["hist"]),
+            emitted=int(v["emitted"]), hist=fit(v["hist"]),
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
         )
@@ -238,7 +244,7 @@ class RecordingReader:
             return None
         if kind == b"HEAD":
             self.head = _json_object(body)
-            if self.head.get("version") != FORMAT_VERSION:
+            if self.head.get("version") not in READABLE_VERSIONS:
                 raise RecordingError(
                     f"{self.path}: recording format {self.head.get('version')} is not supported"
                 )

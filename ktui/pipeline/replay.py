@@ -147,5 +147,8 @@ class ReplayFeed:
     async def remove_probe(self, probe_id: int) -> None:
         raise FeedError("this is a replay: probes cannot be removed (no kernel)")
 
+    def detach_all(self) -> None:
+        """Nothing is attached: a recording only has what it holds."""
+
     def close(self) -> None:
         self._chunks.close()  # a generator: closing it closes the file

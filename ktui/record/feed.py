@@ -15,8 +15,6 @@ from typing import Protocol, Sequence
 
 from ktui.lang.model import Probe, ProbeSet
 
-HIST_SLOTS = 64  # log2 latency buckets: slot k counts latencies in [2^k, 2^(k+1)) ns
-
 
 class ProbeState(enum.Enum):
     PENDING = "pending"  # not yet compiled / attached
@@ -88,7 +86,7 @@ class ProbeStats:
     hits: int = 0  # calls (or returns) that passed the filter
     lost: int = 0  # events the kernel could not put in the buffer
     emitted: int = 0  # events put in the buffer
-    hist: tuple[int, ...] = ()  # HIST_SLOTS log2 latency buckets (return probes)
+    hist: tuple[int, ...] = ()  # log2 latency slots in ns, record.histogram (return probes)
     errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
     top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first
 
@@ -136,6 +134,12 @@ class Feed(Protocol):
 
     async def remove_probe(self, probe_id: int) -> None: ...
 
+    def detach_all(self) -> None:
+        """Detach every probe, keeping what they wrote: once this returns no
+        probe program runs, so drain() until empty and then stats() see
+        every event and count exactly (the way out of stream and record)."""
+        ...
+
     def close(self) -> None:
-        """Detach everything. Safe to call twice."""
+        """Detach everything and free it. Safe to call twice."""
         ...

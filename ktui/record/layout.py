@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ktui.lang.model import STRING_MAX, STRING_TYPES, Builtin, Fetch, Probe
+from ktui.lang.limits import STRING_MAX, TASK_COMM_LEN
+from ktui.lang.model import STRING_TYPES, Builtin, Fetch, Probe
 
 HEADER_SIZE = 48
 # (name, numpy format, C declaration) in record order.
@@ -22,7 +23,7 @@ HEADER_FIELDS = (
     ("cpu", "<u4", "u32 cpu;"),
     ("pid", "<u4", "u32 pid;"),
     ("tid", "<u4", "u32 tid;"),
-    ("comm", "S16", "char comm[16];"),
+    ("comm", f"S{TASK_COMM_LEN}", f"char comm[{TASK_COMM_LEN}];"),
 )
 
 

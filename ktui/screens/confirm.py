@@ -7,29 +7,24 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ktui.screens.modal import ModalFrame
 
-class ConfirmDialog(ModalScreen[bool]):
+
+class ConfirmDialog(ModalFrame[bool]):
+    FRAME_ID = "dialog"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y,enter", "answer(True)", "Yes", id="confirm-yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm-no"),
     ]
     DEFAULT_CSS = """
-    ConfirmDialog {
-        align: center middle;
-        & > #dialog {
-            width: auto;
-            min-width: 40;
-            max-width: 90%;
-            height: auto;
-            border: round $warning;
-            background: $surface;
-            padding: 1 2;
-        }
-        & #keys { color: $text-muted; margin-top: 1; }
+    ConfirmDialog > #dialog {
+        width: auto;
+        min-width: 40;
+        max-width: 90%;
+        border: round $warning;
+        padding: 1 2;
     }
     """
 
@@ -38,9 +33,9 @@ class ConfirmDialog(ModalScreen[bool]):
         self.question = question
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with self.frame():
             yield Static(Text(self.question, "bold"))
-            yield Static("y / enter: yes    n / esc: no", id="keys")
+            yield self.keys_line("y / enter: yes    n / esc: no")
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -1,4 +1,4 @@
-"""What every ktui dialog shares: a centred box, Escape to cancel, and a
+"""What every ktui dialog shares: the modal frame, Escape to cancel, and a
 submit step that runs in a worker and shows its error inline instead of
 closing (a bad path or a probe the kernel refuses is fixed in place)."""
 
@@ -9,38 +9,26 @@ from typing import Awaitable, Callable, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ktui.lang.model import KtuiError
 from ktui.record.feed import FeedError
+from ktui.screens.modal import ModalFrame
 
 log = logging.getLogger(__name__)
 
 
-class Dialog(ModalScreen[None]):
+class Dialog(ModalFrame[None]):
+    FRAME_ID = "dialog"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="dialog-cancel"),
     ]
     DEFAULT_CSS = """
     Dialog {
-        align: center middle;
-        & > #dialog {
-            width: 96;
-            max-width: 95%;
-            height: auto;
-            max-height: 90%;
-            border: round $primary;
-            border-title-color: $text-primary;
-            border-title-style: bold;
-            background: $surface;
-            padding: 0 1;
-        }
         & .hint { color: $text-muted; }
         & .field-label { margin-top: 1; text-style: bold; }
         & .problem { color: $text-error; height: auto; }
         & #submit-problem { color: $text-error; margin-top: 1; height: auto; }
-        & #keys { color: $text-muted; margin-top: 1; }
         & Input { margin: 0; }
         & Input.-invalid { border: tall $error 60%; }
     }

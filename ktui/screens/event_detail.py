@@ -9,8 +9,6 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ktui.pipeline.format import (
@@ -21,6 +19,7 @@ from ktui.pipeline.format import (
     printable,
 )
 from ktui.record.feed import ProbeStatus
+from ktui.screens.modal import ModalFrame
 from ktui.widgets.event_window import EventRow
 
 
@@ -65,27 +64,17 @@ def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symboliz
     return fields, values
 
 
-class EventDetailScreen(ModalScreen[None]):
+class EventDetailScreen(ModalFrame[None]):
+    FRAME_ID = "detail"
+    SCROLLS = True
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close", id="detail-close"),
         Binding("q,enter", "dismiss", "Close", show=False, id="detail-close-alt"),
     ]
     DEFAULT_CSS = """
     EventDetailScreen {
-        align: center middle;
-        & > #detail {
-            width: 110;
-            max-width: 95%;
-            height: auto;
-            max-height: 90%;
-            border: round $primary;
-            border-title-color: $text-primary;
-            border-title-style: bold;
-            background: $surface;
-            padding: 0 1;
-        }
+        & > #detail { width: 110; }
         & .section { margin-top: 1; text-style: bold; color: $text-primary; }
-        & #keys { color: $text-muted; margin-top: 1; }
     }
     """
 
@@ -97,10 +86,9 @@ class EventDetailScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         fields, values = detail_tables(self.row, self.status, self.symbolize)
-        with VerticalScroll(id="detail") as box:
-            name = self.row.probe.name if self.row.probe else f"#{self.row.event.probe_id}"
-            box.border_title = f"event: {name}"
+        name = self.row.probe.name if self.row.probe else f"#{self.row.event.probe_id}"
+        with self.frame(f"event: {name}"):
             yield Static(fields, id="fields")
             yield Static("values", classes="section")
             yield Static(values if self.row.event.values else Text("no fetched values", "dim"), id="values")
-            yield Static("esc / q / enter: close", id="keys")
+            yield self.keys_line("esc / q / enter: close")

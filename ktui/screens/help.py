@@ -9,9 +9,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from ktui.screens.modal import ModalFrame
 
 NOTES = (
     "The table shows one row per probe: ● attached, ○ off, ✗ failed (the reason follows).",
@@ -55,24 +55,16 @@ def help_table(sections: Sequence[Section], key_display) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ModalFrame[None]):
+    FRAME_ID = "help"
+    SCROLLS = True
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close", id="help-close"),
         Binding("q,question_mark", "dismiss", "Close", show=False, id="help-close-alt"),
     ]
     DEFAULT_CSS = """
     HelpScreen {
-        align: center middle;
-        & > #help {
-            width: 100;
-            max-width: 95%;
-            height: 90%;
-            border: round $primary;
-            border-title-color: $text-primary;
-            border-title-style: bold;
-            background: $surface;
-            padding: 0 1;
-        }
+        & > #help { width: 100; height: 90%; }
         & #notes { color: $text-muted; }
     }
     """
@@ -82,7 +74,6 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help") as box:
-            box.border_title = "ktui keys  (esc: close)"
+        with self.frame("ktui keys  (esc: close)"):
             yield Static(help_table(self.sections, self.app.get_key_display), id="keys")
             yield Static("\n".join(NOTES), id="notes")

@@ -11,7 +11,6 @@ from typing import Awaitable, Callable, Literal
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Input, Label, Static
 
 from ktui.screens.dialog import Dialog
@@ -42,13 +41,12 @@ class PathDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         verb = "open (replaces every probe)" if self.mode == "open" else "write"
-        with Vertical(id="dialog") as box:
-            box.border_title = self._title
+        with self.frame(self._title):
             yield Label("path of a YAML probe set", classes="field-label")
             yield Input(self._value, placeholder="./probes.yaml", id="path")
             yield Static(id="path-hint", classes="hint")
             yield Static(id="submit-problem")
-            yield Static(f"enter: {verb}   esc: cancel", id="keys")
+            yield self.keys_line(f"enter: {verb}   esc: cancel")
 
     def on_mount(self) -> None:
         self._show_hint(self._value)

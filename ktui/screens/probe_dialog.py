@@ -10,10 +10,9 @@ from typing import Awaitable, Callable, Collection
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Input, Label, Static
 
-from ktui.lang import chars
+from ktui.lang import chars, limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Probe, SpecError
 from ktui.lang.spec import parse_spec, validate_probe
@@ -63,11 +62,14 @@ def build_probe(
         except SpecError as err:
             raise FieldProblem("filter", err) from None
     try:
-        chars.refuse(label)
+        _check_label(label)
     except SpecError as err:
         raise FieldProblem("label", err) from None
+    if probe.label is not None and label.strip():
+        raise FieldProblem("label", SpecError(f'the spec already labels this probe "{probe.label}"; '
+                                              "give the label once"))
     keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit}
-    probe = dataclasses.replace(probe, filter=expr, label=label.strip() or None, **keep)
+    probe = dataclasses.replace(probe, filter=expr, label=label.strip() or probe.label, **keep)
     try:
         validate_probe(probe, filter_text=filter_text if expr is not None else None)
     except SpecError as err:
@@ -78,6 +80,19 @@ def build_probe(
         hint = "pick another label" if probe.label else "give this one a label"
         raise FieldProblem(field, SpecError(f'another probe is already called "{probe.name}"; {hint}'))
     return probe
+
+
+def _check_label(label: str) -> None:
+    """The rules a label obeys in a probe set file (what is saved must
+    load), with the column counted in the field as typed."""
+    chars.refuse(label)
+    text = label.strip()
+    if text:
+        lead = len(label) - len(label.lstrip())
+        try:
+            limits.check_probe_label(text)
+        except SpecError as err:
+            raise SpecError(err.message, col=None if err.col is None else err.col + lead) from None
 
 
 class ProbeDialog(Dialog):
@@ -93,8 +108,7 @@ class ProbeDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         p = self.editing
-        with Vertical(id="dialog") as box:
-            box.border_title = f"edit probe {p.name}" if p is not None else "add probe"
+        with self.frame(f"edit probe {p.name}" if p is not None else "add probe"):
             yield Label("spec", classes="field-label")
             yield Label("TARGET:KIND[:FETCH,...]   e.g. vfs_read:r:ret=retval,count=a3:u64", classes="hint")
             yield Input(p.spec_text if p else "", placeholder="vfs_read:c:a3", id="spec")
@@ -107,7 +121,7 @@ class ProbeDialog(Dialog):
             yield Input((p.label or "") if p else "", placeholder="the name shown in the table", id="label")
             yield Static(id="label-problem", classes="problem")
             yield Static(id="submit-problem")
-            yield Static(f"enter: {'save' if p else 'add'}   tab: next field   esc: cancel", id="keys")
+            yield self.keys_line(f"enter: {'save' if p else 'add'}   tab: next field   esc: cancel")
 
     def on_mount(self) -> None:
         self.validate()

@@ -5,8 +5,13 @@ Footer.compose binds every FooterKey to the footer's `compact` reactive
 reactive changes, which it never does here. The footer recomposes on every
 screen switch and bindings change, so each one left ~7 dead FooterKeys
 alive: 661 after 90 help open/close cycles in the bench's 100k events/s
-flood, and RSS grew with them. After each recompose we drop the watchers
-whose node is closing or gone, as Textual itself does on a change.
+flood, and RSS grew with them.
+
+So after each recompose the footer changes `compact` and changes it back:
+the first change makes Textual prune the watchers whose node is closing, as
+it does on any change, and the second restores the value before anything is
+drawn. Only public API: the `compact` reactive. (The watcher list itself is
+private to Textual; tests/ui/test_footer.py counts the live keys.)
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from textual.widgets import Footer
 class KtuiFooter(Footer):
     async def recompose(self) -> None:
         await super().recompose()
-        watchers = getattr(self, "__watchers", {})
-        for entries in watchers.values():
-            entries[:] = [(node, callback) for node, callback in entries
-                          if not node._closing and node.parent is not None]
+        compact = self.compact
+        self.compact = not compact
+        self.compact = compact

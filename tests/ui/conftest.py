@@ -8,6 +8,8 @@ import io
 
 import pytest
 from rich.console import Console
+from textual.message import Message
+from textual.notifications import Notify
 
 from ktui.app import KtuiApp
 from ktui.lang.model import ProbeSet
@@ -53,6 +55,22 @@ def plain(static) -> str:
     with console.capture() as capture:
         console.print(static.content)
     return capture.get()
+
+
+class Notes:
+    """What the app told the user in notifications, caught as the Notify
+    messages go by: pass it as `run_test(message_hook=...)`, Textual's public
+    way to watch an app's messages (the app's own list is private)."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def __call__(self, message: Message) -> None:
+        if isinstance(message, Notify):
+            self.messages.append(message.notification.message)
+
+    def any(self, text: str) -> bool:
+        return any(text in m for m in self.messages)
 
 
 @pytest.fixture

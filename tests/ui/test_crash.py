@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from textual.worker import WorkerFailed
 
-from ktui.dashboard import EXIT_RUNTIME, failure_line
+from ktui.dashboard import failure_line
+from ktui.exits import EXIT_RUNTIME
 from ktui.pipeline.collector import BufferedFeed
 from ktui.record.feed import ProbeStatus
 from tests.fakefeed import FakeFeed
@@ -56,7 +57,9 @@ class BrokenFeed(FakeFeed):
         return await super().set_enabled(probe_id, enabled)
 
 
-async def wait_for_exit(app, pilot, timeout: float = 5.0) -> None:
+async def wait_for_exit(app, pilot, timeout: float = 60.0) -> None:
+    """Until the app has exited: a condition with a generous deadline (a
+    loaded machine), never a bound on how long it took."""
     end = time.monotonic() + timeout
     while app.return_code is None and time.monotonic() < end:
         await pilot.pause(0.02)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from ktui.screens.event_detail import EventDetailScreen
 from ktui.screens.main import MainScreen
 from ktui.widgets.event_log import EventLog
@@ -141,17 +139,15 @@ async def test_flood_keeps_the_window_bounded_and_counts_skipped():
     feed = make_feed(events_per_drain=100_000)
     app = make_app(feed, window=2000)
     async with app.run_test(size=SIZE) as pilot:
-        started = time.perf_counter()
         polls(app, 4)
         await pilot.pause()
-        elapsed = time.perf_counter() - started
         pane = app.main.events
         assert len(pane.log_view.window) == 2000
         assert feed.decoded == 5 * 2000  # only the tail of each batch became Events
         assert pane.skipped == 5 * 98_000
         assert "showing 4000 of 200.0k events/s, 490.0k skipped" in title(app)
-        # 400k events fed: handled in bounded work (a generous bound, not a benchmark)
-        assert elapsed < 5, elapsed
+        # 400k events fed, bounded work: the decoded count above is the
+        # measure (no wall-clock bound, which a loaded machine would break)
 
 
 async def test_window_limit_also_bounds_the_filtered_view():

@@ -12,7 +12,7 @@ from ktui.record.feed import ProbeState
 from ktui.screens.main import MainScreen
 from ktui.screens.path_dialog import PathDialog
 
-from .conftest import SIZE, make_app, make_feed
+from .conftest import SIZE, Notes, make_app, make_feed
 from .test_probes import cell, names
 
 GOOD = """\
@@ -50,7 +50,8 @@ def submit_problem(app) -> str:
 async def test_open_replaces_every_probe(app, feed, tmp_path):
     path = tmp_path / "net.yaml"
     path.write_text(GOOD)
-    async with app.run_test(size=SIZE) as pilot:
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await submit_path(pilot, "o", path)
         assert isinstance(app.screen, MainScreen)
         assert names(app) == ["tx", "tcp_recvmsg:r:ret=retval"]
@@ -59,7 +60,7 @@ async def test_open_replaces_every_probe(app, feed, tmp_path):
         assert cell(app, new_ids[0], "state") == "attached"
         assert cell(app, new_ids[1], "state") == "off"
         assert app.main.meta.name == "net"
-        assert any("2 probes" in n.message for n in app._notifications)
+        assert notes.any("2 probes")
 
 
 async def test_open_broken_file_shows_where(app, feed, tmp_path):

@@ -7,7 +7,7 @@ from ktui.widgets.probe_table import ProbeTable
 from ktui.widgets.stats_pane import StatsPane
 from ktui.widgets.status_line import StatusLine
 
-from .conftest import SIZE, make_app, make_feed, polls
+from .conftest import SIZE, Notes, make_app, make_feed, polls
 
 
 def cell(app, probe_id: int, column: str) -> str:
@@ -75,18 +75,19 @@ async def test_space_detaches_and_reattaches_the_selected_probe(app, feed):
 
 
 async def test_toggling_a_failing_probe_shows_the_reason(app, feed):
-    async with app.run_test(size=SIZE) as pilot:
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await pilot.press("down", "down", "down", "down")  # last row: the failed ext4 probe
         await pilot.press("space")
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert feed.calls[-1] == ("set_enabled", 5, True)
-        messages = [n.message for n in app._notifications]
-        assert any("is ext4 loaded?" in m for m in messages)
+        assert notes.any("is ext4 loaded?")
 
 
 async def test_all_off_then_all_on(app, feed):
-    async with app.run_test(size=SIZE) as pilot:
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await pilot.press("N")
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -98,18 +99,19 @@ async def test_all_off_then_all_on(app, feed):
         states = {i: s.state for i, s in feed.statuses().items()}
         assert states[1] is states[2] is states[3] is states[4] is ProbeState.ATTACHED
         assert states[5] is ProbeState.FAILED  # still no ext4: said in a notification
-        assert any("ext4" in n.message for n in app._notifications)
+        assert notes.any("ext4")
 
 
 async def test_growing_lost_count_is_flagged(app):
-    async with app.run_test(size=SIZE) as pilot:
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         polls(app, 4)
         await pilot.pause()
         assert cell(app, 3, "lost").startswith("⚠")
         assert not cell(app, 1, "lost").startswith("⚠")
         status = app.main.query_one(StatusLine)
         assert "losing events: tcp_sendmsg:c" in status._shown.plain
-        assert any("stats-only" in n.message for n in app._notifications)
+        assert notes.any("stats-only")
 
 
 async def test_stats_pane_follows_the_cursor(app):
@@ -144,10 +146,11 @@ async def test_system_notes_are_warnings():
 
     info = dataclasses.replace(DEFAULT_INFO, btf=False, notes=("no BTF: struct offsets need a kernel-devel match",))
     app = make_app(make_feed(info=info))
-    async with app.run_test(size=SIZE) as pilot:
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await pilot.pause()
         assert "⚠ no BTF" in app.main.query_one(StatusLine)._shown.plain
-        assert any("no BTF" in n.message for n in app._notifications)
+        assert notes.any("no BTF")
 
 
 async def test_keys_that_need_a_probe_are_hidden_without_probes():

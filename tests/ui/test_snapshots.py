@@ -78,3 +78,9 @@ class TestEventDetail:
             await pilot.pause()
 
         assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+class TestConfirm:
+    def test_delete_asks_first(self, snap_compare):
+        app = make_app()
+        assert snap_compare(app, press=["d"], terminal_size=SIZE, run_before=settle(app))

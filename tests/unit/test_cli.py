@@ -7,7 +7,6 @@ import functools
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,7 @@ def run(*args, input=None):
 
 
 def ktui(*args, timeout=60):
-    t = time.monotonic()
-    out = subprocess.run([*KTUI, *args], capture_output=True, text=True, timeout=timeout,
-                         cwd=REPO)
-    out.elapsed = time.monotonic() - t
-    return out
+    return subprocess.run([*KTUI, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def one_line_error(out, code=1):
@@ -122,7 +117,6 @@ def test_bad_probe_set_is_one_located_line_in_bounded_time(tmp_path, name):
     assert "Traceback" not in out.stderr and out.stderr == ""
     assert out.stdout.count("\n") == 1
     assert out.stdout.startswith(f"{f}:")  # file:line:col: message
-    assert out.elapsed < 20  # generous: interpreter start dominates
 
 
 def test_odd_unicode_that_is_valid_is_accepted_and_kept(tmp_path):
@@ -145,13 +139,13 @@ def test_check_names_the_refused_code_point_in_one_line(tmp_path):
 def test_spec_on_the_command_line_names_the_refused_code_point():
     out = ktui("compile", "-e", "vfs_read:c:a1 if comm == \"d\u2067\"")
     assert one_line_error(out).startswith(
-        "ktui: -e #1:11: U+2067 RIGHT-TO-LEFT ISOLATE is not allowed in a filter")
+        "ktui: -e #1:28: filter: U+2067 RIGHT-TO-LEFT ISOLATE is not allowed in a filter")
 
 
 @pytest.mark.parametrize("comm, words", [
     ("d\u202ed", "--comm: U+202E RIGHT-TO-LEFT OVERRIDE is not allowed"),
     ("\u200b", "--comm: U+200B ZERO WIDTH SPACE is not allowed"),
-    ("abcdefghijklmnop", "--comm: longer than 15 bytes"),
+    ("abcdefghijklmnop", "--comm: too long (16 bytes, at most 15"),
     ("", "--comm: must not be empty"),
 ])
 def test_bad_comm_option_is_invalid_input(monkeypatch, comm, words):
@@ -248,3 +242,182 @@ def test_set_gid_is_refused(monkeypatch):
     monkeypatch.setattr(os, "getegid", lambda: 0)
     monkeypatch.setattr(os, "getgid", lambda: 1000)
     assert run("check", "probesets/vfs.yaml").exit_code == 3
+
+
+# ---------------------------------------------------------------- the language of the files
+
+
+def test_e_probes_carry_labels_so_two_on_one_function_have_two_names():
+    ps = cli.load_inputs((), ("reads=vfs_read:c:a3", "small=vfs_read:c:a3 if a3 < 16"))
+    assert [p.label for p in ps.probes] == ["reads", "small"]
+    from ktui.pipeline.format import short_name
+    assert [short_name(p) for p in ps.probes] == ["reads", "small"]  # the event pane's column
+    r = run("compile", "-e", "reads=vfs_read:c:a3", "-e", "vfs_read:c:a3")
+    assert r.exit_code == 0, r.output
+    r = run("compile", "-e", "vfs_read:c:a3", "-e", "vfs_read:c:a3")
+    assert r.exit_code == 1 and "give one a label (label: in a file, -e 'LABEL=SPEC')" in r.output
+
+
+@pytest.mark.parametrize("text, at, words", [
+    ("vfs_read:c:a3 if a3 >", None, "filter: expected a name or a value after >"),
+    ("vfs_read:c:a3 if nope > 1", "nope", 'filter: unknown name "nope"'),
+    ("vfs_read:c:a3  if  a3 > 1 && comm == 7", "7", "filter: comm is a string"),
+    ("reads=vfs_read:c:n=a3 if n > 1 && x", "x", 'filter: "x" alone is not a condition'),
+    ("vfs_read:c:a3 if comm == dd", "dd", 'filter: strings need double quotes: comm == "dd"'),
+    ("vfs_read:q if a3 > 1", "q", "kind must be c or r"),
+])
+def test_an_e_error_column_points_into_the_e_text(text, at, words):
+    """The column counted from the filter's start (`-e #1:1:` for the first
+    character of the filter), not from the start of what was typed."""
+    r = run("compile", "-e", text)
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    prefix, col, message = r.output.split(":", 3)[1:]
+    assert prefix == " -e #1"
+    col = int(col)
+    assert message.strip().startswith(words), r.output
+    assert col == (len(text) + 1 if at is None else text.rindex(at) + 1), r.output
+
+
+@pytest.mark.parametrize("spec, filt, quoted", [
+    ("vfs_read:c", "comm == dd", 'comm == "dd"'),
+    ("vfs_read:c", "bash != comm", '"bash" != comm'),
+    ("vfs_read:c:f=+0(a2):string", "f == etc", 'f == "etc"'),
+    ("vfs_read:r:name=a2:ustring", "name != x && retval < 0", 'name != "x"'),
+])
+def test_a_bare_word_against_a_string_says_strings_need_quotes(spec, filt, quoted):
+    r = run("compile", "-e", f"{spec} if {filt}")
+    assert r.exit_code == 1 and f"filter: strings need double quotes: {quoted}" in r.output, r.output
+
+
+def test_compile_takes_buffer_auto_and_resolves_it_as_a_session_would(monkeypatch):
+    from ktui.kernel import buffer_choice
+    from ktui.kernel.codegen import generate
+    from ktui.lang.spec import parse_spec
+
+    for release, buffer in (("6.1.0-57-amd64", "ringbuf"), ("5.4.0-150-generic", "perf"), ("weird", "ringbuf")):
+        monkeypatch.setattr(buffer_choice.os, "uname", lambda r=release: os.uname_result(("", "", r, "", "")))
+        r = run("compile", "--buffer", "auto", "-e", "vfs_read:c:a3")
+        assert r.exit_code == 0, r.output
+        assert r.output == generate([parse_spec("vfs_read:c:a3")], buffer=buffer).text
+        assert buffer_choice.resolve_buffer("auto") == buffer
+    for cmd in ("compile", "stream", "record", "run"):
+        assert "auto" in run(cmd, "--help").output  # every command that takes --buffer takes auto
+
+
+THREE_ERRORS = """\
+name: three
+lable: a misspelt top-level key
+probes:
+  - spec: vfs_read:c:a3
+    filter: a3 >
+  - spec: vfs_write:q
+"""
+
+
+def test_check_prints_every_error_in_a_file(tmp_path):
+    """It printed only the first: the misspelt key hid the bad filter until fixed."""
+    f = tmp_path / "three.yaml"
+    f.write_text(THREE_ERRORS)
+    r = run("check", str(f))
+    assert r.exit_code == 1
+    assert r.output.splitlines() == [
+        f"{f}:2:1: unknown key 'lable'; expected one of: name, description, filter, probes",
+        f"{f}:5:17: probe 1 (vfs_read:c:a3): filter: expected a name or a value after >, got end of filter",
+        f"{f}:6:21: probe 2 (vfs_write:q): spec: kind must be c or r, got \"q\" (c = call, r = return)",
+    ]
+
+
+def test_check_goes_on_inside_a_probe_after_a_misspelt_key(tmp_path):
+    f = tmp_path / "probe.yaml"
+    f.write_text("name: x\nprobes:\n  - spec: vfs_read:c:a3\n    lable: y\n    filter: nope > 1\n")
+    lines = run("check", str(f)).output.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [f"{f}:4:5", f"{f}:5:13"]
+    assert "did you mean 'label'" in lines[0] and 'unknown name "nope"' in lines[1]
+
+
+def test_other_commands_still_stop_at_the_first_error(tmp_path):
+    f = tmp_path / "three.yaml"
+    f.write_text(THREE_ERRORS)
+    r = run("compile", str(f))
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "unknown key 'lable'" in r.output
+
+
+# ---------------------------------------------------------------- numbers and usage errors
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Record what would run; preflight, compile and the UI never do here."""
+    import ktui.dashboard as dashboard
+    import ktui.headless as headless
+    calls = []
+    monkeypatch.setattr(preflight, "check_environment", lambda **kw: calls.append("preflight") or [])
+    for module, name in ((headless, "run_stream"), (headless, "run_record"), (dashboard, "run_live"),
+                         (dashboard, "run_replay")):
+        monkeypatch.setattr(module, name, lambda *a, _n=name, **kw: calls.append((_n, a)) or 0)
+    return calls
+
+
+BAD_NUMBERS = [
+    (["stream", "--pid", "-5"], "--pid: -5 is out of range (1..4194304)"),
+    (["stream", "--pid", "0"], "--pid: 0 is out of range (1..4194304)"),
+    (["stream", "--pid", "4194305"], "--pid: 4194305 is out of range (1..4194304)"),
+    (["stream", "--pid", "1.5"], "--pid: '1.5' is not a whole number"),
+    (["run", "--refresh", "-1"], "--refresh: -1 is out of range (0.1..60)"),
+    (["run", "--refresh", "0"], "--refresh: 0 is out of range (0.1..60)"),
+    (["run", "--refresh", "nan"], "--refresh: 'nan' is not a number"),
+    (["replay", "x.ktrec", "--refresh", "inf"], "--refresh: 'inf' is not a number"),
+    (["stream", "--interval", "0"], "--interval: 0 is out of range (0.05..86400)"),
+    (["record", "-o", "x.ktrec", "--interval", "-1"], "--interval: -1 is out of range (0.05..86400)"),
+    (["stream", "--duration", "-1"], "--duration: -1 is out of range (0.01..10000000)"),
+    (["record", "-o", "x.ktrec", "--duration", "0"], "--duration: 0 is out of range (0.01..10000000)"),
+    (["stream", "--buffer-pages", "0"], "--buffer-pages: 0 is out of range (1..262144)"),
+    (["run", "--buffer-pages", "3"], "--buffer-pages: 3 is not a power of two"),
+    (["replay", "x.ktrec", "--speed", "-1"], "--speed: -1 is out of range (0..1000000)"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_NUMBERS, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_numbers_are_bounded_where_they_are_parsed(nothing_runs, args, message):
+    """--pid -5 generated `!= -5U`; --refresh -1 was a traceback after the
+    compile and --refresh 0 froze the dashboard."""
+    r = run(*args, "-e", "vfs_read:c") if args[0] != "replay" else run(*args)
+    assert (r.exit_code, r.output) == (2, f"ktui: {message}\n")
+    assert nothing_runs == []  # refused before preflight, compile or screen
+
+
+def test_the_bounds_themselves_are_accepted(nothing_runs):
+    assert run("stream", "-e", "vfs_read:c", "--pid", "4194304", "--interval", "0.05",
+               "--duration", "0.01", "--buffer-pages", "262144").exit_code == 0
+    assert run("run", "-e", "vfs_read:c", "--pid", "1", "--refresh", "60", "--buffer-pages", "1").exit_code == 0
+    assert run("replay", "x.ktrec", "--speed", "0", "--refresh", "0.1").exit_code == 0
+    (_, stream), (_, live), (_, replay) = (c for c in nothing_runs if c != "preflight")
+    ps, options, interval, duration = stream[:4]
+    assert (ps.pid, options.ringbuf_pages, interval, duration) == (4194304, 262144, 0.05, 0.01)
+    assert isinstance(ps.pid, int) and live[0].pid == 1 and live[2] == 60.0
+    assert replay[1:3] == (0.0, 0.1)
+
+
+@pytest.mark.parametrize("args, start", [
+    (["stream", "--bogus"], "ktui: No such option '--bogus'"),
+    (["check"], "ktui: Missing argument 'FILES...'."),
+    (["record", "-e", "vfs_read:c"], "ktui: Missing option '-o' / '--output'."),
+    (["stream", "--buffer", "ring"], "ktui: --buffer: 'ring' is not one of 'auto', 'ringbuf', 'perf'."),
+    (["compile", "--pid", "5"], "ktui: No such option '--pid'"),
+])
+def test_every_usage_error_is_one_line_exit_2(nothing_runs, args, start):
+    r = run(*args)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.startswith(start), r.output
+
+
+def test_help_and_version_still_work():
+    for args in (["--help"], ["-h"], ["stream", "--help"], ["--version"]):
+        r = run(*args)
+        assert r.exit_code == 0 and r.output.count("\n") >= 1, (args, r.output)
+    assert "Usage:" in run("stream", "--help").output and "version" in run("--version").output
+
+
+def test_a_usage_error_in_a_real_process_is_one_line_on_stderr():
+    out = ktui("stream", "--pid", "-5", "-e", "vfs_read:c")
+    assert one_line_error(out, code=2) == "ktui: --pid: -5 is out of range (1..4194304)\n"
+    assert out.stdout == ""

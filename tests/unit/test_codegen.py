@@ -2,7 +2,8 @@
 
 Regenerate the golden files after an intended change with
     KTUI_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_codegen.py
-and read the diff before committing it.
+(that run fails on purpose, naming each file it wrote), read the diff, and
+run the tests again without it before committing.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +40,13 @@ EXAMPLES = [
 def _check_golden(name: str, text: str) -> None:
     path = GOLDEN / name
     if os.environ.get("KTUI_UPDATE_GOLDEN"):
+        # Regenerating is not testing: the run fails, so it can never pass
+        # a build by comparing a file with what was just written into it.
+        old = path.read_text() if path.exists() else None
         path.write_text(text)
+        pytest.fail(f"KTUI_UPDATE_GOLDEN is set: {path} " +
+                    ("unchanged" if old == text else "regenerated: read its diff") +
+                    "; run again without it to test")
     assert path.exists(), f"no golden file {path}: run with KTUI_UPDATE_GOLDEN=1"
     assert text == path.read_text(), f"generated C differs from {path}"
 
@@ -55,9 +64,41 @@ def test_shipped_sets_match_golden(path):
     _check_golden(f"{path.stem}.c", generate(load_probeset(path)).text)
 
 
-def test_generation_is_deterministic():
-    ps = load_probeset(REPO / "probesets" / "vfs.yaml")
-    assert generate(ps).text == generate(ps).text
+# Every program the golden tests cover, generated in a fresh interpreter.
+ALL_PROGRAMS = """
+import hashlib, sys
+from ktui.kernel.codegen import generate
+from ktui.lang.probeset import load_probeset
+from ktui.lang.shipped import shipped_sets
+from ktui.lang.spec import parse_spec
+texts = [generate([parse_spec(s) for s in sys.argv[1:]], buffer=b).text for b in ("ringbuf", "perf")]
+texts += [generate(load_probeset(p)).text for p in shipped_sets()]
+print(hashlib.sha256("\\0".join(texts).encode()).hexdigest())
+"""
+
+
+def _programs_in_a_process(hash_seed: str) -> str:
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+    out = subprocess.run([sys.executable, "-c", ALL_PROGRAMS, *EXAMPLES], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_generation_is_the_same_in_another_process():
+    """Two interpreters with different string hashing (so sets and dicts of
+    names iterate in different orders) must write byte-identical programs."""
+    assert _programs_in_a_process("1") == _programs_in_a_process("2")
+
+
+def test_update_mode_regenerates_and_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "GOLDEN", tmp_path)
+    monkeypatch.setenv("KTUI_UPDATE_GOLDEN", "1")
+    with pytest.raises(pytest.fail.Exception, match="regenerated"):
+        _check_golden("x.c", "int x;\n")
+    assert (tmp_path / "x.c").read_text() == "int x;\n"
+    with pytest.raises(pytest.fail.Exception, match="unchanged"):
+        _check_golden("x.c", "int x;\n")
 
 
 def test_user_text_never_reaches_the_c():

@@ -36,23 +36,42 @@ class NullSink:
         pass
 
 
-def drains_in(seconds: float, events_per_drain: int) -> int:
-    feed = CountingFeed(events_per_drain)
-    collector = Collector(feed, interval=0.01, idle_interval=0.05)
+def waits_between_drains(feed: CountingFeed, drains: int, monkeypatch) -> list[float]:
+    """The waits the collector asks for between its first `drains` drains.
 
-    async def run():
-        asyncio.get_running_loop().call_later(seconds, collector.stop)
-        await collector.run(NullSink())
+    Each wait is recorded and ends at once (a fake clock), so the answer is
+    the same on an idle machine and a loaded one: no drain count depends on
+    how much wall time the loop got."""
+    collector = Collector(feed, interval=0.01, idle_interval=0.05, stats_interval=float("inf"))
+    waits: list[float] = []
 
-    asyncio.run(run())
-    return feed.drains
+    async def no_wait(awaitable, timeout):
+        awaitable.close()  # the stop event's wait() coroutine, never started
+        waits.append(timeout)
+        if feed.drains >= drains:
+            collector.stop()
+        raise asyncio.TimeoutError
+
+    monkeypatch.setattr(asyncio, "wait_for", no_wait)
+    asyncio.run(collector.run(NullSink()))
+    return waits
 
 
-def test_an_idle_feed_is_drained_far_less_often_than_a_busy_one():
-    idle, busy = drains_in(0.5, 0), drains_in(0.5, 5)
-    # idle: ~0.5 s / 0.05 s; busy: up to 0.5 s / 0.01 s (fewer on a slow machine)
-    assert idle <= 15
-    assert busy > 2 * idle
+def test_an_idle_feed_is_drained_far_less_often_than_a_busy_one(monkeypatch):
+    # idle: the wait doubles from 10 ms up to 50 ms; busy: 10 ms every time
+    assert waits_between_drains(CountingFeed(0), 6, monkeypatch) == [0.02, 0.04, 0.05, 0.05, 0.05, 0.05]
+    assert waits_between_drains(CountingFeed(5), 6, monkeypatch) == [0.01] * 6
+
+
+def test_events_after_a_quiet_spell_bring_the_short_wait_back(monkeypatch):
+    class Bursty(CountingFeed):
+        pattern = (0, 0, 0, 5, 0)
+
+        def drain(self):
+            self.events_per_drain = self.pattern[self.drains] if self.drains < len(self.pattern) else 0
+            return super().drain()
+
+    assert waits_between_drains(Bursty(0), 5, monkeypatch) == [0.02, 0.04, 0.05, 0.01, 0.02]
 
 
 def test_a_counting_only_set_is_never_drained_until_the_end():

@@ -7,16 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ktui.lang.filters import (
-    INT_MAX,
-    INT_MIN,
-    MAX_STRING,
-    canonical_name,
     comparisons,
-    is_reserved,
     parse_filter,
     parse_filter_with_columns,
     tree_depth,
 )
+from ktui.lang.limits import FILTER_INT_MAX as INT_MAX
+from ktui.lang.limits import FILTER_INT_MIN as INT_MIN
+from ktui.lang.limits import STRING_LITERAL_MAX as MAX_STRING
 from ktui.lang.model import (
     COMPARE_OPS,
     And,
@@ -28,6 +26,7 @@ from ktui.lang.model import (
     SpecError,
     StrLit,
 )
+from ktui.lang.names import canonical_name, is_reserved
 
 
 def F(name):

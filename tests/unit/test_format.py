@@ -159,3 +159,22 @@ def test_event_line():
 def test_comm_is_made_printable():
     assert printable("kworker/0:1") == "kworker/0:1"
     assert printable("evil\x1b[31m") == "evil\\x1b[31m"
+
+
+def test_ndjson_names_an_errno_as_the_dashboard_does():
+    """format said E200 and ndjson said 200 for the same unknown errno."""
+    import io
+    import json
+
+    from ktui.lang.spec import parse_spec
+    from ktui.pipeline.ndjson import NdjsonSink
+    from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
+
+    class OneProbe:
+        def statuses(self):
+            return {0: ProbeStatus(0, parse_spec("vfs_read:r"), ProbeState.ATTACHED)}
+
+    out = io.StringIO()
+    NdjsonSink(out, OneProbe()).on_stats(StatsSnapshot(0.0, {0: ProbeStats(0, errnos=((9, 2), (200, 1)))}))
+    errnos = json.loads(out.getvalue())["probes"][0]["errnos"]
+    assert errnos == {errno_name(9): 2, errno_name(200): 1} == {"EBADF": 2, "E200": 1}

@@ -32,56 +32,66 @@ sys.exit(status)
 """
 
 
-def start_silent_stream(interval: float, duration: float, stats: bool) -> subprocess.Popen:
+# Streams that should stop when their reader goes away are given an hour:
+# if one is still running after this (generous, for a loaded machine), it
+# did not notice. No test asserts how quickly anything happened.
+NOTICE_WITHIN = 60.0
+AN_HOUR = 3600.0
+
+
+def start_silent_stream(interval: float, duration: float, stats: bool) -> tuple[subprocess.Popen, float]:
+    """The stream, and when it was started (time.monotonic())."""
+    started = time.monotonic()
     p = subprocess.Popen([sys.executable, "-c", SILENT_STREAM, str(interval), str(duration),
                           "stats" if stats else "no-stats"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, text=True)
     assert p.stderr.readline() == "looping\n"
-    time.sleep(0.5)  # into the collector's loop
-    return p
+    return p, started
 
 
-def finish(p: subprocess.Popen, timeout: float) -> tuple[float, str, str]:
-    """Seconds until it exited, its stdout (if still held) and its stderr."""
-    start = time.monotonic()
+def finish(p: subprocess.Popen, timeout: float = NOTICE_WITHIN) -> tuple[str, str]:
+    """Its stdout (if still held) and its stderr, once it has exited."""
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
         raise AssertionError(f"still streaming {timeout} s after its reader went away") from None
-    return time.monotonic() - start, out or "", err
+    return out or "", err
 
 
 def test_silent_stream_notices_its_reader_is_gone():
     """`ktui stream --no-stats -e SILENT | head -1`: head exits without a
-    line; ktui must stop (and detach) within about a second, not run on."""
-    p = start_silent_stream(interval=1.0, duration=60.0, stats=False)
+    line; ktui must stop (and detach), not run on to its duration."""
+    p, _ = start_silent_stream(interval=1.0, duration=AN_HOUR, stats=False)
     p.stdout.close()  # head -1 gives up
-    elapsed, _, err = finish(p, timeout=10)
-    assert elapsed < 2.0, elapsed
+    _, err = finish(p)
     assert p.returncode == 0, err  # what a failed write into the pipe exits with
     assert "status=0 closed=True" in err  # returned normally, feed closed (probes detached)
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
-def test_stats_every_minute_do_not_keep_a_readerless_stream_alive():
+def test_stats_every_hour_do_not_keep_a_readerless_stream_alive():
     """With stats, a write would find the broken pipe, but only at the next
-    stats line (a minute away here); the reader check does not wait for it."""
-    p = start_silent_stream(interval=60.0, duration=60.0, stats=True)
+    stats line (an hour away here); the reader check does not wait for it."""
+    p, _ = start_silent_stream(interval=AN_HOUR, duration=AN_HOUR, stats=True)
     p.stdout.close()
-    elapsed, _, err = finish(p, timeout=10)
-    assert elapsed < 2.0 and p.returncode == 0, err
+    _, err = finish(p)
+    assert p.returncode == 0, err
     assert "status=0 closed=True" in err and "Traceback" not in err
 
 
 def test_silent_stream_with_a_reader_keeps_running_until_its_duration():
-    """The control: the check does not stop a stream whose reader is there."""
-    p = start_silent_stream(interval=1.0, duration=1.5, stats=False)
-    elapsed, out, err = finish(p, timeout=10)
+    """The control: the check does not stop a stream whose reader is there.
+    It writes its summary line (a stream whose reader it thought gone would
+    not), and it lived at least its --duration: a lower bound, which a slow
+    machine only makes longer."""
+    p, started = start_silent_stream(interval=1.0, duration=1.5, stats=False)
+    out, err = finish(p)
+    lived = time.monotonic() - started
     assert p.returncode == 0, err
-    assert elapsed > 0.6  # ran to --duration (1.5 s, 0.5 s of it spent before), not cut short
-    assert out.startswith('{"v": 1, "type": "summary"')
+    assert out.startswith('{"v": 2, "type": "summary"')
+    assert lived >= 1.5, lived
 
 
 def test_reader_gone_on_a_pipe():

@@ -283,7 +283,8 @@ LOCATED_ERRORS = [
     pytest.param("name: x\nfilter:\n  comm: abcdefghijklmnop\nprobes: [vfs_read:c]\n", 3, 9,
                  ("filter.comm: too long",), id="comm-too-long"),
     pytest.param("name: x\nfilter:\n  comm: ééééééééé\nprobes: [vfs_read:c]\n", 3, 9,
-                 ("filter.comm: longer than 15 bytes",), id="comm-too-many-bytes"),
+                 ("filter.comm: too long (18 bytes, at most 15: the kernel keeps only 15 bytes",),
+                 id="comm-too-many-bytes"),
     pytest.param("name: x\nfilter: 1234\nprobes: [vfs_read:c]\n", 2, 9,
                  ("filter: expected a mapping, got an integer",), id="set-filter-not-mapping"),
     pytest.param("name: !!python/object:os.system x\nprobes: [vfs_read:c]\n", 1, 7,
@@ -515,3 +516,45 @@ def test_printable_unicode_in_labels_is_still_accepted():
     ps = loads_probeset("name: 'vfs ✓ ünï'\nfilter: {comm: größe}\n"
                         "probes:\n  - spec: vfs_read:c\n    label: 读取 größe\n")
     assert ps.name == "vfs ✓ ünï" and ps.comm == "größe" and ps.probes[0].label == "读取 größe"
+
+
+# ---------------------------------------------------------------- a label in the spec
+
+
+def test_a_spec_label_in_a_file():
+    ps = loads_probeset("name: x\nprobes:\n  - reads=vfs_read:c:a3\n  - spec: writes=vfs_write:c\n")
+    assert [p.label for p in ps.probes] == ["reads", "writes"]
+    assert loads_probeset(dumps_probeset(ps)) == ps
+
+
+def test_a_label_in_the_spec_and_a_label_key_is_an_error():
+    text = "name: x\nprobes:\n  - spec: reads=vfs_read:c\n    label: r\n"
+    with pytest.raises(ProbeSetError) as info:
+        loads_probeset(text, source="f.yaml")
+    assert str(info.value) == ('f.yaml:4:5: probe 1 (reads=vfs_read:c): label: the spec already labels '
+                               'this probe "reads"; give the label once')
+    assert loads_probeset(text.replace("label: r", "label: null")).probes[0].label == "reads"
+
+
+def test_a_spec_label_counts_in_duplicate_names():
+    with pytest.raises(ProbeSetError, match="label 'r' is already used by probe 1"):
+        loads_probeset("name: x\nprobes:\n  - r=vfs_read:c\n  - spec: vfs_write:c\n    label: r\n")
+
+
+def test_check_probeset_collects_what_load_probeset_stops_at(tmp_path: Path):
+    from ktui.lang.probeset import check_probeset
+
+    good = tmp_path / "good.yaml"
+    good.write_text("name: g\nprobes: [vfs_read:c]\n")
+    ps, errors = check_probeset(good)
+    assert errors == [] and ps == load_probeset(good)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\nfilter: {pid: 0, comm: ''}\nprobes:\n  - vfs_read:c:a9\n  - spec: vfs_read:c\n    sample: x\n")
+    ps, errors = check_probeset(bad)
+    assert ps is None
+    assert [(e.line, e.col) for e in errors] == [(2, 15), (2, 24), (4, 16), (6, 13)]
+    with pytest.raises(ProbeSetError) as first:
+        load_probeset(bad)
+    assert str(first.value) == str(errors[0])
+    missing = check_probeset(tmp_path / "missing.yaml")
+    assert missing[0] is None and "cannot open" in str(missing[1][0])

@@ -15,10 +15,10 @@ from ktui.pipeline.rates import (
     percentile,
     rate,
     rates,
-    slot_bounds,
     totals,
 )
-from ktui.record.feed import HIST_SLOTS, ProbeStats, StatsSnapshot
+from ktui.record.feed import ProbeStats, StatsSnapshot
+from ktui.record.histogram import HIST_SLOTS
 
 
 def snap(time: float, **hits_by_id) -> StatsSnapshot:
@@ -86,21 +86,16 @@ def test_error_count_sums_errnos():
 # ---------------------------------------------------------------- percentiles
 
 
-def test_slot_bounds():
-    assert slot_bounds(0) == (0, 1)
-    assert slot_bounds(10) == (1024, 2047)
-
-
 def test_percentile_of_one_slot_interpolates_inside_it():
-    h = hist(s10=100)  # all in [1024, 2048)
+    h = hist(s11=100)  # all in 1024..2047
     assert percentile(h, 50) == pytest.approx(1024 + 1024 * 0.5)
     assert percentile(h, 100) == pytest.approx(2048)
     assert 1024 <= percentile(h, 1) < 1100
 
 
 def test_percentile_picks_the_slot_holding_the_rank():
-    h = hist(s8=50, s12=49, s20=1)  # 256ns.., 4us.., 1ms..
-    assert percentile(h, 50) == 512  # the 50th of 100 is the last of slot 8
+    h = hist(s9=50, s13=49, s21=1)  # 256ns.., 4us.., 1ms..
+    assert percentile(h, 50) == 512  # the 50th of 100 is the last of slot 9
     assert 4096 < percentile(h, 98) < 8192
     assert percentile(h, 99) == 8192
     assert 1 << 20 <= percentile(h, 99.5) < 1 << 21
@@ -108,9 +103,31 @@ def test_percentile_picks_the_slot_holding_the_rank():
 
 
 def test_percentile_at_a_slot_edge_is_exact():
-    h = hist(s3=10, s5=10)
-    assert percentile(h, 50) == 16  # the top of slot 3: [8, 16)
+    h = hist(s4=10, s6=10)
+    assert percentile(h, 50) == 16  # the top of slot 4: 8..15
     assert percentile(h, 100) == 64
+
+
+def test_percentile_reads_the_bounds_of_every_slot():
+    """One value per slot, at its low edge: the p100 of a histogram holding
+    only slot k is the value just past that slot, 2^k (1 for slot 0)."""
+    for k in range(HIST_SLOTS):
+        assert percentile(hist(**{f"s{k}": 3}), 100) == (1 << k), k
+        assert percentile(hist(**{f"s{k}": 3}), 1e-9) == pytest.approx(0 if k == 0 else 1 << (k - 1), rel=1e-6, abs=1e-3), k
+
+
+def test_percentile_of_the_returns_a_histogram_counts():
+    """Latencies binned by slot_of, then read back: each percentile lies in
+    the slot of the true one (within a factor of two, never an octave off)."""
+    from ktui.record.histogram import slot_bounds, slot_of
+
+    latencies = [300, 310, 900, 1500, 1600, 1700, 5000, 70000, 70001, 1 << 40]
+    h = [0] * HIST_SLOTS
+    for ns in latencies:
+        h[slot_of(ns)] += 1
+    for q, true in ((50, 1600), (10, 300), (90, 70001), (100, 1 << 40)):
+        low, high = slot_bounds(slot_of(true))
+        assert low <= percentile(h, q) <= high + 1, (q, true)
 
 
 def test_percentile_of_empty_histogram_is_none():
@@ -129,7 +146,7 @@ def test_percentile_rejects_nonsense():
 
 
 def test_hist_lines_like_funclatency():
-    lines = hist_lines(hist(s8=1, s9=4, s10=8, s12=2), bar_width=8)
+    lines = hist_lines(hist(s9=1, s10=4, s11=8, s13=2), bar_width=8)
     assert lines == [
         "       nsecs : count distribution",
         " 256 -> 511  : 1     |*       |",
@@ -141,11 +158,17 @@ def test_hist_lines_like_funclatency():
 
 
 def test_hist_lines_align_wide_counts():
-    lines = hist_lines(hist(s0=1_000_000, s1=3), bar_width=4)
+    lines = hist_lines(hist(s0=1_000_000, s1=3, s2=1), bar_width=4)
     assert lines[0] == " nsecs : count   distribution"  # " : " lines up
-    assert lines[1] == "0 -> 1 : 1000000 |****|"
-    assert lines[2] == "2 -> 3 : 3       |    |"
+    assert lines[1] == "0 -> 0 : 1000000 |****|"
+    assert lines[2] == "1 -> 1 : 3       |    |"
+    assert lines[3] == "2 -> 3 : 1       |    |"
     assert len({len(line) for line in lines[1:]}) == 1
+
+
+def test_hist_lines_up_to_the_last_slot():
+    lines = hist_lines(hist(s64=1), bar_width=1)
+    assert lines[-1].split(" : ")[0].split() == [str(1 << 63), "->", str((1 << 64) - 1)]
 
 
 def test_hist_lines_empty():

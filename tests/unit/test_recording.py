@@ -26,6 +26,7 @@ from ktui.pipeline.recording import (
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.decode import Decoder, MultiBatch, RecordBatch
 from ktui.record.feed import ProbeStats, StatsSnapshot
+from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import record_layout
 
 KTUI = [sys.executable, "-m", "ktui"]
@@ -66,10 +67,10 @@ def expected_values(i: int):
 
 def stats_for(n: int) -> StatsSnapshot:
     return StatsSnapshot(float(n), {
-        10: ProbeStats(10, hits=n, lost=1, emitted=n - 1, hist=(0,) * 4, errnos=(),
+        10: ProbeStats(10, hits=n, lost=1, emitted=n - 1, hist=(), errnos=(),
                        top_comms=(("worké", n),)),
-        11: ProbeStats(11, hits=n, lost=0, emitted=n, hist=(1, 2, 3), errnos=((9, 2),),
-                       top_comms=()),
+        11: ProbeStats(11, hits=n, lost=0, emitted=n, hist=(0,) * 6 + (n - 2, 2) + (0,) * 57,
+                       errnos=((9, 2),), top_comms=()),
     })
 
 
@@ -326,6 +327,36 @@ def test_unknown_chunk_kinds_are_skipped(recording, tmp_path):
                       + data[end_of_head:])
     events, feed = replay_all(newer)
     assert len(events) == sum(n for _, n in BATCHES) and not feed.truncated
+
+
+def test_a_format_1_recording_replays_with_its_histograms_padded(recording, tmp_path):
+    """Format 1 kept 64 slots written by bcc's bpf_log2l: slot k held
+    2^(k-1)..2^k-1 ns, as now. They come back with 65 slots, counts in
+    place."""
+    old_hist = [0] * 64
+    old_hist[11] = 5  # 1024..2047 ns
+    old_hist[63] = 1
+    stats = {"time": 3.0, "probes": {"11": {
+        "probe_id": 11, "hits": 6, "lost": 0, "emitted": 6, "hist": old_hist,
+        "errnos": [], "top_comms": []}}}
+    data = corrupt(recording.read_bytes(), b"HEAD", json.dumps(
+        {"version": 1, "created": 0, "kernel": "6.1", "probeset": "old"}).encode())
+    data = corrupt(data, b"STAT", json.dumps(stats).encode())  # the first one
+    old = tmp_path / "old.ktrec"
+    old.write_bytes(data)
+    events, feed = replay_all(old)
+    assert len(events) == sum(n for _, n in BATCHES)
+    seen = [c.value for c in RecordingReader(str(old)).chunks() if c.kind == "stats"][0]
+    hist = seen.probes[11].hist
+    assert len(hist) == HIST_SLOTS
+    assert hist[11] == 5 and hist[63] == 1 and sum(hist) == 6
+
+
+def test_a_recording_of_an_unknown_format_is_refused(recording, tmp_path):
+    bad = tmp_path / "new.ktrec"
+    bad.write_bytes(corrupt(recording.read_bytes(), b"HEAD", b'{"version": 3}'))
+    with pytest.raises(RecordingError, match="format 3 is not supported"):
+        replay_all(bad)
 
 
 def test_reader_reports_head(recording):

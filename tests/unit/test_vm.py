@@ -1,23 +1,194 @@
-"""`ktui vm`'s guest script (ktui/vm.py); the VM itself is exercised by hand
-and by scripts/vm.sh in the kernel tests."""
+"""The VM launcher (ktui/vm/) on the host, with a stand-in for vng.
+
+The real VM runs the kernel tests (make test-kernel boots it through the
+same code). Here a fake `vng` runs the guest's shell command on the host, so
+what the launcher promises can be checked without a VM: the guest runs the
+interpreter that runs ktui (no checkout path), output comes back through a
+file, the command's exit status passes through, and a guest that never
+finishes gets its console log shown and exit 3.
+"""
 
 from __future__ import annotations
 
-from ktui.vm import guest_script
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ktui.vm import boot
+from ktui.vm.__main__ import main as vm_main
+from ktui.vm.boot import Machine, VmError, run_command
+from ktui.vm.dashboard import guest_script
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Records its arguments, prints console noise, then runs what follows `--`
+# with bash, as the guest would (but on the host, in the same process group;
+# `mount` does nothing there: the guest's debugfs mount is not for the host).
+FAKE_VNG = """#!/bin/bash
+printf '%s\\0' "$@" > "$(dirname "$0")/vng-args"
+echo "$PATH" > "$(dirname "$0")/vng-path"
+echo "[    0.000000] Linux version (fake console)"
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+echo $$ > "$(dirname "$0")/vng-pid"
+export FAKE_VNG_DIR="$(dirname "$0")"
+mount() { echo "mount $*" >> "$FAKE_VNG_DIR/mounts"; }
+export -f mount
+bash -c "$1"
+"""
 
 
-def test_the_dashboard_runs_in_a_private_tmux_with_a_plain_shell():
-    script = guest_script([], workload=False)
+@pytest.fixture
+def fake_vng(tmp_path, monkeypatch) -> Path:
+    """A bin/ folder with the fake vng, standing in for the interpreter's."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "vng").write_text(FAKE_VNG)
+    (bindir / "vng").chmod(0o755)
+    monkeypatch.setattr(boot, "interpreter_bin", lambda: bindir)
+    return bindir
+
+
+def vng_args(bindir: Path) -> list[str]:
+    return (bindir / "vng-args").read_bytes().decode().split("\0")[:-1]
+
+
+def machine(cwd: Path, **kw) -> Machine:
+    return Machine(kernel="6.1.0-0-amd64", cwd=cwd, rwdirs=(cwd,), **kw)
+
+
+def test_output_and_exit_status_come_back(fake_vng, tmp_path, capfd):
+    rc = run_command(machine(tmp_path), "echo out; echo err >&2; pwd; exit 7", rundir=tmp_path / ".vmout")
+    assert rc == 7
+    out, err = capfd.readouterr()
+    assert out == f"out\nerr\n{tmp_path}\n"  # merged, from the guest's cwd
+    assert "fake console" not in out + err  # the console stays in its log
+    assert list((tmp_path / ".vmout").iterdir()) == []  # a finished run leaves nothing
+    assert (fake_vng / "mounts").read_text() == "mount -t debugfs none /sys/kernel/debug\n"
+
+
+def test_vng_and_the_guest_find_the_interpreters_bin_first(fake_vng, tmp_path, capfd):
+    assert run_command(machine(tmp_path), 'echo "$PATH"', rundir=tmp_path / ".vmout") == 0
+    assert capfd.readouterr().out.split(":")[0] == str(fake_vng)
+    # vng starts virtme-run by name: it must find the one beside it
+    assert (fake_vng / "vng-path").read_text().split(":")[0] == str(fake_vng)
+
+
+def test_a_guest_that_never_finishes_shows_its_console_and_exits_3(fake_vng, tmp_path, capfd):
+    # `kill -9 $$`: the guest shell dies before it can write the status file
+    rc = run_command(machine(tmp_path), "echo partial; kill -9 $$", rundir=tmp_path / ".vmout")
+    assert rc == 3
+    out, err = capfd.readouterr()
+    assert out == "partial\n"
+    assert "the guest did not finish" in err and "fake console" in err
+
+
+def test_a_timeout_takes_the_whole_vm_down(fake_vng, tmp_path, capfd):
+    rc = run_command(machine(tmp_path), "sleep 300 & echo $! > child; wait", rundir=tmp_path / ".vmout",
+                     timeout=1)
+    assert rc == 3
+    assert "no result after 1 s" in capfd.readouterr().err
+    # vng and what it started (QEMU, here a sleep) were one process group
+    for pid in ((fake_vng / "vng-pid").read_text(), (tmp_path / "child").read_text()):
+        assert _ends(int(pid)), f"pid {pid} still running"
+
+
+def _ends(pid: int, within: float = 30.0) -> bool:
+    """The process is gone (a killed one may linger a moment as a zombie
+    before whoever inherited it reaps it)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_vng_options_follow_the_environment(fake_vng, tmp_path, monkeypatch):
+    run_command(machine(tmp_path), "true", rundir=tmp_path / ".vmout")
+    args = vng_args(fake_vng)
+    assert "--qemu-opts=-accel tcg,thread=single" in args and "-v" not in args
+    assert args[args.index("--rwdir") + 1] == str(tmp_path)
+    assert args[args.index("-r") + 1] == "/boot/vmlinuz-6.1.0-0-amd64"
+
+    monkeypatch.setattr(boot, "BOOT", tmp_path)
+    monkeypatch.setattr(boot, "MODULES", tmp_path)
+    (tmp_path / "vmlinuz-6.1.0-9-amd64").touch()
+    (tmp_path / "6.1.0-9-amd64" / "build").mkdir(parents=True)
+    monkeypatch.setenv("KTUI_VM_QEMU_OPTS", "")
+    monkeypatch.setenv("KTUI_VM_VERBOSE", "1")
+    m = Machine.from_env(None, cwd=tmp_path, rwdirs=(tmp_path,))
+    assert m.kernel == "6.1.0-9-amd64"  # the newest 6.1 under /boot
+    args = m.vng_args()
+    assert "-v" in args and not any(a.startswith("--qemu-opts") for a in args)
+    monkeypatch.setenv("KTUI_VM_QEMU_OPTS", "-accel tcg")
+    assert "--qemu-opts=-accel tcg" in Machine.from_env(None, cwd=tmp_path, rwdirs=()).vng_args()
+
+
+def test_newest_kernel_sorts_versions_as_numbers(tmp_path, monkeypatch):
+    monkeypatch.setattr(boot, "BOOT", tmp_path)
+    for v in ("6.1.0-9-amd64", "6.1.0-57-amd64", "6.12.117+deb12-amd64"):
+        (tmp_path / f"vmlinuz-{v}").touch()
+    assert boot.newest_kernel() == "6.1.0-57-amd64"
+    assert boot.newest_kernel("6.12") == "6.12.117+deb12-amd64"
+    assert boot.newest_kernel("5.10") is None
+
+
+def test_a_missing_kernel_or_headers_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(boot, "BOOT", tmp_path)
+    monkeypatch.setattr(boot, "MODULES", tmp_path)
+    assert vm_main(["--kernel", "6.1.0-1-amd64", "--", "true"]) == 2
+    assert capsys.readouterr().err == f"vm: no kernel image {tmp_path}/vmlinuz-6.1.0-1-amd64 " \
+                                      "(run scripts/install.sh --test)\n"
+    (tmp_path / "vmlinuz-6.1.0-1-amd64").touch()
+    with pytest.raises(VmError, match="headers for 6.1.0-1-amd64 missing"):
+        Machine.from_env("6.1.0-1-amd64", cwd=tmp_path, rwdirs=())
+
+
+def test_python_m_ktui_vm_runs_the_command_from_here(fake_vng, tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(boot, "BOOT", tmp_path)
+    monkeypatch.setattr(boot, "MODULES", tmp_path)
+    (tmp_path / "vmlinuz-6.1.0-3-amd64").touch()
+    (tmp_path / "6.1.0-3-amd64" / "build").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert vm_main(["--kernel", "6.1.0-3-amd64", "--", "echo", "a", "b;", "exit", "5"]) == 5
+    assert capfd.readouterr().out == "a b\n"
+
+
+def test_the_dashboard_runs_the_interpreter_that_runs_ktui(monkeypatch, tmp_path):
+    """Not the checkout's .venv: whatever Python runs `ktui vm` runs inside."""
+    monkeypatch.setattr(sys, "executable", "/opt/elsewhere/bin/python3")
+    script = guest_script([], workload=False, cwd=tmp_path)
+    assert "export PATH=/opt/elsewhere/bin:$PATH" in script
+    assert f"cd {shlex.quote(str(tmp_path))}" in script
+    assert str(REPO) not in script
+    line = next(ln for ln in script.splitlines() if "tmux" in ln and "new-session" in ln)
+    assert shlex.split(line)[-1] == "/opt/elsewhere/bin/python3 -m ktui run --refresh 1"
+
+
+def test_the_dashboard_runs_in_a_private_tmux_with_a_plain_shell(tmp_path):
+    script = guest_script([], workload=False, cwd=tmp_path)
     line = next(ln for ln in script.splitlines() if "tmux" in ln and "new-session" in ln)
     # its own socket under /run (the guest's tmpfs), not the default in /tmp
     assert "-S /run/ktui-vm.tmux" in line
     # the guest's shell is this script; tmux must not run it again for the command
     assert line.strip().startswith("SHELL=/bin/bash ")
-    assert "ktui run --refresh 1" in line
+    assert "-m ktui run --refresh 1" in line
     # and the VM goes down when the dashboard ends
     assert script.rstrip().endswith("poweroff -f >/dev/null 2>&1")
 
 
-def test_without_tmux_the_dashboard_runs_on_the_console():
-    script = guest_script(["--refresh", "2"], workload=False)
-    assert "else" in script and "ktui run --refresh 2" in script.split("else", 1)[1]
+def test_without_tmux_the_dashboard_runs_on_the_console(tmp_path):
+    script = guest_script(["--refresh", "2"], workload=False, cwd=tmp_path)
+    assert "else" in script and "-m ktui run --refresh 2" in script.split("else", 1)[1]
+
+
+def test_vm_sh_is_a_thin_wrapper_around_the_module():
+    text = (REPO / "scripts" / "vm.sh").read_text()
+    assert 'exec "$python" -m ktui.vm "$@"' in text  # no second copy of the boot logic

@@ -4,10 +4,9 @@ and for its filter, from the parse tree: never from user text."""
 from __future__ import annotations
 
 from ktui.kernel.codegen.runtime import comment_safe, str_equals
+from ktui.lang.limits import STRING_MAX, TASK_COMM_LEN
 from ktui.lang.model import (
     ARG_REGISTERS,
-    REGISTERS,
-    STRING_MAX,
     And,
     Arg,
     Builtin,
@@ -24,8 +23,8 @@ from ktui.lang.model import (
     RetVal,
     SpecError,
     StrLit,
-    reg_display,
 )
+from ktui.lang.names import resolve
 from ktui.record.layout import ProbeLayout, Slot
 
 
@@ -163,39 +162,26 @@ class FetchGen:
             return self.int_field(operand.name)
         raise SpecError(f"cannot use {operand} as a number")
 
-    def _slot_named(self, name: str) -> tuple[int, Slot] | None:
-        for i, slot in enumerate(self.layout.slots):
-            if slot.fetch.name == name:
-                return i, slot
-        return None
-
     def int_field(self, name: str) -> tuple[str, bool]:
-        found = self._slot_named(name)
-        if found is not None:
-            i, slot = found
-            if slot.kind == "header":
+        """C for a filter name used as a number, and whether it is signed."""
+        ref = resolve(self.probe, name)
+        if ref.is_string:
+            raise SpecError(f"{name} is a string: compare it with a string literal")
+        if ref.fetch_index is not None:
+            slot = self.layout.slots[ref.fetch_index]
+            if slot.kind == "header":  # pid, tid, cpu: read again, not stored
                 return self.raw(slot.fetch.expr), False
-            if slot.kind == "str":
-                raise SpecError(f"{name} is a string: compare it with a string literal")
-            return (f"v{i}", slot.kind == "sint")
-        if name == "retval":
-            if not self.ret:
-                raise SpecError("retval exists only in return probes")
+            return f"v{ref.fetch_index}", slot.kind == "sint"
+        if isinstance(ref.expr, RetVal):
             return "PT_REGS_RC(ctx)", True
-        if name in ("pid", "tid", "cpu"):
-            return self.raw(Builtin(name)), False
-        if len(name) == 2 and name[0] == "a" and name[1] in "123456":
-            return self.arg(int(name[1])), False
-        for reg in REGISTERS:
-            if name in (reg, reg_display(reg)):
-                return f"ctx->{reg}", False
-        raise SpecError(f"unknown name {name!r} in filter")
+        return self.raw(ref.expr), False
 
     def string_field(self, field: Field) -> tuple[str, int]:
-        if field.name == "comm":
-            return self.comm, 16
-        found = self._slot_named(field.name)
-        if found is not None and found[1].kind == "str":
-            slot = found[1]
+        """The C char array a filter name compares as a string, and its size."""
+        ref = resolve(self.probe, field.name)
+        if ref.is_comm:
+            return self.comm, TASK_COMM_LEN
+        if ref.is_string and ref.fetch_index is not None:
+            slot = self.layout.slots[ref.fetch_index]
             return f"((char *)(e->payload + {slot.offset}))", STRING_MAX
         raise SpecError(f"{field.name} is not a string: compare it with a number")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ktui.kernel.codegen.fetch import FetchGen
 from ktui.kernel.codegen.runtime import EntrySlots
 from ktui.kernel.codegen.uses import filter_uses_comm
+from ktui.lang.limits import TASK_COMM_LEN
 from ktui.lang.model import (
     ARG_REGISTERS,
     Kind,
@@ -28,7 +29,7 @@ def entry_function(index: int, probe: Probe, sets: "SetFilter", slots: EntrySlot
     ]
     comm = "0"
     if sets.comm is not None:
-        lines += ["    char comm[16];", "    bpf_get_current_comm(&comm, sizeof(comm));"]
+        lines += [f"    char comm[{TASK_COMM_LEN}];", "    bpf_get_current_comm(&comm, sizeof(comm));"]
         comm = "comm"
     lines += [
         f"    if (!ktui_set_filter(pid_tgid, {comm}))",
@@ -109,7 +110,7 @@ def probe_function(index: int, probe: Probe, layout: ProbeLayout, sets: SetFilte
         ]
         comm = "e->comm"
     elif (sets.comm is not None and not ret) or filter_uses_comm(probe):
-        lines += ["    char comm[16];", "    bpf_get_current_comm(&comm, sizeof(comm));"]
+        lines += [f"    char comm[{TASK_COMM_LEN}];", "    bpf_get_current_comm(&comm, sizeof(comm));"]
         comm = "comm"
     if not ret:  # the entry half already applied the set filter
         lines += [

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ktui.kernel.codegen.uses import uses_args
+from ktui.lang.limits import MAX_ERRNO, TASK_COMM_LEN
 from ktui.lang.model import Kind, Probe
-from ktui.record.feed import HIST_SLOTS
+from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import HEADER_FIELDS, RecordLayout
 
 RINGBUF = "ringbuf"
@@ -20,7 +21,6 @@ PERF = "perf"
 ENTRY_SLOTS = 16384
 COMM_MAP_SIZE = 4096
 ERRNO_MAP_SIZE = 1024
-MAX_ERRNO = 4095
 COMM_EXACT = 1024  # hits per CPU counted exactly in top comms
 COMM_EVERY = 64  # then one in this many, weighted (a power of two)
 
@@ -102,12 +102,18 @@ def prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int,
         "",
         "struct ktui_comm_key {",
         "    u32 probe;",
-        "    char comm[16];",
+        f"    char comm[{TASK_COMM_LEN}];",
         "};",
         "",
         "struct ktui_window {",
         "    u64 start;",
         "    u64 count;",
+        "};",
+        "",
+        "/* One probe's whole latency histogram is one array value, so reading",
+        " * it is one map lookup (every CPU's copy at once), not one per slot. */",
+        "struct ktui_hist {",
+        "    u64 slot[KTUI_HIST_SLOTS];",
         "};",
         "",
     ]
@@ -121,7 +127,7 @@ def prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int,
         "BPF_PERCPU_ARRAY(ktui_lost, u64, KTUI_NPROBES);",
         "BPF_PERCPU_ARRAY(ktui_sampled, u64, KTUI_NPROBES);",
         "BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_NPROBES);",
-        "BPF_PERCPU_ARRAY(ktui_hist, u64, KTUI_NPROBES * KTUI_HIST_SLOTS);",
+        "BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_NPROBES);",
         f"BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, {ERRNO_MAP_SIZE});",
         f"BPF_HASH(ktui_comms, struct ktui_comm_key, u64, {COMM_MAP_SIZE});",
         "BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_NPROBES);",
@@ -175,12 +181,16 @@ def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | N
         "        ktui_bump(ktui_comms_dropped.lookup(&probe));",
         "}",
         "",
+    ]
+    lines += log2_slot_helper()
+    lines += [
         "/* Return probes: latency histogram and errno counts. */",
         "static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)",
         "{",
-        "    u32 slot = probe * KTUI_HIST_SLOTS + bpf_log2l(latency);",
-        "    if (slot < KTUI_NPROBES * KTUI_HIST_SLOTS)",
-        "        ktui_bump(ktui_hist.lookup(&slot));",
+        "    struct ktui_hist *hist = ktui_hist.lookup(&probe);",
+        "    u32 slot = ktui_log2_slot(latency);",
+        "    if (hist && slot < KTUI_HIST_SLOTS)",
+        "        hist->slot[slot]++;",
         "    s64 err = (s64)rc;",
         "    /* int-returning functions leave the upper half of rax zero */",
         "    if (err >= 0 && (rc >> 32) == 0)",
@@ -240,6 +250,24 @@ def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | N
     return lines
 
 
+def log2_slot_helper() -> list[str]:
+    """`ktui_log2_slot(v)`: the histogram slot of v, as record.histogram
+    defines it (v's number of significant bits: 0..64). Not bcc's
+    bpf_log2l, which puts 0 in slot 1 and 2^63.. in slot 64 of a 64-slot
+    array; a binary search over the bits, no loop for the verifier."""
+    lines = [
+        "/* The log2 histogram slot of v: its number of significant bits,",
+        " * 0 for 0 and k for 2^(k-1)..2^k-1 (ktui/record/histogram.py). */",
+        "static __always_inline u32 ktui_log2_slot(u64 v)",
+        "{",
+        "    u32 n = 0;",
+    ]
+    for shift in (32, 16, 8, 4, 2, 1):
+        lines.append(f"    if (v >> {shift}) {{ v >>= {shift}; n += {shift}; }}")
+    lines += ["    return n + (u32)v;", "}", ""]
+    return lines
+
+
 def _set_filter(pid: int | None, comm: str | None, exclude_pid: int | None) -> list[str]:
     """Set-wide filters: 1 = the current task passes."""
     lines = [
@@ -254,7 +282,7 @@ def _set_filter(pid: int | None, comm: str | None, exclude_pid: int | None) -> l
         lines.append(f"    if ((pid_tgid >> 32) != {int(pid)}U)")
         lines.append("        return 0;")
     if comm is not None:
-        lines.append(f"    if (!({str_equals('comm', comm, 16)}))")
+        lines.append(f"    if (!({str_equals('comm', comm, TASK_COMM_LEN)}))")
         lines.append("        return 0;")
     lines += ["    return 1;", "}", ""]
     return lines

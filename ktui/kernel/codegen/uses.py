@@ -1,21 +1,31 @@
-"""What a probe's fetches and filter refer to (its arguments, comm)."""
+"""What a probe's fetches and filter refer to (its arguments, comm).
+
+Filter names are resolved by `ktui.lang.names.resolve`, as everywhere."""
 
 from __future__ import annotations
 
-from ktui.lang.model import And, Arg, Deref, Field, Not, Or, Probe
+from ktui.lang.model import And, Arg, Deref, Field, Not, Or, Probe, SpecError
+from ktui.lang.names import Resolved, resolve
 
-ARG_NAMES = ("a1", "a2", "a3", "a4", "a5", "a6")
 
-
-def _uses(probe: Probe, pred) -> bool:
-    """Whether a fetch expression or a filter field satisfies `pred`."""
+def _uses(probe: Probe, fetch_pred, name_pred) -> bool:
+    """Whether a fetch expression satisfies `fetch_pred`, or a filter name
+    resolves (in this probe) to something that satisfies `name_pred`."""
     def walk_expr(expr) -> bool:
         if isinstance(expr, Deref):
             return walk_expr(expr.inner)
-        return pred(expr)
+        return fetch_pred(expr)
 
     if any(walk_expr(f.expr) for f in probe.fetches):
         return True
+
+    def resolves(operand) -> bool:
+        if not isinstance(operand, Field):
+            return False
+        try:
+            return name_pred(resolve(probe, operand.name))
+        except SpecError:  # not a valid filter: codegen refuses it where it is compiled
+            return False
 
     def walk_filter(node) -> bool:
         if node is None:
@@ -24,22 +34,18 @@ def _uses(probe: Probe, pred) -> bool:
             return walk_filter(node.left) or walk_filter(node.right)
         if isinstance(node, Not):
             return walk_filter(node.operand)
-        return any(isinstance(o, Field) and pred(o) for o in (node.left, node.right))
+        return resolves(node.left) or resolves(node.right)
 
     return walk_filter(probe.filter)
 
 
 def uses_args(probe: Probe) -> bool:
-    fetch_names = {f.name for f in probe.fetches}
+    """A fetch reads an argument, or a filter name is one (not a fetch of that name)."""
+    def is_arg(ref: Resolved) -> bool:
+        return ref.fetch_index is None and isinstance(ref.expr, Arg)
 
-    def is_arg(x) -> bool:
-        if isinstance(x, Arg):
-            return True
-        return isinstance(x, Field) and x.name in ARG_NAMES and x.name not in fetch_names
-
-    return _uses(probe, is_arg)
+    return _uses(probe, lambda expr: isinstance(expr, Arg), is_arg)
 
 
 def filter_uses_comm(probe: Probe) -> bool:
-    return _uses(probe, lambda x: isinstance(x, Field) and x.name == "comm")
-
+    return _uses(probe, lambda expr: False, lambda ref: ref.is_comm)

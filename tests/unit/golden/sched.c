@@ -2,7 +2,7 @@
 #include <uapi/linux/ptrace.h>
 
 #define KTUI_NPROBES 5
-#define KTUI_HIST_SLOTS 64
+#define KTUI_HIST_SLOTS 65
 #define KTUI_PAYLOAD 72
 #define KTUI_COMM_EXACT 1024
 #define KTUI_COMM_EVERY 64
@@ -50,13 +50,19 @@ struct ktui_window {
     u64 count;
 };
 
+/* One probe's whole latency histogram is one array value, so reading
+ * it is one map lookup (every CPU's copy at once), not one per slot. */
+struct ktui_hist {
+    u64 slot[KTUI_HIST_SLOTS];
+};
+
 BPF_RINGBUF_OUTPUT(ktui_events, 2048);
 BPF_PERCPU_ARRAY(ktui_hits, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_emitted, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_lost, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_sampled, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_NPROBES);
-BPF_PERCPU_ARRAY(ktui_hist, u64, KTUI_NPROBES * KTUI_HIST_SLOTS);
+BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_NPROBES);
 BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
 BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_NPROBES);
@@ -99,12 +105,27 @@ static __always_inline void ktui_count(u32 probe, const char *comm)
         ktui_bump(ktui_comms_dropped.lookup(&probe));
 }
 
+/* The log2 histogram slot of v: its number of significant bits,
+ * 0 for 0 and k for 2^(k-1)..2^k-1 (ktui/record/histogram.py). */
+static __always_inline u32 ktui_log2_slot(u64 v)
+{
+    u32 n = 0;
+    if (v >> 32) { v >>= 32; n += 32; }
+    if (v >> 16) { v >>= 16; n += 16; }
+    if (v >> 8) { v >>= 8; n += 8; }
+    if (v >> 4) { v >>= 4; n += 4; }
+    if (v >> 2) { v >>= 2; n += 2; }
+    if (v >> 1) { v >>= 1; n += 1; }
+    return n + (u32)v;
+}
+
 /* Return probes: latency histogram and errno counts. */
 static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)
 {
-    u32 slot = probe * KTUI_HIST_SLOTS + bpf_log2l(latency);
-    if (slot < KTUI_NPROBES * KTUI_HIST_SLOTS)
-        ktui_bump(ktui_hist.lookup(&slot));
+    struct ktui_hist *hist = ktui_hist.lookup(&probe);
+    u32 slot = ktui_log2_slot(latency);
+    if (hist && slot < KTUI_HIST_SLOTS)
+        hist->slot[slot]++;
     s64 err = (s64)rc;
     /* int-returning functions leave the upper half of rax zero */
     if (err >= 0 && (rc >> 32) == 0)

@@ -1,0 +1,109 @@
+"""What a Session asks of the kernel side, as one small object.
+
+A live session is bookkeeping around seven requests: compile a program,
+load one of its functions, attach it as a kprobe, close perf fds, open the
+reader of its event buffer, read its stats maps, free it. `BccLoader` makes
+them through bcc and the kprobe PMU (`kprobe_pmu`). Session takes the loader
+as an argument so host tests can give it a fake kernel side
+(tests/fakekernel.py) and run its locking and bookkeeping without root.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from ktui.kernel import kprobe_pmu
+from ktui.kernel.codegen import RINGBUF, Program
+from ktui.kernel.quiet import captured_stderr
+from ktui.lang.model import KtuiError
+from ktui.record.feed import ProbeStats
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ktui.kernel.unit import Unit
+
+BPF_PROG_TYPE_KPROBE = 2
+
+
+class Reader(Protocol):
+    """A batch reader of a unit's event buffer (ringbuf.RingBufReader,
+    perfbuf.PerfBufReader)."""
+
+    def drain(self) -> "np.ndarray": ...
+
+    def close(self) -> None: ...
+
+
+class Loader(Protocol):
+    def compile(self, text: str, log_fd: int) -> object:
+        """The loaded BPF object of a C program; KtuiError if refused."""
+        ...
+
+    def load(self, bpf: object, function: str) -> int:
+        """The program fd of one function of `bpf`, as a kprobe program."""
+        ...
+
+    def attach(self, prog_fd: int, symbol: str | None, offset: int, retprobe: bool,
+               address: int | None) -> int:
+        """A kprobe (or kretprobe) running `prog_fd`: the perf fd owning it."""
+        ...
+
+    def detach(self, fds: list[int]) -> None:
+        """Close perf fds. When it returns, their probes are gone: no
+        program runs from them any more."""
+        ...
+
+    def open_reader(self, bpf: object, program: Program, options) -> Reader: ...
+
+    def read_stats(self, unit: "Unit") -> dict[int, ProbeStats]:
+        """The in-kernel counters of the unit's live probes, by probe id."""
+        ...
+
+    def free(self, bpf: object, log_fd: int) -> None:
+        """Unload the programs and maps (after the unit's reader closed)."""
+        ...
+
+
+class BccLoader:
+    """The real kernel side: bcc compiles and loads, the PMU attaches."""
+
+    def compile(self, text: str, log_fd: int) -> object:
+        from bcc import BPF  # imported late: offline commands need no bcc
+
+        with captured_stderr(log_fd) as cap:
+            try:
+                return BPF(text=text.encode())
+            except Exception as exc:  # bcc raises bare Exception on compile errors
+                detail = cap.first_error() if cap.text else str(exc)
+                raise KtuiError(f"BPF compile failed: {detail or exc}") from exc
+
+    def load(self, bpf, function: str) -> int:
+        return bpf.load_func(function.encode(), BPF_PROG_TYPE_KPROBE).fd
+
+    def attach(self, prog_fd: int, symbol: str | None, offset: int, retprobe: bool,
+               address: int | None) -> int:
+        return kprobe_pmu.attach(prog_fd, symbol, offset, retprobe, address)
+
+    def detach(self, fds: list[int]) -> None:
+        kprobe_pmu.detach_all(fds)
+
+    def open_reader(self, bpf, program: Program, options) -> Reader:
+        size = program.layout.record_size
+        if program.buffer == RINGBUF:
+            from ktui.kernel.ringbuf import RingBufReader
+
+            table = bpf[b"ktui_events"]
+            return RingBufReader(table.map_fd, options.ringbuf_pages * 4096, size)
+        from ktui.kernel.perfbuf import PerfBufReader
+
+        return PerfBufReader(bpf, b"ktui_events", size, options.perf_pages)
+
+    def read_stats(self, unit: "Unit") -> dict[int, ProbeStats]:
+        from ktui.kernel.statmaps import read_unit_stats
+
+        return read_unit_stats(unit)
+
+    def free(self, bpf, log_fd: int) -> None:
+        with captured_stderr(log_fd):
+            bpf.cleanup()

@@ -1,0 +1,89 @@
+"""One compiled BPF program (a "unit") and the reader of its event buffer.
+
+A session compiles its whole set into one unit, and each probe added later
+into a unit of its own, so adding never disturbs what runs. A unit lives
+until its last probe is removed or the session closes.
+
+Two threads use a unit at once: the collector drains it and reads its stats
+maps, while a worker thread removes a probe and, with the unit's last one,
+frees the unit. So whoever touches the reader or the maps holds the unit's
+`lock`, and `closed` is set under it: once set, nobody touches them again,
+and they are freed outside the lock. Nothing slow happens under it (the
+kprobe perf fds, whose closing waits for RCU grace periods, are closed
+before, by the session): a drain waits at most for one other drain or stats
+read of the same unit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ktui.kernel.codegen import Program
+from ktui.kernel.loader import Loader
+from ktui.kernel.quiet import log_line
+from ktui.lang.model import Probe
+
+
+@dataclass(eq=False)
+class Unit:
+    bpf: object
+    program: Program
+    ids: list[int]  # session probe id by local index
+    # Set by start_reading: numpy (decode, ring views) is imported only then.
+    decoder: object | None = None
+    reader: object | None = None
+    live: set[int] = field(default_factory=set)  # local indices not removed
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    closed: bool = False  # set under `lock`; then reader and maps are off limits
+
+    def drain_raw(self):
+        """Every record in the buffer, or None (no reader yet, or closed)."""
+        with self.lock:
+            if self.closed or self.reader is None:
+                return None
+            return self.reader.drain()
+
+    def read_stats(self, loader: Loader) -> dict:
+        """The live probes' counters; nothing once closed."""
+        with self.lock:
+            if self.closed:
+                return {}
+            return loader.read_stats(self)
+
+    def drop(self, local: int) -> bool:
+        """Forget a removed probe; True when it was the last one."""
+        with self.lock:
+            self.live.discard(local)
+            return not self.live
+
+    def close(self, loader: Loader, log_fd: int) -> None:
+        """Free the reader and the program. Safe to call twice."""
+        with self.lock:  # waits for a drain or stats read in progress
+            if self.closed:
+                return
+            self.closed = True
+        try:
+            if self.reader is not None:
+                self.reader.close()
+        finally:
+            loader.free(self.bpf, log_fd)
+
+
+def compile_unit(loader: Loader, program: Program, ids: list[int], log_fd: int) -> Unit:
+    log_line(log_fd, f"ktui: compiling {len(program.probes)} probe(s)")
+    started = time.monotonic()
+    bpf = loader.compile(program.text, log_fd)
+    log_line(log_fd, f"ktui: compiled in {time.monotonic() - started:.2f} s")
+    return Unit(bpf, program, list(ids), live=set(range(len(ids))))
+
+
+def start_reading(unit: Unit, loader: Loader, probes: list[Probe], options) -> None:
+    """Map the unit's event buffer and build its decoder."""
+    from ktui.record.decode import Decoder
+
+    decoder = Decoder(unit.program.layout, probes, unit.ids)
+    reader = loader.open_reader(unit.bpf, unit.program, options)
+    with unit.lock:
+        unit.decoder, unit.reader = decoder, reader

@@ -1,0 +1,164 @@
+"""What a name means in the probe language, and what a filter name is in
+one probe.
+
+The vocabulary (a1..a6, retval, comm/pid/tid/cpu, the registers and their
+accepted spellings) is shared by fetches and filters. A name in a filter
+is resolved against its probe by `resolve`, and by nothing else: the
+checks that refuse a bad filter (`checks`) and the code generator that
+turns a good one into C (`kernel.codegen.fetch`, `.uses`) used to resolve
+names each their own way, and disagreed (a labelled comm fetch, `c=comm`,
+passed the checks as a string and then failed in codegen as "not a string").
+
+Resolution order: a fetch of that name (its label, or for an unlabelled
+fetch its canonical spelling: `a3`, `rdi`, `comm`), then the predefined
+names (retval in return probes only, comm, pid, tid, cpu, a1..a6, the
+registers).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from ktui.lang.limits import ARG_COUNT
+from ktui.lang.model import (
+    BUILTINS,
+    REGISTERS,
+    STRING_TYPES,
+    Arg,
+    Builtin,
+    Fetch,
+    FetchExpr,
+    Kind,
+    Probe,
+    Reg,
+    RetVal,
+    SpecError,
+    reg_display,
+)
+from ktui.lang.numbers import DIGITS, parse_int
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+IDENT_START = frozenset(_LETTERS)
+IDENT_CHARS = frozenset(_LETTERS) | DIGITS
+
+# Every accepted spelling of a register -> its pt_regs field name.
+REGISTER_SPELLINGS: dict[str, str] = {
+    **{reg: reg for reg in REGISTERS},
+    **{reg_display(reg): reg for reg in REGISTERS},
+    "eflags": "flags",
+}
+# 32-bit names are refused rather than silently read as 64 bits.
+_NARROW_REGISTERS: dict[str, str] = {
+    **{"e" + reg: "r" + reg for reg in ("ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "ip")},
+    **{f"r{n}d": f"r{n}" for n in range(8, 16)},
+}
+ARG_NAMES = tuple(f"a{n}" for n in range(1, ARG_COUNT + 1))
+# Canonical names a probe always has (retval only in return probes).
+PREDEFINED = ARG_NAMES + ("retval",) + BUILTINS + tuple(reg_display(r) for r in REGISTERS)
+FILTER_NAMES_HELP = "a fetch label, a1..a6, retval, comm, pid, tid, cpu or a register"
+
+
+def _arg_number(word: str) -> int | None:
+    """`a3` / `arg3` -> 3 (any number, range checked by the caller)."""
+    for prefix in ("arg", "a"):
+        if word.startswith(prefix):
+            digits = word[len(prefix):]
+            if digits and all(c in DIGITS for c in digits):  # decimal only: a0x3 is no argument
+                return parse_int(digits)
+    return None
+
+
+def canonical_name(word: str) -> str | None:
+    """The canonical spelling of a predefined name, None for any other word.
+
+    `arg3` -> `a3`, `di` -> `rdi`, `eflags` -> `flags`, `comm` -> `comm`.
+    A register's canonical name is what an unlabelled register fetch is
+    called (`str(Reg("di"))`), so filters and fetch names agree.
+    """
+    number = _arg_number(word)
+    if number is not None:
+        return f"a{number}" if 1 <= number <= ARG_COUNT else None
+    if word == "retval" or word in BUILTINS:
+        return word
+    if word in REGISTER_SPELLINGS:
+        return reg_display(REGISTER_SPELLINGS[word])
+    return None
+
+
+def name_problem(word: str) -> str | None:
+    """Why a word that looks like a predefined name is not one, or None."""
+    number = _arg_number(word)
+    if number is not None and not 1 <= number <= ARG_COUNT:
+        return f'there is no argument "{word}": arguments are a1..a6'
+    if word in _NARROW_REGISTERS:
+        wide = _NARROW_REGISTERS[word]
+        return f'32-bit register names are not supported; use {wide}:u32 (or {wide}:s32)'
+    return None
+
+
+def is_reserved(word: str) -> bool:
+    """True for words that cannot be labels: every predefined spelling."""
+    return canonical_name(word) is not None or name_problem(word) is not None
+
+
+def suggest(word: str, candidates) -> str:
+    """` did you mean X?` for a close match, else an empty string."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f" did you mean {close[0]}?" if close else ""
+
+
+def predefined_expr(name: str) -> FetchExpr | None:
+    """The value a canonical predefined name stands for (`a3` -> Arg(3),
+    `rdi` -> Reg("di")), or None for any other word."""
+    if name == "retval":
+        return RetVal()
+    if name in BUILTINS:
+        return Builtin(name)
+    if name in ARG_NAMES:
+        return Arg(int(name[1:]))
+    if name in REGISTER_SPELLINGS:
+        return Reg(REGISTER_SPELLINGS[name])
+    return None
+
+
+# ---------------------------------------------------------------- in a probe
+
+
+class UnknownName(SpecError):
+    """A filter name that is neither a fetch of its probe nor predefined."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a filter name is in one probe."""
+
+    name: str
+    expr: FetchExpr  # the value (a fetch's own expression when it names a fetch)
+    type: str  # its effective fetch type: "string" for comm, "s64" for retval, ...
+    fetch_index: int | None = None  # the probe's fetch of that name (its value is in the record)
+
+    @property
+    def is_string(self) -> bool:
+        return self.type in STRING_TYPES
+
+    @property
+    def is_comm(self) -> bool:
+        return isinstance(self.expr, Builtin) and self.expr.name == "comm"
+
+
+def resolve(probe: Probe, name: str) -> Resolved:
+    """What `name` (canonical, as the filter parser leaves it) is in `probe`.
+
+    Raises UnknownName for a name that is nothing here, and SpecError for
+    retval in a call probe; neither has a column (the caller knows it)."""
+    for index, fetch in enumerate(probe.fetches):
+        if fetch.name == name:
+            return Resolved(name, fetch.expr, fetch.effective_type, index)
+    expr = predefined_expr(name)
+    if isinstance(expr, RetVal) and probe.kind is Kind.CALL:
+        raise SpecError("retval exists only in return probes (kind r)")
+    if expr is None:
+        known = tuple(f.name for f in probe.fetches) + PREDEFINED
+        raise UnknownName(f'unknown name "{name}";{suggest(name, known)} use {FILTER_NAMES_HELP}')
+    return Resolved(name, expr, Fetch(expr).effective_type)  # typed as its bare fetch would be

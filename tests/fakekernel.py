@@ -1,0 +1,115 @@
+"""A fake kernel side for `Session` (a `kernel.loader.Loader`): no bcc, no
+root, no kernel.
+
+It is strict where the real one would crash or quietly misbehave: a reader
+drained after it was closed, maps read or a program loaded after the unit
+was freed, a unit freed twice, or a perf fd closed twice raise `Misuse`.
+Every use of a reader or of the maps spans a thread switch (a short sleep
+between two checks), as a real map read or ring copy gives other threads
+time to run, so a missing lock shows up as a `Misuse` within a few rounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import numpy as np
+
+from ktui.record.feed import ProbeStats
+
+USE_TIME = 0.0002  # seconds a drain or a stats read holds the reader or maps
+DETACH_TIME = 0.002  # closing a kprobe perf fd waits for RCU grace periods
+
+
+class Misuse(AssertionError):
+    """The session used something the real kernel side would have freed."""
+
+
+class FakeBPF:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.freed = False
+
+    def check(self, what: str) -> None:
+        if self.freed:
+            raise Misuse(f"{what} of a freed program")
+
+
+class FakeReader:
+    """Every drain returns `per_drain` zeroed records (probe 0 of the unit)."""
+
+    def __init__(self, bpf: FakeBPF, record_size: int, per_drain: int) -> None:
+        self.bpf = bpf
+        self.dtype = np.dtype(f"V{record_size}")
+        self.per_drain = per_drain
+        self.closed = False
+
+    def drain(self) -> np.ndarray:
+        self._check()
+        time.sleep(USE_TIME)
+        self._check()
+        return np.zeros(self.per_drain, dtype=self.dtype)
+
+    def _check(self) -> None:
+        if self.closed:
+            raise Misuse("drain of a closed reader")
+        self.bpf.check("drain")
+
+    def close(self) -> None:
+        if self.closed:
+            raise Misuse("reader closed twice")
+        self.closed = True
+
+
+class FakeLoader:
+    def __init__(self, per_drain: int = 0) -> None:
+        self.per_drain = per_drain
+        self.compiled: list[FakeBPF] = []
+        self.attached: dict[int, int] = {}  # perf fd -> program fd
+        self.detached = 0
+        self._fds = itertools.count(1000)
+        self._lock = threading.Lock()  # the fake's own books, not the session's
+
+    def compile(self, text: str, log_fd: int) -> FakeBPF:
+        bpf = FakeBPF(text)
+        with self._lock:
+            self.compiled.append(bpf)
+        return bpf
+
+    def load(self, bpf: FakeBPF, function: str) -> int:
+        bpf.check(f"load of {function}")
+        return next(self._fds)
+
+    def attach(self, prog_fd: int, symbol, offset, retprobe, address) -> int:
+        fd = next(self._fds)
+        with self._lock:
+            self.attached[fd] = prog_fd
+        return fd
+
+    def detach(self, fds: list[int]) -> None:
+        time.sleep(DETACH_TIME * bool(fds))
+        with self._lock:
+            for fd in fds:
+                if self.attached.pop(fd, None) is None:
+                    raise Misuse(f"perf fd {fd} closed twice")
+                self.detached += 1
+
+    def open_reader(self, bpf: FakeBPF, program, options) -> FakeReader:
+        bpf.check("open_reader")
+        return FakeReader(bpf, program.layout.record_size, self.per_drain)
+
+    def read_stats(self, unit) -> dict[int, ProbeStats]:
+        unit.bpf.check("stats read")
+        out = {}
+        for local in sorted(unit.live):  # a set changed meanwhile raises too
+            time.sleep(USE_TIME / max(1, len(unit.live)))
+            out[unit.ids[local]] = ProbeStats(unit.ids[local])
+        unit.bpf.check("stats read")
+        return out
+
+    def free(self, bpf: FakeBPF, log_fd: int) -> None:
+        if bpf.freed:
+            raise Misuse("program freed twice")
+        bpf.freed = True

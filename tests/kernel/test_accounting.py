@@ -1,0 +1,106 @@
+"""Nothing emitted goes unaccounted at exit.
+
+`ktui stream` and `ktui record`, stopped by SIGINT while a process reads
+every 2 ms, must write every event the kernel put in the buffer: on stop
+they detach every probe (after which no program runs), drain the buffers to
+the end, and only then read the final counters. So, per probe, the events
+written equal the summary's `emitted`, and `hits == emitted + lost`."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from .conftest import kprobe_entries
+from .test_exit_paths import check_clean, has_events, replay, start, wait_for
+
+EVERY_2MS = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
+             "while True:\n    os.read(fd, 7)\n    time.sleep(0.002)\n")
+PROBES = ["-e", "vfs_read:c:a3", "-e", "vfs_read:r:retval"]
+RUNNING = 1.5  # seconds of events before the SIGINT
+
+
+@pytest.fixture
+def reader():
+    p = subprocess.Popen([sys.executable, "-c", EVERY_2MS])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+SUMMARY_LINE = re.compile(r"ktui:   (.+): hits (\d+), emitted (\d+), lost (\d+)$")
+
+
+def summary_from_stderr(err: str) -> dict[str, tuple[int, int, int]]:
+    out = {}
+    for line in err.splitlines():
+        m = SUMMARY_LINE.match(line)
+        if m:
+            out[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+    return out
+
+
+def json_line(line: bytes) -> dict:
+    try:
+        return json.loads(line)
+    except ValueError:
+        pytest.fail(f"stdout line is not JSON: {line[:300]!r}")
+
+
+def test_stream_writes_every_emitted_event(reader):
+    before = len(kprobe_entries())
+    p = start(["stream", "--no-stats", "--pid", str(reader), *PROBES], stdout=subprocess.PIPE)
+    wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
+    first = p.stdout.readline()  # events flow
+    assert first
+    time.sleep(RUNNING)
+    p.send_signal(signal.SIGINT)
+    # not communicate(): it reads the raw pipe, past what readline() buffered
+    out = first + p.stdout.read()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    check_clean(before)
+    lines = [json_line(x) for x in out.splitlines()]
+    summary = lines[-1]
+    assert summary["type"] == "summary"
+    written = Counter(x["probe_id"] for x in lines if x["type"] == "event")
+    assert summary["events"] == sum(written.values())
+    assert len(summary["probes"]) == 2
+    for probe in summary["probes"]:
+        assert written[probe["probe_id"]] == probe["emitted"], probe
+        assert probe["hits"] == probe["emitted"] + probe["lost"], probe
+        assert probe["emitted"] > 0
+    assert {name: tuple(v) for name, v in summary_from_stderr(err).items()} == {
+        p["probe"]: (p["hits"], p["emitted"], p["lost"]) for p in summary["probes"]}
+
+
+def test_record_writes_every_emitted_event(reader, tmp_path):
+    out = tmp_path / "r.ktrec"
+    before = len(kprobe_entries())
+    p = start(["record", "--pid", str(reader), *PROBES, "-o", str(out)])
+    wait_for(lambda: has_events(out) or p.poll() is not None, "recorded events")
+    time.sleep(RUNNING)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    err = err.decode()
+    assert p.returncode == 0, err
+    check_clean(before)
+    events, feed = replay(out)
+    assert not feed.truncated
+    written = Counter(e.probe_id for e in events)
+    final = feed.stats().probes  # the last stats the recording holds
+    assert sorted(final) == [0, 1]
+    for probe_id, st in final.items():
+        assert written[probe_id] == st.emitted, (probe_id, st)
+        assert st.hits == st.emitted + st.lost, (probe_id, st)
+        assert st.emitted > 0
+    names = {pid_: status.probe.name for pid_, status in feed.statuses().items()}
+    assert summary_from_stderr(err) == {
+        names[k]: (st.hits, st.emitted, st.lost) for k, st in final.items()}

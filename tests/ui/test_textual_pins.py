@@ -1,0 +1,38 @@
+"""Where ktui leans on Textual beyond its public API, the version it was checked against.
+
+ktui/app.py overrides App._handle_exception (Textual has no public hook for
+an exception escaping a handler, timer or worker). That was checked against
+the Textual below. An upgrade fails this test on purpose: read the override
+(and the crash tests in test_crash.py) against the new Textual, then move
+the pin here and in pyproject.toml together.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+from textual.app import App
+
+from ktui.app import KtuiApp
+
+CHECKED_AGAINST = "8.2.8"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_textual_is_the_version_the_private_override_was_checked_against():
+    assert version("textual") == CHECKED_AGAINST, (
+        f"Textual {version('textual')} is installed; ktui/app.py's _handle_exception "
+        f"override was checked against {CHECKED_AGAINST}: check it again, then update this pin")
+
+
+def test_pyproject_pins_that_version():
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"textual=={CHECKED_AGAINST}" in deps
+
+
+def test_the_overridden_method_still_exists_with_the_same_shape():
+    assert list(inspect.signature(App._handle_exception).parameters) == ["self", "error"]
+    assert KtuiApp._handle_exception is not App._handle_exception

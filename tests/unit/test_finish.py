@@ -1,0 +1,166 @@
+"""The way out of stream and record, on a feed that behaves like a busy
+kernel: detach, then drain to the end, then the final stats, so every event
+emitted is written and the summary's `emitted` is exactly what was written.
+The same against a real kernel: tests/kernel/test_accounting.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+
+import numpy as np
+
+from ktui.headless import run_record, run_stream
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_spec
+from ktui.pipeline.collector import Collector
+from ktui.pipeline.replay import ReplayFeed
+from ktui.record.decode import Decoder, EmptyBatch, RecordBatch
+from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
+from ktui.record.layout import record_layout
+
+SPECS = ("vfs_read:c:a3", "vfs_write:c:a3")
+
+
+class BusyKernelFeed:
+    """Until detach_all(), `per_call` events per probe land in the buffer
+    (and in the counters) before each call the consumer makes (every other
+    drain: a drain loop that forgot to detach first still ends, and fails),
+    as the probes keep firing while Python works; drain() takes the buffer."""
+
+    def __init__(self, per_call: int = 3) -> None:
+        self.probeset = ProbeSet("busy", probes=tuple(parse_spec(s) for s in SPECS))
+        self.per_call = per_call
+        self.calls: list[str] = []
+        self.attached = True
+        self.closed = False
+        self.emitted = Counter()
+        self.buffered = Counter()
+        self.drains = 0
+        probes = list(self.probeset.probes)
+        self.decoder = Decoder(record_layout(probes), probes, [0, 1])
+
+    def _fire(self) -> None:
+        if self.attached:
+            for probe_id in (0, 1):
+                self.emitted[probe_id] += self.per_call
+                self.buffered[probe_id] += self.per_call
+
+    def drain(self):
+        self.drains += 1
+        if self.drains % 2:
+            self._fire()
+        self.calls.append("drain")
+        n = sum(self.buffered.values())
+        if not n:
+            return EmptyBatch()
+        records = np.zeros(n, dtype=self.decoder.dtype)
+        records["probe"] = [0] * self.buffered[0] + [1] * self.buffered[1]
+        self.buffered.clear()
+        return RecordBatch(self.decoder, records)
+
+    def stats(self) -> StatsSnapshot:
+        self._fire()
+        self.calls.append("stats")
+        return StatsSnapshot(0.0, {i: ProbeStats(i, hits=self.emitted[i], emitted=self.emitted[i])
+                                   for i in (0, 1)})
+
+    def detach_all(self) -> None:
+        if self.attached:  # as Session's: once detached, a no-op
+            self._fire()
+            self.calls.append("detach_all")
+            self.attached = False
+
+    def statuses(self):
+        return {i: ProbeStatus(i, p, ProbeState.ATTACHED) for i, p in enumerate(self.probeset.probes)}
+
+    def close(self) -> None:
+        self.attached = False
+        self.closed = True
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.written = Counter()
+        self.last: StatsSnapshot | None = None
+
+    def on_batch(self, batch) -> None:
+        self.written.update(batch.probe_counts())
+
+    def on_stats(self, stats) -> None:
+        self.last = stats
+
+
+def test_finish_detaches_then_drains_to_the_end_then_reads_stats():
+    feed, sink = BusyKernelFeed(), CountingSink()
+    collector = Collector(feed, interval=0.001)
+
+    async def run():
+        asyncio.get_running_loop().call_later(0.05, collector.stop)
+        await collector.run(sink)
+
+    asyncio.run(run())
+    end = feed.calls[feed.calls.index("detach_all"):]
+    assert end == ["detach_all", "drain", "drain", "stats"]  # the second drain finds nothing
+    assert {i: s.emitted for i, s in sink.last.probes.items()} == dict(sink.written)
+    assert sum(sink.written.values()) > 0
+
+
+def test_stop_detaches_at_once_even_while_a_sink_is_busy():
+    """A stop signal lands while the sink writes a big batch: the probes go
+    now (the kernel stops emitting), the batch and the rest are still written."""
+    feed = BusyKernelFeed()
+    collector = Collector(feed, interval=0.001)
+
+    class SlowSink(CountingSink):
+        def on_batch(self, batch) -> None:
+            if not collector.stopping:
+                collector.stop()  # as the signal handler does, mid-batch
+                waited = 0.0
+                while feed.attached and waited < 5:  # still inside on_batch
+                    time.sleep(0.01)
+                    waited += 0.01
+                assert not feed.attached, "stop() did not detach while the sink was busy"
+            super().on_batch(batch)
+
+    sink = SlowSink()
+    asyncio.run(collector.run(sink))
+    assert {i: s.emitted for i, s in sink.last.probes.items()} == dict(sink.written)
+
+
+def test_finish_runs_once():
+    feed, sink = BusyKernelFeed(), CountingSink()
+    collector = Collector(feed)
+    collector.finish(sink)
+    collector.finish(sink)
+    assert feed.calls.count("detach_all") == 1
+
+
+def test_stream_writes_every_emitted_event(capfd):
+    """A batch bigger than the sink's chunk arrives as the stop does: it is
+    written whole, and the summary counts exactly the lines written."""
+    feed = BusyKernelFeed(per_call=3000)
+    status = run_stream(feed.probeset, None, interval=0.05, duration=0.1, with_stats=False,
+                        open_feed=lambda ps, options: feed)
+    assert status == 0 and feed.closed
+    lines = [json.loads(x) for x in capfd.readouterr().out.splitlines()]
+    written = Counter(x["probe_id"] for x in lines if x["type"] == "event")
+    summary = lines[-1]
+    assert summary["type"] == "summary" and summary["events"] == sum(written.values())
+    assert {p["probe_id"]: p["emitted"] for p in summary["probes"]} == dict(written)
+
+
+def test_record_writes_every_emitted_event(tmp_path, capfd):
+    feed = BusyKernelFeed(per_call=3000)
+    out = tmp_path / "r.ktrec"
+    status = run_record(feed.probeset, None, str(out), interval=0.05, duration=0.1,
+                        open_feed=lambda ps, options: feed)
+    assert status == 0 and feed.closed
+    replay = ReplayFeed(str(out), speed=0)
+    written = Counter()
+    while not replay.finished:
+        written.update(replay.drain().probe_counts())
+    assert {i: s.emitted for i, s in replay.stats().probes.items()} == dict(written)
+    assert sum(written.values()) > 0
