@@ -182,6 +182,13 @@ _common_probe_options = [
                  help="Ring buffer size in 4 KiB pages (a power of two)."),
     click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
                  help="Log file (default ~/.local/state/ktui/ktui.log)."),
+    click.option("--engine", type=click.Choice(["auto", "generic", "compiled"]), default="auto",
+                 show_default=True,
+                 help="generic: one program compiled once per kernel runs every probe, so probes "
+                      "start, and are added or edited, without a compile (Linux 5.15+); compiled: "
+                      "a program compiled for this set; auto: generic where the kernel allows."),
+    click.option("--no-cache", is_flag=True,
+                 help="Compile the generic program even if ~/.cache/ktui holds it, and keep nothing."),
 ]
 
 
@@ -191,12 +198,13 @@ def probe_options(f):
     return f
 
 
-def _session_options(buffer, buffer_pages, log_path):
+def _session_options(buffer, buffer_pages, log_path, engine="auto", no_cache=False):
     from ktui.kernel.session import SessionOptions
 
     return SessionOptions(buffer=buffer, ringbuf_pages=buffer_pages,
                           perf_pages=max(8, min(1024, buffer_pages // 8)),
-                          log_path=Path(log_path) if log_path else None)
+                          log_path=Path(log_path) if log_path else None,
+                          engine=engine, cache=not no_cache, wait_loaded=False)
 
 
 @click.group(cls=_DefaultGroup, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"]})
@@ -211,13 +219,13 @@ def main() -> None:
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
-def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, refresh):
+def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, refresh):
     """The full-screen dashboard (the default command)."""
     ps = _inputs_or_exit(files, specs, pid, comm, default=True)
     _preflight_or_exit()
     from ktui.dashboard import run_live
 
-    sys.exit(run_live(ps, _session_options(buffer, buffer_pages, log_path), refresh))
+    sys.exit(run_live(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache), refresh))
 
 
 @main.command("check")
@@ -280,7 +288,7 @@ def _leave(code: int) -> None:
 @click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats lines.")
 @click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("--no-stats", is_flag=True, help="Only event lines (and the summary).")
-def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec, interval,
+def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, from_rec, interval,
                duration, no_stats):
     """One JSON object per event on stdout (NDJSON), stats every --interval."""
     from ktui.headless import replay_to_ndjson, run_stream
@@ -289,7 +297,7 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
         sys.exit(replay_to_ndjson(from_rec, with_stats=not no_stats))
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
-    _leave(run_stream(ps, _session_options(buffer, buffer_pages, log_path), interval,
+    _leave(run_stream(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache), interval,
                       duration, with_stats=not no_stats))
 
 
@@ -300,7 +308,7 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, from_rec
 @click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats snapshots.")
 @click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
-def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, interval, duration,
+def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, output, interval, duration,
                force):
     """Record raw event batches and stats to a file (replay with `ktui replay`).
 
@@ -309,7 +317,7 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, output, 
 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
-    _leave(run_record(ps, _session_options(buffer, buffer_pages, log_path), output, interval,
+    _leave(run_record(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache), output, interval,
                       duration, force=force))
 
 

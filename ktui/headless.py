@@ -162,6 +162,7 @@ def _open_session_or_status(ps: ProbeSet, options):
         print("ktui: interrupted before the probes were attached", file=sys.stderr)
         return EXIT_INTERRUPTED
     _report_failures(session)
+    _report_loading(session)
     return session
 
 
@@ -169,6 +170,34 @@ def _report_failures(session) -> None:
     for st in session.statuses().values():
         if st.reason:
             print(f"ktui: {st.probe.name}: {st.reason}", file=sys.stderr)
+
+
+def _report_loading(session) -> None:
+    """Probes attached to the dispatcher count at once; their events start
+    once the generic program is in. Say so, and say when (from a thread:
+    the collector does not wait for it)."""
+    import threading
+
+    from ktui.record.feed import ProbeState
+
+    loading = [st.probe.name for st in session.statuses().values() if st.state is ProbeState.LOADING]
+    loaded = getattr(session, "loaded", None)
+    if not loading or loaded is None:
+        return
+    print(f"ktui: {len(loading)} probe(s) counting; loading their program "
+          "(compiled the first time on a kernel, then cached)", file=sys.stderr)
+
+    def report() -> None:
+        loaded.wait()
+        failed = [st for st in session.statuses().values()
+                  if st.state is ProbeState.FAILED and st.probe.name in loading]
+        if failed:
+            for st in failed:
+                print(f"ktui: {st.probe.name}: {st.reason}", file=sys.stderr)
+        else:
+            print(f"ktui: {len(loading)} probe(s) live", file=sys.stderr)
+
+    threading.Thread(target=report, name="ktui-load-report", daemon=True).start()
 
 
 def _print_summary(summary: dict) -> None:

@@ -64,6 +64,9 @@ class FakeReader:
 
 
 class FakeLoader:
+    def generic_engine(self, **options):
+        return None  # no generic engine: every probe goes through compile()
+
     def __init__(self, per_drain: int = 0) -> None:
         self.per_drain = per_drain
         self.compiled: list[FakeBPF] = []

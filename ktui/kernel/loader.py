@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ktui.kernel import kprobe_pmu
 from ktui.kernel.codegen import RINGBUF, Program
-from ktui.kernel.quiet import captured_stderr
+from ktui.kernel.quiet import captured_stderr, log_line
 from ktui.lang.model import KtuiError
 from ktui.record.feed import ProbeStats
 
@@ -64,6 +64,15 @@ class Loader(Protocol):
         """Unload the programs and maps (after the unit's reader closed)."""
         ...
 
+    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
+        """A GenericEngine (kernel/generic) for the session's probes, or None
+        where there is none (a kernel without attach cookies, a fake)."""
+        ...
+
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool):
+        """The generic program loaded (kernel/generic/loader.LoadedProgram)."""
+        ...
+
 
 class BccLoader:
     """The real kernel side: bcc compiles and loads, the PMU attaches."""
@@ -107,3 +116,19 @@ class BccLoader:
     def free(self, bpf, log_fd: int) -> None:
         with captured_stderr(log_fd):
             bpf.cleanup()
+
+    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
+        from ktui.kernel.generic.engine import GenericEngine, kernel_has_cookies
+
+        if not kernel_has_cookies():
+            return None
+        return GenericEngine(exclude_pid=exclude_pid, pid=pid, comm=comm)
+
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool):
+        from ktui.kernel.generic.cache import ProgramCache
+        from ktui.kernel.generic.loader import load_generic
+
+        cache = None
+        if use_cache:
+            cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
+        return load_generic(log_fd, cache=cache)

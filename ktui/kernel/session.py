@@ -13,6 +13,15 @@ all, and if the process dies (even by SIGKILL) the kernel does it.
 The jobs live beside it: `unit` (a compiled program and its reader),
 `attach` (one probe, or why not), `statmaps` (the counters), and `loader`,
 the kernel side Session talks to, which host tests replace with a fake.
+
+Where the kernel has attach cookies (5.15+), probes go to the generic
+engine instead (kernel/generic): one program compiled once per kernel and
+ktui version, cached, that runs every probe from a plan. Then opening a
+set, adding, editing or switching a probe compiles nothing: the probes are
+attached at once, behind a hand-assembled dispatcher that counts their hits
+while the generic program loads (from the cache, or compiled the first
+time, in the background). Probes it cannot run (a filter of more than six
+comparisons) are compiled into a unit as before.
 """
 
 from __future__ import annotations
@@ -52,6 +61,16 @@ class SessionOptions:
     perf_pages: int = 256  # per CPU; a power of two
     log_path: Path | None = None
     include_self: bool = False  # probe ktui's own process too
+    engine: str = "auto"  # "auto" (generic where the kernel allows), "generic", "compiled"
+    cache: bool = True  # keep the compiled generic program for later starts (--no-cache: not)
+    cache_dir: Path | None = None  # default ~/.cache/ktui
+    # open() returns once every probe runs its full program. The dashboard
+    # and the headless commands say False: their probes count from the
+    # first moment, and events follow when the generic program is in.
+    wait_loaded: bool = True
+
+
+ENGINES = ("auto", "generic", "compiled")
 
 
 
@@ -77,6 +96,10 @@ class Session:
         self._closed = False
         self._detached = False  # detach_all() ran: nothing attaches again
         self.buffer = self._pick_buffer()
+        self._engine = None  # the GenericEngine, where the session uses one
+        self._slots: dict = {}  # probe id -> its generic engine Slot
+        self.loaded = threading.Event()  # the generic program is in (or failed, or none is used)
+        self.load_error = ""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -88,31 +111,117 @@ class Session:
         self.close()
 
     def open(self) -> None:
-        """Compile the whole set once and attach every enabled probe."""
+        """Attach every enabled probe: through the generic engine at once
+        (its program loads in the background), the rest compiled as one set."""
         if self._log_fd < 0:
             self._log_fd = open_log(self.options.log_path)
         _raise_fd_limit()
         probes = list(self.probeset.probes)
         ids = [self._new_id(p) for p in probes]
+        try:
+            self._engine = self._start_engine()
+            if self._engine is not None:
+                ids = self._open_generic(ids)
+                probes = [self._probes[i] for i in ids]
+            else:
+                self.loaded.set()
+            if ids:
+                self._open_compiled(probes, ids)
+            if self.options.wait_loaded:
+                self.wait_loaded()
+        except BaseException:  # KeyboardInterrupt too: nothing stays attached
+            self.close()
+            raise
+
+    def _open_compiled(self, probes: list[Probe], ids: list[int]) -> None:
+        """Compile `probes` into one unit and attach them."""
         # A ring buffer keeps what the probes write until it is read, so its
         # reader (and numpy, a second of imports under emulation) can come
         # after the probes are live. Perf buffers drop events while no reader
         # has opened them: their reader comes first.
         read_first = self.buffer == PERF
+        unit = self._compile_unit(probes, ids, read_now=read_first)
+        started = time.monotonic()
+        for pid_ in ids:
+            if self._probes[pid_].enabled:
+                self._attach(pid_)
+            else:
+                self._set_status(pid_, ProbeState.OFF)
+        log_line(self._log_fd, f"ktui: attached in {time.monotonic() - started:.2f} s")
+        if not read_first:
+            self._start_reading(unit)
+
+    # ------------------------------------------------------------ generic engine
+
+    def _start_engine(self):
+        engine = self.options.engine
+        if engine not in ENGINES:
+            raise KtuiError(f"unknown engine {engine!r}: use auto, generic or compiled")
+        if engine == "compiled" or (engine == "auto" and self.buffer == PERF):
+            return None
+        started = time.monotonic()
+        made = self.loader.generic_engine(
+            exclude_pid=0 if self.options.include_self else os.getpid(),
+            pid=self.probeset.pid, comm=self.probeset.comm)
+        if made is None and engine == "generic":
+            raise KtuiError("the generic engine needs attach cookies (Linux 5.15 or later)")
+        if made is not None:
+            log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
+        return made
+
+    def _open_generic(self, ids: list[int]) -> list[int]:
+        """Give every probe it can run to the engine and attach them (they
+        count at once); start loading the program. Returns the ids left for
+        a compiled unit."""
+        from ktui.kernel.generic.engine import NotGeneric
+
+        rest = []
+        started = time.monotonic()
+        for pid_ in ids:
+            probe = self._probes[pid_]
+            try:
+                self._slots[pid_] = self._engine.add(probe, pid_)
+            except NotGeneric as why:
+                log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
+                rest.append(pid_)
+                continue
+            if probe.enabled:
+                self._attach(pid_)
+            else:
+                self._set_status(pid_, ProbeState.OFF)
+        log_line(self._log_fd, f"ktui: {len(self._slots)} probe(s) attached to the dispatcher "
+                 f"in {time.monotonic() - started:.2f} s")
+        threading.Thread(target=self._load_generic, name="ktui-generic-load", daemon=True).start()
+        return rest
+
+    def _load_generic(self) -> None:
+        """In the background: the generic program, then every slot routed to it."""
         try:
-            unit = self._compile_unit(probes, ids, read_now=read_first)
-            started = time.monotonic()
-            for pid_ in ids:
-                if self._probes[pid_].enabled:
-                    self._attach(pid_)
-                else:
-                    self._set_status(pid_, ProbeState.OFF)
-            log_line(self._log_fd, f"ktui: attached in {time.monotonic() - started:.2f} s")
-            if not read_first:
-                self._start_reading(unit)
-        except BaseException:  # KeyboardInterrupt too: nothing stays attached
-            self.close()
-            raise
+            program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache)
+        except Exception as exc:  # noqa: BLE001 - reported on each probe, not lost
+            reason = f"the generic program did not load: {exc}"
+            log_line(self._log_fd, f"ktui: {reason}")
+            with self._lock:
+                self.load_error = reason
+                for pid_ in list(self._slots):
+                    if self._status[pid_].state is ProbeState.LOADING:
+                        self._set_status(pid_, ProbeState.FAILED, reason)
+            self.loaded.set()
+            return
+        with self._lock:
+            if self._closed:
+                program.close()
+                self.loaded.set()
+                return
+            self._engine.install_program(program)
+            for pid_ in list(self._slots):
+                if self._status[pid_].state is ProbeState.LOADING:
+                    self._set_status(pid_, ProbeState.ATTACHED)
+        self.loaded.set()
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        """Wait until every probe runs its full program (True), or `timeout`."""
+        return self.loaded.wait(timeout)
 
     def detach_all(self) -> None:
         """Detach every probe; keep the programs, maps and buffers. When it
@@ -123,6 +232,9 @@ class Session:
         with self._lock:
             self._detached = True
             fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
+            for slot in self._slots.values():
+                fds += slot.fds
+                slot.fds = []
             if not fds:
                 return
             started = time.monotonic()
@@ -142,6 +254,8 @@ class Session:
             units, self._units = self._units, ()
             for unit in units:
                 unit.close(self.loader, self._log_fd)
+            if self._engine is not None:
+                self._engine.close()
             if self._log_fd >= 0:  # not opened when open() was never called
                 log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
                          f"(at {time.monotonic():.3f})")
@@ -198,6 +312,8 @@ class Session:
                 return self._status[pid_]
             if self._detached:
                 raise FeedError("the probes were detached: the session is ending")
+            if pid_ in self._slots:
+                return self._attach_generic(pid_)
             unit, local = self._where[pid_]
             fds, reason = attach_probe(self.loader, unit, local, self._probes[pid_],
                                        self.symbols, self._log_fd)
@@ -206,7 +322,33 @@ class Session:
             self._fds[pid_] = fds
             return self._set_status(pid_, ProbeState.ATTACHED)
 
+    def _attach_generic(self, pid_: int) -> ProbeStatus:
+        from ktui.kernel.attach import location, precheck
+        from ktui.kernel.explain import explain_attach_error
+
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        if slot.fds:
+            return self._status[pid_]
+        reason = precheck(probe)
+        if not reason:
+            symbol, offset, address = location(probe, self.symbols)
+            try:
+                self._engine.attach(slot, symbol, offset, address)
+            except OSError as exc:
+                reason = explain_attach_error(probe, exc, None, self.symbols)
+        if reason:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
+            return self._set_status(pid_, ProbeState.FAILED, reason)
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is None:
+            return self._set_status(pid_, ProbeState.LOADING)
+        return self._set_status(pid_, ProbeState.ATTACHED)
+
     def _detach(self, pid_: int) -> None:
+        if pid_ in self._slots:
+            self._engine.detach(self._slots[pid_])
+            return
         fds = self._fds.pop(pid_, [])
         if fds:
             self.loader.detach(fds)  # closing a perf fd removes its kprobe
@@ -239,6 +381,11 @@ class Session:
             raw = unit.drain_raw()
             if raw is not None and len(raw):
                 parts.append(unit.decoder.batch(raw))
+        engine = self._engine
+        if engine is not None:
+            batch = engine.drain()
+            if len(batch):
+                parts.append(batch)
         if not parts:
             return EmptyBatch()
         return parts[0] if len(parts) == 1 else MultiBatch(parts)
@@ -248,11 +395,14 @@ class Session:
         out: dict[int, ProbeStats] = {}
         for unit in self._units:
             out.update(unit.read_stats(self.loader))
+        engine = self._engine
+        if engine is not None:
+            out.update(engine.stats())
         return StatsSnapshot(now, out)
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
         with self._lock:
-            if probe_id not in self._probes or probe_id not in self._where:
+            if probe_id not in self._probes or (probe_id not in self._where and probe_id not in self._slots):
                 raise FeedError(f"no probe {probe_id}")
             probe = dataclasses.replace(self._probes[probe_id], enabled=enabled)
             self._probes[probe_id] = probe
@@ -270,6 +420,11 @@ class Session:
     def add_probe_now(self, probe: Probe) -> ProbeStatus:
         with self._lock:
             pid_ = self._new_id(probe)
+            if self._engine is not None and self._add_generic(pid_, probe):
+                self._sync_probeset()
+                if probe.enabled:
+                    return self._attach(pid_)
+                return self._set_status(pid_, ProbeState.OFF)
         try:
             self._compile_unit([probe], [pid_])
         except KtuiError as exc:
@@ -282,6 +437,17 @@ class Session:
             return self._attach(pid_)
         return self._set_status(pid_, ProbeState.OFF)
 
+    def _add_generic(self, pid_: int, probe: Probe) -> bool:
+        """Give the probe to the generic engine: False if it cannot run it."""
+        from ktui.kernel.generic.engine import NotGeneric
+
+        try:
+            self._slots[pid_] = self._engine.add(probe, pid_)
+        except NotGeneric as why:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
+            return False
+        return True
+
     async def add_probe(self, probe: Probe) -> ProbeStatus:
         import asyncio
 
@@ -289,6 +455,12 @@ class Session:
 
     def remove_probe_now(self, probe_id: int) -> None:
         with self._lock:
+            if probe_id in self._slots:
+                self._engine.remove(self._slots.pop(probe_id))
+                del self._probes[probe_id]
+                del self._status[probe_id]
+                self._sync_probeset()
+                return
             if probe_id not in self._where:
                 raise FeedError(f"no probe {probe_id}")
             self._detach(probe_id)

@@ -18,6 +18,7 @@ from ktui.lang.model import Probe, ProbeSet
 
 class ProbeState(enum.Enum):
     PENDING = "pending"  # not yet compiled / attached
+    LOADING = "loading"  # attached and counting; its program is still compiling or loading
     ATTACHED = "attached"
     OFF = "off"  # switched off by the user: detached from the kernel
     FAILED = "failed"  # could not attach; `ProbeStatus.reason` says why

@@ -14,7 +14,8 @@ from textual.widgets import Static
 from ktui.screens.modal import ModalFrame
 
 NOTES = (
-    "The table shows one row per probe: ● attached, ○ off, ✗ failed (the reason follows).",
+    "The table shows one row per probe: ● attached, ○ off, ✗ failed (the reason follows),",
+    "◐ loading (attached and counting hits while its program compiles or loads).",
     "rate/s, lost and the sparkline come from in-kernel counters read once a second;",
     "p50/p99 and errors are for return probes, since the probe was attached.",
     "⚠ on lost: the kernel is dropping this probe's events. Make it stats-only",

@@ -37,7 +37,7 @@ class Loaded:
 
 
 def is_on(status: ProbeStatus) -> bool:
-    return status.state in (ProbeState.ATTACHED, ProbeState.PENDING)
+    return status.state in (ProbeState.ATTACHED, ProbeState.LOADING, ProbeState.PENDING)
 
 
 class ProbeOps:

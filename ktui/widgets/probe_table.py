@@ -33,10 +33,12 @@ NAME_WIDTH = (12, 40)  # min, max
 MARKERS = {
     ProbeState.ATTACHED: Text("●", "green"),
     ProbeState.PENDING: Text("◌", "yellow"),
+    ProbeState.LOADING: Text("◐", "yellow"),
     ProbeState.OFF: Text("○", "dim"),
     ProbeState.FAILED: Text("✗", "red bold"),
 }
-STATE_STYLES = {ProbeState.ATTACHED: "green", ProbeState.PENDING: "yellow", ProbeState.OFF: "dim", ProbeState.FAILED: "red"}
+STATE_STYLES = {ProbeState.ATTACHED: "green", ProbeState.PENDING: "yellow", ProbeState.LOADING: "yellow",
+                ProbeState.OFF: "dim", ProbeState.FAILED: "red"}
 
 
 @dataclass(frozen=True)

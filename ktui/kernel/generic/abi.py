@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import ctypes
 
-from ktui.kernel.codegen.runtime import COMM_EVERY, COMM_EXACT, MAX_ERRNO
-from ktui.record.feed import HIST_SLOTS
+from ktui.kernel.codegen.runtime import COMM_EVERY, COMM_EXACT, log2_slot_helper
+
+# a fetch's dereference offsets: n - 1 pointer hops and the final read (MAX_DEREF)
+from ktui.lang.limits import MAX_DEREF, MAX_ERRNO, MAX_FETCHES, STRING_MAX
+from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import HEADER_SIZE
 
 MAX_PROBES = 1024  # slots; a cookie carries slot | generation << 16
-MAX_FETCHES = 8
-MAX_DEREF = 8  # offsets per fetch: n - 1 pointer hops and the final read
 MAX_CMPS = 6  # comparisons in a filter: its truth table is one u64
-STRING_MAX = 64
 PAYLOAD_MAX = MAX_FETCHES * STRING_MAX
 RECORD_MAX = HEADER_SIZE + PAYLOAD_MAX
 ENTRY_BLOCKS = 64  # return probes at once (each has ENTRY_SLOTS thread slots)
@@ -178,21 +178,5 @@ def c_declarations() -> str:
     # be read at a constant offset; the array can be indexed by the plan)
     copy = " ".join(f"(st)->regs[{i}] = (ctx)->{name};" for i, name in enumerate(PT_REGS))
     out += [f"#define KTUI_COPY_REGS(st, ctx) do {{ {copy} }} while (0)", ""]
-    out += [HIST_SLOT_C, ""]
+    out += log2_slot_helper()  # the histogram's slots, as the compiled programs count them
     return "\n".join(out)
-
-
-# The histogram slot of a value: 0 holds 0, slot k >= 1 holds [2^(k-1), 2^k - 1].
-HIST_SLOT_C = """static __always_inline u32 ktui_hist_slot(u64 v)
-{
-    if (!v)
-        return 0;
-    u32 r = 1;
-    if (v >> 32) { v >>= 32; r += 32; }
-    if (v >> 16) { v >>= 16; r += 16; }
-    if (v >> 8) { v >>= 8; r += 8; }
-    if (v >> 4) { v >>= 4; r += 4; }
-    if (v >> 2) { v >>= 2; r += 2; }
-    if (v >> 1) { r += 1; }
-    return r;
-}"""

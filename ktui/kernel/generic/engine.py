@@ -27,7 +27,8 @@ from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
 from ktui.kernel.generic.plan import NotGeneric, build_plan, payload_size
 from ktui.lang.model import Kind, Probe
-from ktui.record.feed import HIST_SLOTS, ProbeStats
+from ktui.record.feed import ProbeStats
+from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import HEADER_SIZE
 
 __all__ = ["GenericEngine", "NotGeneric", "Slot", "kernel_has_cookies"]
@@ -147,14 +148,12 @@ class GenericEngine:
 
     # ------------------------------------------------------------ attach
 
-    def attach(self, slot: Slot) -> None:
+    def attach(self, slot: Slot, symbol: str | None, offset: int, address: int | None) -> None:
         """kprobe (and for a return probe, its entry kprobe first), linked
         to the dispatcher with the slot's cookie. Raises OSError."""
         if slot.fds:
             return
         early = self.comm is None and slot.probe.filter is None
-        target = slot.probe.target
-        symbol, offset, address = target.symbol, target.offset, target.address
         fds: list[int] = []
         try:
             if slot.probe.kind is Kind.RETURN:
@@ -279,7 +278,7 @@ class GenericEngine:
         return decoder
 
     def stats(self) -> dict[int, ProbeStats]:
-        """Counters of every slot, by slot index."""
+        """Counters of every slot, by the session's probe id."""
         import numpy as np
 
         with self._lock:
@@ -289,7 +288,7 @@ class GenericEngine:
         count = max(slots) + 1
         early = self._sum_counters(self.dispatcher.early_fd, count, np)
         if self.program is None:
-            return {i: ProbeStats(probe_id=i, hits=int(early[i])) for i in slots}
+            return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i])) for i, s in slots.items()}
         hits = self._sum_counters(self._map("ktui_hits"), count, np)
         emitted = self._sum_counters(self._map("ktui_emitted"), count, np)
         lost = self._sum_counters(self._map("ktui_lost"), count, np)
@@ -300,8 +299,8 @@ class GenericEngine:
             hist: tuple[int, ...] = ()
             if slot.probe.kind is Kind.RETURN:
                 hist = self._hist(i, np)
-            out[i] = ProbeStats(
-                probe_id=i, hits=int(early[i] + hits[i]), emitted=int(emitted[i]), lost=int(lost[i]),
+            out[slot.probe_id] = ProbeStats(
+                probe_id=slot.probe_id, hits=int(early[i] + hits[i]), emitted=int(emitted[i]), lost=int(lost[i]),
                 hist=hist,
                 errnos=tuple(sorted(errnos.get(i, {}).items(), key=lambda kv: -kv[1])),
                 top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),

@@ -299,7 +299,7 @@ static __always_inline void ktui_account_return(u32 slot, u64 latency, u64 rc)
 {
     struct ktui_hist *h = ktui_hist.lookup(&slot);
     if (h) {
-        u32 s = ktui_hist_slot(latency);
+        u32 s = ktui_log2_slot(latency);
         if (s < KTUI_HIST_SLOTS)
             h->slots[s]++;
     }
