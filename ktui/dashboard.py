@@ -111,7 +111,9 @@ def run_live(ps: ProbeSet, options, refresh: float) -> int:
 
     session = Session(ps, options)
     try:
-        print(f"ktui: compiling {len(ps.probes)} probe(s)...", file=sys.stderr, flush=True)
+        # With the generic engine open() is quick (the program loads behind
+        # the screen); a compiled set takes a clang run first.
+        print(f"ktui: attaching {len(ps.probes)} probe(s)...", file=sys.stderr, flush=True)
         session.open()
         return _run_app(session, refresh, options.log_path, ps.source)
     except KtuiError as exc:

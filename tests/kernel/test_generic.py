@@ -30,14 +30,14 @@ SHAPE = [["read", 1, 40], ["read", 7, 60], ["read", 4096, 20], ["badread", 9],
 PROBES = """
 name: generic-vs-compiled
 probes:
-  - spec: vfs_read:c:a3,a3:u8,a3:s16,a3:x32
+  - spec: vfs_read:c:a3,b=a3:u8,c=a3:s16,d=a3:x32
     label: args
   - spec: vfs_read:r:retval,n=a3,a1
     label: ret
     filter: retval < 0 || n == 7
   - spec: vfs_read:c:pos=+0(a4):s64,fault=+0(+0(a4)):u8,c=comm
     label: deref
-  - spec: do_sys_openat2:c:fname=+0(a2):ustring,flags=+0(a3):x64,mode=+8(a3):u16
+  - spec: do_sys_openat2:c:fname=+0(a2):ustring,oflags=+0(a3):x64,mode=+8(a3):u16
     label: open
     filter: fname == "/tmp/ktui-generic-open-target" && comm != "nobody"
   - spec: vfs_read:c:a3
