@@ -78,7 +78,8 @@ class GenericEngine:
         self.program: LoadedProgram | None = None
         self.slots: dict[int, Slot] = {}
         self.record_size = HEADER_SIZE + MIN_PAYLOAD
-        self._gens = [0] * abi.MAX_PROBES
+        self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
+        self._next = 0  # where the search for a free slot starts
         self._blocks: set[int] = set()
         self._lock = threading.RLock()
         self._ncpus = bpfsys.possible_cpus()
@@ -95,7 +96,11 @@ class GenericEngine:
         program cannot run it; then nothing was allocated."""
         needed = HEADER_SIZE + max(MIN_PAYLOAD, payload_size(probe))
         with self._lock:
-            index = next((i for i in range(abi.MAX_PROBES) if i not in self.slots), None)
+            # Round robin: a freed slot comes back only after every other one
+            # was used, so its old errno and comm entries (cleared by a scan
+            # of those maps) rarely need clearing.
+            index = next((i % abi.MAX_PROBES for i in range(self._next, self._next + abi.MAX_PROBES)
+                          if i % abi.MAX_PROBES not in self.slots), None)
             if index is None:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             block = None
@@ -107,6 +112,7 @@ class GenericEngine:
             slot = Slot(index, gen, probe, probe_id, block)
             build_plan(probe, gen=gen, record_size=max(needed, self.record_size),
                        entry_block=block or 0)  # NotGeneric before anything is taken
+            self._next = index + 1
             self._gens[index] = gen
             self.slots[index] = slot
             self._history[slot.tag] = (probe, probe_id)
@@ -222,6 +228,8 @@ class GenericEngine:
                      "ktui_hist", "ktui_comms_drop"):
             spec = self.program.specs[name]
             bpfsys.map_update(self._map(name), key, bytes(self._percpu_size(spec["value_size"])))
+        if self._gens[index] <= 1:
+            return  # first use of the slot: no errno or comm entry can be its
         for name, key_struct in (("ktui_errnos", _ERRNO_KEY), ("ktui_comms", _COMM_KEY)):
             fd = self._map(name)
             for raw in bpfsys.map_keys(fd, key_struct.size):
