@@ -16,6 +16,7 @@ import select
 import signal
 import stat
 import sys
+import threading
 from typing import TYPE_CHECKING, Callable
 
 from ktui.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
@@ -84,11 +85,15 @@ class StopSignals:
 
     Plain signal.signal handlers, not loop.add_signal_handler: those only run
     when the loop gets control back, which a sink busy with a big batch may
-    not give for seconds."""
+    not give for seconds. A signal before the collector exists (its imports
+    take seconds under emulation) detaches the feed's probes at once, as
+    Collector.stop would, and the collector stops as soon as it is there."""
 
-    def __init__(self) -> None:
+    def __init__(self, feed) -> None:
+        self.feed = feed
         self.requested = False
         self._collector: Collector | None = None
+        self._early: threading.Thread | None = None
         self._old: dict = {}
 
     def __enter__(self) -> "StopSignals":
@@ -103,11 +108,23 @@ class StopSignals:
         self.requested = True
         if self._collector is not None:
             self._collector.stop()
+        elif self._early is None:
+            self._early = threading.Thread(target=self._detach_quietly, name="ktui-detach",
+                                           daemon=True)
+            self._early.start()
+
+    def _detach_quietly(self) -> None:
+        try:
+            self.feed.detach_all()
+        except Exception:  # noqa: BLE001 - Collector.finish detaches again and raises it
+            pass
 
     def notify(self, collector: Collector) -> None:
         """Stop `collector` on a signal (at once, if one came already)."""
         self._collector = collector
         if self.requested:
+            if self._early is not None:
+                self._early.join()  # then the collector's finish finds it done
             collector.stop()
 
 
@@ -255,7 +272,7 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
     session = (open_feed or _open_session_or_status)(ps, options)
     if isinstance(session, int):
         return session
-    with StopSignals() as stop:
+    with StopSignals(session) as stop:
         try:
             import asyncio
 
@@ -301,7 +318,7 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
         session = (open_feed or _open_session_or_status)(ps, options)
         if isinstance(session, int):
             return session
-        with StopSignals() as stop:
+        with StopSignals(session) as stop:
             try:
                 last = {}
 

@@ -130,6 +130,28 @@ def test_stop_detaches_at_once_even_while_a_sink_is_busy():
     assert {i: s.emitted for i, s in sink.last.probes.items()} == dict(sink.written)
 
 
+def test_a_signal_before_the_collector_exists_detaches_at_once(capfd):
+    """SIGINT while stream still imports its collector: the probes go now,
+    and the collector, once there, stops at once and writes everything."""
+    import signal
+
+    from ktui.headless import StopSignals
+
+    feed, sink = BusyKernelFeed(), CountingSink()
+    with StopSignals(feed) as stop:
+        signal.raise_signal(signal.SIGINT)  # the handler runs here, in this thread
+        waited = 0.0
+        while feed.attached and waited < 10:  # detached by a thread the handler started
+            time.sleep(0.01)
+            waited += 0.01
+        assert not feed.attached
+        collector = Collector(feed)
+        stop.notify(collector)
+        asyncio.run(collector.run(sink))
+    assert collector.stopping and collector.finished
+    assert {i: s.emitted for i, s in sink.last.probes.items()} == dict(sink.written)
+
+
 def test_finish_runs_once():
     feed, sink = BusyKernelFeed(), CountingSink()
     collector = Collector(feed)
