@@ -16,7 +16,7 @@ from typing import TextIO
 from ktui.btf.cache import FunctionCache
 from ktui.btf.index import KernelBtf
 from ktui.kernel.catalog import Catalog, CatalogError, Sources, GLOB_CHARS
-from ktui.kernel.catalog_text import entries_json, entry_lines, summary
+from ktui.kernel.catalog_text import cut, entries_json, entry_lines, summary
 from ktui.kernel.ksyms import close_names
 
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
@@ -45,8 +45,10 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
             return EXIT_USAGE
     if catalog is None:
         catalog = Catalog(Sources(btf=KernelBtf(cache=FunctionCache() if cache else None)))
+    width = shutil.get_terminal_size().columns if not wide and not as_json and out.isatty() else 0
     try:
-        entries = catalog.list(patterns)
+        bulk = None if as_json else catalog.text(patterns)
+        entries = catalog.list(patterns) if bulk is None else None
     except CatalogError as exc:
         err.write(f"ktui: {exc}\n")
         return EXIT_USAGE if exc.usage else EXIT_NO_MATCH
@@ -56,16 +58,14 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
     else:
         for line in not_checked:
             err.write(f"ktui: {line}\n")
-        width = 0
-        if not wide and out.isatty():
-            width = shutil.get_terminal_size().columns
-        out.write(entry_lines(entries, width))
+        out.write(cut(bulk[0], width) if bulk is not None else entry_lines(entries, width))
     out.flush()
-    if not entries:
+    found = bulk[1] if bulk is not None else entries
+    if not found:
         err.write(f"ktui: {_nothing(patterns, catalog)}\n")
         return EXIT_NO_MATCH
     if not as_json:
-        err.write(f"ktui: {summary(entries)}\n")
+        err.write(f"ktui: {summary(found)}\n")
     return EXIT_OK
 
 

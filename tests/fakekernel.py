@@ -6,11 +6,14 @@ blacklist, BTF for vmlinux and a loaded module, /sys/module, and
 Every verdict of `ktui list` has a function here:
 
     vfs_read        traceable          mymod_open    traceable, module mymod
-    notrace_fn      kprobe-only        mymod_helper  kprobe-only, module mymod
+    notrace_fn      notrace            mymod_helper  notrace, module mymod
     do_int3         blacklisted        xfs_*         not-loaded (module file)
     zstd_build      copy-only          tcp_vegas_init not-loaded (modules.symbols)
     inlined_fn      no-symbol          dup_fn        2 symbols share the name
-    zstd_build.isra.0, cold_fn.cold: copies
+    zstd_build.isra.0, cold_fn.cold: copies (the second kprobe-only: its
+    original is traced); dup_fn: two different prototypes in BTF.
+
+The kernel config says kprobe events refuse notrace functions (Debian's).
 """
 
 from __future__ import annotations
@@ -72,19 +75,23 @@ class FakeKernel:
         self.sys_module = root / "sys/module"
         self.lib_modules = root / "lib/modules/6.1.0-test"
         self.cache_dir = root / "cache/ktui"
-        for p in (self.kallsyms, self.filter_functions, self.blacklist, self.btf_dir / "x",
+        self.config = root / "boot/config-6.1.0-test"
+        for p in (self.config, self.kallsyms, self.filter_functions, self.blacklist, self.btf_dir / "x",
                   self.notes, self.sys_module / "x", self.lib_modules / "x"):
             p.parent.mkdir(parents=True, exist_ok=True)
         self.kallsyms.write_text(KALLSYMS)
         self.filter_functions.write_text(FILTER_FUNCTIONS)
         self.blacklist.write_text(BLACKLIST)
         self.notes.write_bytes(_notes(BUILD_ID))
+        self.config.write_text("CONFIG_KPROBES=y\nCONFIG_KPROBES_ON_FTRACE=y\n"
+                               "# CONFIG_KPROBE_EVENTS_ON_NOTRACE is not set\n")
 
         b = BtfBuilder()
         t = self.types = vfs_like(b)
         i, v = t["int"], 0
         for name in ("do_int3", "notrace_fn", "zstd_build", "inlined_fn", "dup_fn", "cold_fn"):
             b.func(name, b.func_proto(i, [("x", i)]))
+        b.func("dup_fn", b.func_proto(i, [("y", t["long"])]))  # a second, different dup_fn
         b.func("_printk", b.func_proto(i, [("fmt", b.ptr(b.const(t["char"])))], variadic=True))
         (self.btf_dir / "vmlinux").write_bytes(b.blob())
         self.base = b
@@ -117,7 +124,7 @@ class FakeKernel:
     def sources(self, **changes) -> Sources:
         kw = dict(symbols=KernelSymbols(self.kallsyms, self.blacklist), btf=self.btf(),
                   filter_functions=(self.filter_functions,), modules=ModuleTree(self.lib_modules),
-                  sys_module=self.sys_module)
+                  sys_module=self.sys_module, kernel_config=(self.config,))
         kw.update(changes)
         return Sources(**kw)
 

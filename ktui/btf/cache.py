@@ -30,12 +30,13 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3
 MAGIC = b"ktui btf functions %d\n" % FORMAT
+KINDS = ("vmlinux", "modules")
 _ALLOWED = bytes(range(0x20, 0x7F)) + b"\n\0"
 MAX_ENTRY = 32 << 20
 MAX_ENTRIES = 4
-PREFIX = "btf-functions-"
+PREFIX = "btf-"
 _KEY = re.compile(r"[0-9a-f]{8,128}-[0-9]{1,12}")
 
 
@@ -45,19 +46,22 @@ def default_dir() -> Path:
 
 
 class FunctionCache:
-    """name -> prototype text of vmlinux's functions, per kernel build."""
+    """name -> prototype tables, per kernel build: "vmlinux" keyed by the
+    build id, "modules" (names as `module:name`) by a hash of the loaded
+    modules' BTF. Each kind keeps its own MAX_ENTRIES."""
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory if directory is not None else default_dir()
 
-    def path(self, key: str) -> Path:
-        if not _KEY.fullmatch(key):
-            raise ValueError(f"bad cache key {key!r}")
-        return self.directory / f"{PREFIX}{key}.txt"
+    def path(self, kind: str, key: str) -> Path:
+        if kind not in KINDS or not _KEY.fullmatch(key):
+            raise ValueError(f"bad cache entry {kind!r} {key!r}")
+        return self.directory / f"{PREFIX}{kind}-{key}.txt"
 
     # ------------------------------------------------------------ reading
-    def load(self, key: str) -> dict[str, str] | None:
-        path = self.path(key)
+    def load(self, kind: str, key: str) -> tuple[dict[str, str], set[str]] | None:
+        """(table, ambiguous names), or None on a miss."""
+        path = self.path(kind, key)
         if not self._private_dir(create=False):
             return None
         try:
@@ -87,16 +91,17 @@ class FunctionCache:
             return None
 
     # ------------------------------------------------------------ writing
-    def store(self, key: str, functions: list[tuple[str, str]]) -> bool:
+    def store(self, kind: str, key: str, functions: dict[str, str],
+              ambiguous: set[str] | frozenset[str] = frozenset()) -> bool:
         """Write the entry; False (and a log line) when the cache cannot be used."""
-        path = self.path(key)
+        path = self.path(kind, key)
         if not self._private_dir(create=True):
             return False
-        names = "\n".join(n for n, _p in functions)
-        protos = "\n".join(p for _n, p in functions)
-        body = b"%s%s\n%d\n%s\0%s" % (MAGIC, key.encode(), len(functions), names.encode(),
-                                      protos.encode())
-        if body[len(MAGIC):].translate(None, _ALLOWED) or body.count(b"\0") != 1:
+        names = "\n".join(functions)
+        protos = "\n".join(functions.values())
+        body = b"%s%s\n%d\n%s\0%s\0%s" % (MAGIC, key.encode(), len(functions), names.encode(),
+                                           protos.encode(), "\n".join(sorted(ambiguous)).encode())
+        if body[len(MAGIC):].translate(None, _ALLOWED) or body.count(b"\0") != 2:
             log.info("btf cache: a name or prototype is not printable ASCII; not cached")
             return False
         if len(body) > MAX_ENTRY:
@@ -121,7 +126,7 @@ class FunctionCache:
             except OSError:
                 pass
             return False
-        self._prune(keep=path)
+        self._prune(kind, keep=path)
         return True
 
     def _private_dir(self, create: bool) -> bool:
@@ -150,10 +155,10 @@ class FunctionCache:
                 return False
         return True
 
-    def _prune(self, keep: Path) -> None:
+    def _prune(self, kind: str, keep: Path) -> None:
         try:
             entries = [e for e in os.scandir(self.directory)
-                       if e.name.startswith(PREFIX) and e.name.endswith(".txt")
+                       if e.name.startswith(f"{PREFIX}{kind}-") and e.name.endswith(".txt")
                        and e.is_file(follow_symlinks=False)]
         except OSError:
             return
@@ -178,8 +183,9 @@ def _unsafe(info: os.stat_result) -> str:
     return ""
 
 
-def _parse(raw: bytes, key: str) -> dict[str, str]:
-    """The table of an entry; ValueError says what is wrong with it."""
+def _parse(raw: bytes, key: str) -> tuple[dict[str, str], set[str]]:
+    """The table and ambiguous names of an entry; ValueError says what is
+    wrong with it."""
     if len(raw) > MAX_ENTRY:
         raise ValueError("too large")
     if not raw.startswith(MAGIC):
@@ -190,9 +196,9 @@ def _parse(raw: bytes, key: str) -> dict[str, str]:
         raise ValueError("an entry for another kernel")
     if body.translate(None, _ALLOWED):
         raise ValueError("bytes other than printable ASCII")
-    if not count_text.isdigit() or body.count(b"\0") != 1:
-        raise ValueError("no count, or not two parts")
-    names_text, protos_text = body.decode("ascii").split("\0")
+    if not count_text.isdigit() or body.count(b"\0") != 2:
+        raise ValueError("no count, or not three parts")
+    names_text, protos_text, ambiguous_text = body.decode("ascii").split("\0")
     names = names_text.split("\n") if names_text else []
     protos = protos_text.split("\n") if protos_text else []
     count = int(count_text)
@@ -200,4 +206,7 @@ def _parse(raw: bytes, key: str) -> dict[str, str]:
         raise ValueError(f"{len(names)} names, {len(protos)} prototypes, count {count}")
     if "" in names:
         raise ValueError("an empty name")
-    return dict(zip(names, protos))
+    table = dict(zip(names, protos))
+    if len(table) != count:
+        raise ValueError("a name given twice")
+    return table, set(ambiguous_text.split("\n")) if ambiguous_text else set()

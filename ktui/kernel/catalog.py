@@ -4,8 +4,13 @@ Every function comes with one verdict, from the files that decide it:
 
     traceable    in kallsyms and available_filter_functions, not blacklisted:
                  a kprobe and an fentry program both attach
-    kprobe-only  a symbol, but not in available_filter_functions (notrace,
-                 or no fentry call site): an int3 kprobe may still work
+    notrace      a symbol, but not in available_filter_functions, and this
+                 kernel's kprobe events refuse such functions (built with
+                 CONFIG_KPROBES_ON_FTRACE and without
+                 CONFIG_KPROBE_EVENTS_ON_NOTRACE, as Debian's are: see
+                 ktui/kernel/kconfig.py); also when the config is unknown
+    kprobe-only  the same, on a kernel whose kprobe events take notrace
+                 functions: an int3 kprobe works, fentry does not
     blacklisted  on the kprobe blacklist: the kernel refuses kprobes there
     copy-only    no symbol of its own, but compiler copies of it have one
                  (`name.isra.0`): probe a copy
@@ -31,7 +36,10 @@ beats "unknown".
 from __future__ import annotations
 
 import fnmatch
+import operator
 import re
+from collections import Counter
+from itertools import repeat
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,13 +47,14 @@ from ktui.btf.decode import BtfError, RawBtf
 from ktui.btf.index import FunctionTable, KernelBtf
 from ktui.btf.render import Renderer
 from ktui.kernel.ftrace import FILTER_FUNCTIONS, read_filter_functions
+from ktui.kernel.kconfig import config_paths, kprobe_events_refuse_notrace, read_config
 from ktui.kernel.ksyms import NOT_FUNCTIONS, KernelSymbols, close_names, copy_of
 from ktui.kernel.modules import (
     SYS_MODULE, ModuleFileError, ModuleTree, loaded_modules, read_module_file,
 )
 
-VERDICTS = ("traceable", "kprobe-only", "blacklisted", "copy-only", "no-symbol", "not-loaded",
-            "unchecked")
+VERDICTS = ("traceable", "notrace", "kprobe-only", "blacklisted", "copy-only", "no-symbol",
+            "not-loaded", "unchecked")
 GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -77,12 +86,14 @@ class Sources:
 
     def __init__(self, *, symbols: KernelSymbols | None = None, btf: KernelBtf | None | object = _DEFAULT,
                  filter_functions: tuple[Path, ...] = FILTER_FUNCTIONS,
-                 modules: ModuleTree | None = None, sys_module: Path = SYS_MODULE) -> None:
+                 modules: ModuleTree | None = None, sys_module: Path = SYS_MODULE,
+                 kernel_config: tuple[Path, ...] | None = None) -> None:
         self.symbols = symbols if symbols is not None else KernelSymbols()
         self.btf: KernelBtf | None = KernelBtf() if btf is _DEFAULT else btf  # type: ignore[assignment]
         self.filter_functions = filter_functions
         self.modules = modules if modules is not None else ModuleTree.running()
         self.sys_module = sys_module
+        self.kernel_config = kernel_config if kernel_config is not None else config_paths()
 
 
 class Catalog:
@@ -94,12 +105,26 @@ class Catalog:
         self._btf_problem: str | None = None
         self._copies: dict[str, list[str]] | None = None
         self._loaded: set[str] | None = None
+        self._notrace: tuple[bool | None, str] | None = None
 
     # ------------------------------------------------------------ sources
     def filterable(self) -> frozenset[str] | None:
         if self._filter_problem is None:
             self._filterable, self._filter_problem = read_filter_functions(self.src.filter_functions)
         return self._filterable
+
+    def notrace_refused(self) -> bool | None:
+        """Do kprobe events refuse functions ftrace does not know? None: no
+        kernel config to tell."""
+        if self._notrace is None:
+            config, looked = read_config(self.src.kernel_config)
+            self._notrace = kprobe_events_refuse_notrace(config), looked
+        return self._notrace[0]
+
+    def notrace_note(self) -> str:
+        if self.notrace_refused() is None:
+            return "kprobe events refuse it unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE=y"
+        return ""
 
     def table(self) -> FunctionTable:
         """BTF's prototypes (empty, with `btf_problem()` saying why, without BTF)."""
@@ -132,6 +157,9 @@ class Catalog:
         if self.src.symbols.blacklist() is None:
             lines.append(f"not checked: the kprobe blacklist ({self.src.symbols.blacklist_path} "
                          "unreadable: debugfs not mounted, or not root)")
+        if self.filterable() is not None and self.notrace_refused() is None:
+            lines.append("not checked: whether kprobe events refuse notrace functions (no kernel "
+                         f"config in {self._notrace[1] if self._notrace else '?'}); said they do")
         problem = self.btf_problem()
         if problem:
             lines.append(problem)
@@ -183,19 +211,73 @@ class Catalog:
                 scoped.setdefault(mod.replace("-", "_"), []).append(glob)
             else:
                 plain.append(pat)
-        entries: dict[str, Entry] = {}
+        parts: list[list[Entry]] = []
         if plain:
-            for e in self._entries(self._matching(self._universe(), plain)):
-                entries[e.name] = e
+            universe = self._universe()
+            parts.append(self._entries(sorted(self._matching(universe, plain))))
             for pat in plain:  # an exact name nothing else knows: maybe an unloaded module's
-                if not GLOB_CHARS.search(pat) and pat not in entries:
+                if not GLOB_CHARS.search(pat) and pat not in universe:
                     e = self.entry(pat)
                     if e is not None:
-                        entries[e.name] = e
+                        parts.append([e])
         for mod, globs in scoped.items():
-            for e in self._module_entries(mod, globs):
-                entries[e.name] = e
-        return [entries[k] for k in sorted(entries)]
+            parts.append(self._module_entries(mod, globs))
+        if len(parts) == 1:
+            return parts[0]  # `ktui list '*'`: already sorted and unique
+        merged = {e[0]: e for part in parts for e in part}
+        return [merged[k] for k in sorted(merged)]
+
+    def text(self, patterns: list[str] | tuple[str, ...]) -> tuple[list[str], Counter] | None:
+        """`ktui list`'s lines and verdict counts for plain globs, computed in
+        bulk: the same verdicts as list() gives (a test holds the two
+        together), but the common case, a plain symbol, never passes
+        through a Python loop: set algebra picks the names that need
+        list()'s care, map() over dict.get builds every other line in C.
+        Entries one by one cost 2.7 s of the listing in the VM. None for
+        patterns this does not cover (MODULE:GLOB, a name only an unloaded
+        module knows): then use list()."""
+        from ktui.kernel.catalog_text import VERDICT_WIDTH, entry_line
+
+        if any(":" in p or not p for p in patterns):
+            return None
+        universe = self._universe()
+        if any(not GLOB_CHARS.search(p) and p not in universe for p in patterns):
+            return None
+        names = sorted(self._matching(universe, list(patterns)))
+        symbols = self.src.symbols
+        kallsyms = symbols.names()
+        table = self.table()
+        aff = self.filterable()
+        blacklist = symbols.blacklist() or frozenset()
+        wanted = set(names)
+        # Names that need list()'s care: no symbol of their own, copies,
+        # shared, blacklisted, ambiguous in BTF, notrace with a note.
+        dotted = re.findall(r"^[^\n.]*\.[^\n]*$", "\n".join(names), re.M)
+        careful = wanted - kallsyms.keys()
+        careful.update(dotted)
+        careful.update(wanted & (symbols.shared().keys() | blacklist | table.ambiguous))
+        if aff is not None and self.notrace_note():
+            careful.update((wanted & kallsyms.keys()) - aff)
+        pad = {v: f"{v:<{VERDICT_WIDTH}} " for v in VERDICTS}
+        counts: Counter = Counter()
+        if aff is None:
+            default, prefix = pad["unchecked"], {}
+        else:
+            notrace = (wanted & kallsyms.keys()) - aff - careful
+            word = "kprobe-only" if self.notrace_refused() is False else "notrace"
+            default, prefix = pad["traceable"], dict.fromkeys(notrace, pad[word])
+            counts[word] = len(notrace)
+        counts["unchecked" if aff is None else "traceable"] = len(wanted) - len(careful) - len(prefix)
+        vm_protos, mod_protos = table.vmlinux, table.modules
+        shown = dict(vm_protos)
+        for n, m in symbols.module_functions().items():
+            shown[n] = f"{m}:{vm_protos.get(n) or (mod_protos[n][1] if n in mod_protos else n)}"
+        lines = list(map(operator.add, map(prefix.get, names, repeat(default)),
+                         map(shown.get, names, names)))
+        special = self._entries(sorted(careful))
+        counts.update(e[1] for e in special)
+        lines = list(map({e[0]: entry_line(e) for e in special}.get, names, lines))
+        return lines, +counts
 
     def _universe(self) -> set[str]:
         """Symbols, BTF's functions, and originals known only from their copies."""
@@ -219,53 +301,70 @@ class Catalog:
         symbols = self.src.symbols
         kallsyms = symbols.names()
         table = self.table()
-        vm_protos, mod_protos = table.vmlinux, table.modules
+        vm_protos, mod_protos, ambiguous = table.vmlinux, table.modules, table.ambiguous
         aff = self.filterable()
         blacklist = symbols.blacklist() or frozenset()
         shared = symbols.shared()
         unchecked = aff is None
         aff = aff or frozenset()
+        notrace = "kprobe-only" if self.notrace_refused() is False else "notrace"
+        notrace_note = self.notrace_note()
         new = tuple.__new__
         out = []
         for name in names:
             mod = kallsyms.get(name)
-            if mod is not None and "." not in name and name not in shared and name not in blacklist:
+            if (mod is not None and "." not in name and name not in shared and name not in blacklist
+                    and name not in ambiguous and (name in aff or not notrace_note)):
                 proto = vm_protos.get(name)
                 if proto is None and name in mod_protos:
                     proto = mod_protos[name][1]
-                verdict = "unchecked" if unchecked else "traceable" if name in aff else "kprobe-only"
+                verdict = "unchecked" if unchecked else "traceable" if name in aff else notrace
                 out.append(new(Entry, (name, verdict, mod, proto or "", "", "", 1)))
             elif mod is not None:
-                out.append(self._symbol_entry(name, mod, vm_protos, mod_protos, aff, unchecked,
-                                              blacklist, shared))
+                out.append(self._symbol_entry(name, mod, table, aff, unchecked, blacklist, shared,
+                                              notrace, notrace_note))
             else:
                 found = self._no_symbol_entry(name, vm_protos, mod_protos)
                 if found is not None:
                     out.append(found)
         return out
 
-    def _symbol_entry(self, name, mod, vm_protos, mod_protos, aff, unchecked, blacklist,
-                      shared) -> Entry:
-        """A symbol that is a copy, shared, or blacklisted."""
+    def _symbol_entry(self, name, mod, table, aff, unchecked, blacklist, shared, notrace,
+                      notrace_note) -> Entry:
+        """A symbol that is a copy, shared, blacklisted, ambiguous in BTF, or
+        notrace with a note."""
+        vm_protos, mod_protos = table.vmlinux, table.modules
         proto = vm_protos.get(name) or (mod_protos[name][1] if name in mod_protos else "")
+        c = copy_of(name) if "." in name else None
+        original = c[0] if c is not None else ""
+        notes = []
         if name in blacklist:
             verdict = "blacklisted"
+        elif unchecked:
+            verdict = "unchecked"
+        elif name in aff:
+            verdict = "traceable"
+        elif original and original in aff:
+            # trace_kprobe.c checks the original of a suffixed symbol ftrace
+            # does not know: a kprobe is taken, there is no fentry site.
+            verdict = "kprobe-only"
         else:
-            verdict = "unchecked" if unchecked else "traceable" if name in aff else "kprobe-only"
-        original = note = ""
-        c = copy_of(name) if "." in name else None
+            verdict = notrace
+            if notrace_note:
+                notes.append(notrace_note)
         if c is not None:
-            original = c[0]
             if not proto:
                 proto = vm_protos.get(original) or (mod_protos[original][1]
                                                     if original in mod_protos else "")
-            note = (f"cold part of {original}, not an entry: no arguments"
-                    if c[1].startswith(".cold") else
-                    f"copy of {original}: BTF shows its arguments; positional fetches only")
+            notes.insert(0, f"cold part of {original}, not an entry: no arguments"
+                         if c[1].startswith(".cold") else
+                         f"copy of {original}: BTF shows its arguments; positional fetches only")
+        if (original or name) in table.ambiguous:
+            notes.append("BTF has several different prototypes for this name: the first is shown")
         count = shared.get(name, 1)
         if count > 1:
-            note = (note + "; " if note else "") + f"{count} symbols share this name"
-        return Entry(name, verdict, mod, proto, original, note, count)
+            notes.append(f"{count} symbols share this name")
+        return Entry(name, verdict, mod, proto, original, "; ".join(notes), count)
 
     def _no_symbol_entry(self, name, vm_protos, mod_protos) -> Entry | None:
         """A name without a symbol of its own: known from its copies or from BTF."""
@@ -288,12 +387,12 @@ class Catalog:
             names = [n for n in self._universe()
                      if self.src.symbols.module(n) == "" or
                      (self.src.symbols.module(n) is None and n in self.table().vmlinux)]
-            return self._entries(self._matching(names, globs))
+            return self._entries(sorted(self._matching(names, globs)))
         if module in self.loaded():
             kallsyms = self.src.symbols.names()
             names = [n for n, m in kallsyms.items() if m == module and not n.startswith(NOT_FUNCTIONS)]
             names += [n for n, (m, _p) in self.table().modules.items() if m == module and n not in kallsyms]
-            return self._entries(self._matching(names, globs))
+            return self._entries(sorted(self._matching(names, globs)))
         files = self.src.modules.files()
         path = files.get(module)
         if path is None:
@@ -312,7 +411,7 @@ class Catalog:
                 protos.setdefault(render.btf.name_of(fid), render.prototype(fid))
         names = [n for n in mf.functions if not n.startswith(NOT_FUNCTIONS)]
         out = []
-        for name in self._matching(names, globs):
+        for name in sorted(self._matching(names, globs)):
             c = copy_of(name) if "." in name else None
             original = c[0] if c else ""
             proto = protos.get(name) or protos.get(original, "")

@@ -30,6 +30,13 @@ def entry_line(e: Entry) -> str:
     return f"{e.verdict:<{VERDICT_WIDTH}} {body}"
 
 
+def cut(lines: list[str], width: int) -> str:
+    """Lines joined, each cut at `width` (0: never)."""
+    if width:
+        lines = [fit(line, width) if len(line) > width else line for line in lines]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def entry_lines(entries: list[Entry], width: int = 0) -> str:
     """Every entry's line, newline-terminated, cut at `width` (0: never).
     One pass with the fields unpacked: 56,000 calls of entry_line() were a
@@ -54,10 +61,11 @@ def fit(line: str, width: int) -> str:
     return line[:max(width - 3, 0)] + "..."
 
 
-def summary(entries: list[Entry]) -> str:
-    counts = Counter(e.verdict for e in entries)
+def summary(entries: list[Entry] | Counter) -> str:
+    """`N functions: a traceable, b notrace, ...` from entries or verdict counts."""
+    counts = entries if isinstance(entries, Counter) else Counter(e.verdict for e in entries)
     parts = [f"{counts[v]} {v}" for v in VERDICTS if counts[v]]
-    n = len(entries)
+    n = sum(counts.values())
     return f"{n} function{'s' if n != 1 else ''}" + (f": {', '.join(parts)}" if parts else "")
 
 

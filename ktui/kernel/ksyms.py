@@ -52,6 +52,7 @@ class KernelSymbols:
         self._text: str | None = None
         self._modules: dict[str, str] | None = None  # function -> module ("" for vmlinux)
         self._shared: dict[str, int] = {}  # names several symbols share -> how many
+        self._in_modules: dict[str, str] = {}
         self._addrs: list[int] | None = None
         self._names: list[str] = []
         self._by_name: dict[str, int] = {}
@@ -72,6 +73,7 @@ class KernelSymbols:
         if self._modules is None:
             pairs = _TEXT_NAMES.findall(self._read())
             self._modules = dict(pairs)
+            self._in_modules = dict(filter(itemgetter(1), pairs))  # in C: no per-name Python
             counts = Counter(map(itemgetter(0), pairs)) if len(self._modules) != len(pairs) else {}
             self._shared = {n: c for n, c in counts.items() if c > 1}
         return self._modules
@@ -110,6 +112,11 @@ class KernelSymbols:
         if name not in mods:
             return 0
         return self._shared.get(name, 1)
+
+    def module_functions(self) -> dict[str, str]:
+        """Function symbols of loaded modules -> their module."""
+        self._load()
+        return self._in_modules
 
     def shared(self) -> dict[str, int]:
         """Names that several function symbols share -> how many."""

@@ -7,8 +7,10 @@ is there is the answer); only a name that is not there pulls in the
 catalog (BTF, copies, modules) to say why.
 
 Fatal: no such function; a function that has no symbol (inlined, or only
-compiler copies have one); the kprobe blacklist. A warning: a function of a
-module that is not loaded (it may be loaded before the set is run).
+compiler copies have one); the kprobe blacklist; a notrace function on a
+kernel whose kprobe events refuse those. A warning: a function of a module
+that is not loaded (it may be loaded before the set is run), or a notrace
+function where the kernel's config cannot be read.
 
 Where kallsyms cannot be read (no CONFIG_KALLSYMS), `unchecked()` says so
 in one line and nothing is refused.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ktui.kernel.catalog import Catalog, Sources
-from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.ksyms import KernelSymbols, copy_of
 
 
 class NameProblem(NamedTuple):
@@ -58,7 +60,7 @@ class FunctionCheck:
             if self._symbols.blacklisted(name):
                 return NameProblem(f"{name} is on the kernel's kprobe blacklist: it cannot be probed",
                                    True)
-            return None
+            return self._notrace(name)
         entry = self.catalog().entry(name)
         if entry is None:
             catalog = self.catalog()
@@ -74,3 +76,21 @@ class FunctionCheck:
                                f"(modprobe {entry.module} before running this set)", False)
         return NameProblem(f"{name} has no symbol: it was inlined into its callers, or is "
                            "init code already freed; nothing to probe", True)
+
+    def _notrace(self, name: str) -> NameProblem | None:
+        """A symbol ftrace does not know, on a kernel whose kprobe events
+        refuse those (see ktui/kernel/kconfig.py)."""
+        catalog = self.catalog()
+        traced = catalog.filterable()
+        if traced is None or name in traced:
+            return None
+        original = copy_of(name)
+        if original is not None and original[0] in traced:
+            return None  # the kernel checks the original of a copy
+        refused = catalog.notrace_refused()
+        if refused is False:
+            return None
+        why = ("CONFIG_KPROBE_EVENTS_ON_NOTRACE is off" if refused else
+               "unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE=y; its config is unreadable")
+        return NameProblem(f"{name} is notrace (not in available_filter_functions): this kernel's "
+                           f"kprobe events refuse it ({why})", refused is True)

@@ -24,7 +24,7 @@ def test_every_verdict_for_its_function(fk):
     assert e["vfs_read"].verdict == "traceable"
     assert e["vfs_read"].prototype == ("vfs_read(struct file *file, char *buf, size_t count, "
                                        "loff_t *pos) -> ssize_t")
-    assert e["notrace_fn"].verdict == "kprobe-only"
+    assert e["notrace_fn"].verdict == "notrace" and e["notrace_fn"].note == ""
     assert e["do_int3"].verdict == "blacklisted"  # in available_filter_functions too: the blacklist wins
     assert (e["zstd_build"].verdict, e["zstd_build"].note) == (
         "copy-only", "no symbol of its own; probe a copy: zstd_build.isra.0")
@@ -32,7 +32,7 @@ def test_every_verdict_for_its_function(fk):
         "no-symbol", "inlined into its callers, or init code freed after loading")
     assert (e["mymod_open"].verdict, e["mymod_open"].module) == ("traceable", "mymod")
     assert e["mymod_open"].prototype == "mymod_open(struct file *file) -> int"
-    assert (e["mymod_helper"].verdict, e["mymod_helper"].module) == ("kprobe-only", "mymod")
+    assert (e["mymod_helper"].verdict, e["mymod_helper"].module) == ("notrace", "mymod")
     assert set(e) == {"vfs_read", "notrace_fn", "do_int3", "zstd_build", "zstd_build.isra.0",
                       "inlined_fn", "dup_fn", "cold_fn", "cold_fn.cold", "_printk",
                       "mymod_open", "mymod_helper"}  # no __pfx_, no data, no unloaded module
@@ -45,14 +45,41 @@ def test_a_copy_is_probe_able_with_the_originals_prototype_and_a_note(fk):
     assert copy.prototype == "zstd_build(int x) -> int"
     assert copy.note == "copy of zstd_build: BTF shows its arguments; positional fetches only"
     cold = e["cold_fn.cold"]
-    assert (cold.verdict, cold.copy_of) == ("kprobe-only", "cold_fn")
+    assert (cold.verdict, cold.copy_of) == ("kprobe-only", "cold_fn")  # its original is traced
     assert cold.note == "cold part of cold_fn, not an entry: no arguments"
     assert e["cold_fn"].verdict == "traceable"
 
 
 def test_names_several_symbols_share_are_said_to(fk):
     dup = by_name(fk.catalog().list(["dup_fn"]))["dup_fn"]
-    assert (dup.verdict, dup.symbols, dup.note) == ("traceable", 2, "2 symbols share this name")
+    assert (dup.verdict, dup.symbols, dup.prototype) == ("traceable", 2, "dup_fn(int x) -> int")
+    assert dup.note == ("BTF has several different prototypes for this name: the first is shown; "
+                        "2 symbols share this name")
+
+
+def test_notrace_follows_the_kernel_config(fk):
+    fk.config.write_text("CONFIG_KPROBES_ON_FTRACE=y\nCONFIG_KPROBE_EVENTS_ON_NOTRACE=y\n")
+    e = by_name(fk.catalog().list(["notrace_fn"]))["notrace_fn"]
+    assert (e.verdict, e.note) == ("kprobe-only", "")
+    fk.config.write_text("# CONFIG_KPROBES_ON_FTRACE is not set\n")
+    assert by_name(fk.catalog().list(["notrace_fn"]))["notrace_fn"].verdict == "kprobe-only"
+    fk.config.unlink()
+    cat = fk.catalog()
+    e = by_name(cat.list(["notrace_fn"]))["notrace_fn"]
+    assert (e.verdict, e.note) == (
+        "notrace", "kprobe events refuse it unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE=y")
+    [line] = cat.not_checked()
+    assert line == ("not checked: whether kprobe events refuse notrace functions (no kernel config "
+                    f"in {fk.config}); said they do")
+
+
+def test_a_gzipped_config_is_read(fk, tmp_path):
+    import gzip
+
+    gz = tmp_path / "config.gz"
+    gz.write_bytes(gzip.compress(b"CONFIG_KPROBES_ON_FTRACE=y\nCONFIG_KPROBE_EVENTS_ON_NOTRACE=y\n"))
+    cat = fk.catalog(kernel_config=(tmp_path / "missing", gz))
+    assert cat.notrace_refused() is False
 
 
 def test_globs_and_several_patterns(fk):
@@ -181,11 +208,13 @@ def test_without_kallsyms_btf_alone_lists_names(fk):
 def test_the_function_table_comes_from_the_cache_the_second_time(fk):
     first = fk.btf(cache=True).table()
     assert first.prototype("vfs_read").startswith("vfs_read(")
+    assert first.ambiguous == {"dup_fn"} and first.module("mymod_open") == "mymod"
     # Same build id and size, different bytes: only the cache can still answer.
     path = fk.btf_dir / "vmlinux"
     path.write_bytes(b"\0" * path.stat().st_size)
     again = fk.btf(cache=True).table()
-    assert again.vmlinux == first.vmlinux
+    assert (again.vmlinux, again.modules, again.ambiguous) == (first.vmlinux, first.modules,
+                                                               first.ambiguous)
     # Another build id: a miss, and the garbage is read (and refused).
     fk.notes.write_bytes(fk.notes.read_bytes()[:-1] + b"\xff")
     with pytest.raises(Exception, match="not BTF"):
@@ -196,6 +225,17 @@ def test_a_kernel_without_a_build_id_is_not_cached(fk):
     fk.notes.write_bytes(b"")
     fk.btf(cache=True).table()
     assert not fk.cache_dir.exists()
+
+
+def test_the_modules_table_is_cached_until_a_module_changes(fk):
+    fk.btf(cache=True).table()
+    names = sorted(p.name.split("-")[1] for p in fk.cache_dir.iterdir())
+    assert names == ["modules", "vmlinux"]
+    mod = fk.btf_dir / "mymod"
+    mod.write_bytes(mod.read_bytes().replace(b"mymod_helper", b"mymod_helpex"))  # another key
+    table = fk.btf(cache=True).table()
+    assert table.module("mymod_helpex") == "mymod" and "mymod_helper" not in table
+    assert len(list(fk.cache_dir.iterdir())) == 3
 
 
 def test_btf_problems_in_one_line(fk, monkeypatch):

@@ -35,7 +35,7 @@ def test_one_line_per_function_verdict_first(fk):
     code, out, err = listing(fk, ["vfs_read", "mymod_*", "zstd_build*", "xfs:xfs_file_*"])
     assert code == 0
     assert out.splitlines() == [
-        "kprobe-only mymod:mymod_helper(void) -> void",
+        "notrace     mymod:mymod_helper(void) -> void",
         "traceable   mymod:mymod_open(struct file *file) -> int",
         "traceable   vfs_read(struct file *file, char *buf, size_t count, loff_t *pos) -> ssize_t",
         "not-loaded  xfs:xfs_file_read_iter(struct kiocb *iocb) -> ssize_t  # module not loaded",
@@ -43,7 +43,7 @@ def test_one_line_per_function_verdict_first(fk):
         "traceable   zstd_build.isra.0(int x) -> int  # copy of zstd_build: BTF shows its "
         "arguments; positional fetches only",
     ]
-    assert err == "ktui: 6 functions: 3 traceable, 1 kprobe-only, 1 copy-only, 1 not-loaded\n"
+    assert err == "ktui: 6 functions: 3 traceable, 1 notrace, 1 copy-only, 1 not-loaded\n"
 
 
 def test_lines_are_cut_to_a_terminal_but_not_to_a_pipe(fk, monkeypatch):
@@ -63,7 +63,8 @@ def test_the_verdict_column_fits_eighty_columns(fk):
     assert VERDICT_WIDTH == 11
     for line in out.splitlines():
         assert line[VERDICT_WIDTH] == " " and line[:VERDICT_WIDTH].strip() in (
-            "traceable", "kprobe-only", "blacklisted", "copy-only", "no-symbol", "not-loaded")
+            "traceable", "notrace", "kprobe-only", "blacklisted", "copy-only", "no-symbol",
+            "not-loaded")
 
 
 def test_json_for_scripts(fk):
@@ -126,3 +127,44 @@ def test_entry_line_and_the_fast_lines_agree(fk):
     assert entry_lines(entries) == "".join(entry_line(e) + "\n" for e in entries)
     assert entry_lines(entries, 30) == "".join(fit(entry_line(e), 30) + "\n" for e in entries)
     assert entry_lines([]) == ""
+
+
+@pytest.mark.parametrize("change", ["none", "no filter list", "no config", "allowed by config",
+                                    "no btf", "no blacklist"])
+def test_the_bulk_text_says_what_the_entries_say(fk, change):
+    """Catalog.text() computes in bulk what list() computes name by name."""
+    from collections import Counter
+
+    if change == "no filter list":
+        fk.filter_functions.unlink()
+    elif change == "no config":
+        fk.config.unlink()
+    elif change == "allowed by config":
+        fk.config.write_text("CONFIG_KPROBES_ON_FTRACE=y\nCONFIG_KPROBE_EVENTS_ON_NOTRACE=y\n")
+    elif change == "no btf":
+        (fk.btf_dir / "vmlinux").unlink()
+    elif change == "no blacklist":
+        fk.blacklist.unlink()
+    for patterns in (["*"], ["*_fn", "vfs_*"], ["zstd*"], ["nothing*"]):
+        lines, counts = fk.catalog().text(patterns)
+        entries = fk.catalog().list(patterns)
+        assert lines == [entry_line(e) for e in entries]
+        assert counts == Counter(e.verdict for e in entries)
+    assert fk.catalog().text(["xfs:*"]) is None and fk.catalog().text(["tcp_vegas_init"]) is None
+
+
+def test_the_bulk_text_says_what_the_entries_say_on_this_machine():
+    """The same on this machine's own kernel (BTF, kallsyms, modules: what
+    is readable here), where the numbers are real."""
+    from collections import Counter
+
+    from ktui.kernel.catalog import Catalog, Sources
+    from ktui.btf.index import KernelBtf
+
+    cat = Catalog(Sources(btf=KernelBtf()))
+    lines, counts = cat.text(["*"])
+    entries = cat.list(["*"])
+    if len(entries) < 1000:
+        pytest.skip("this machine lists few kernel functions")
+    assert lines == [entry_line(e) for e in entries]
+    assert counts == Counter(e.verdict for e in entries)

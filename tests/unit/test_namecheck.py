@@ -48,7 +48,10 @@ def test_positions_of_each_target(tmp_path):
 def test_every_problem_has_its_message(fk):
     check = FunctionCheck(fk.sources())
     assert check.problem("vfs_read") is None
-    assert check.problem("notrace_fn") is None  # kprobe-only is fine for a kprobe
+    assert check.problem("notrace_fn") == (
+        "notrace_fn is notrace (not in available_filter_functions): this kernel's kprobe events "
+        "refuse it (CONFIG_KPROBE_EVENTS_ON_NOTRACE is off)", True)
+    assert check.problem("cold_fn.cold") is None  # a copy whose original is traced
     assert check.problem("mymod_open") is None
     assert check.problem("zstd_build.isra.0") is None  # the copy itself is probe-able
     assert check.problem("vfs_raed") == (
@@ -67,6 +70,16 @@ def test_every_problem_has_its_message(fk):
     assert check.problem("nothing_at_all_like_it") == (
         "unknown kernel function 'nothing_at_all_like_it'", True)
     assert check.unchecked() is None
+
+
+def test_notrace_is_only_a_warning_without_a_kernel_config_and_fine_where_allowed(fk):
+    fk.config.unlink()
+    problem = FunctionCheck(fk.sources()).problem("notrace_fn")
+    assert problem == ("notrace_fn is notrace (not in available_filter_functions): this kernel's "
+                       "kprobe events refuse it (unless the kernel has "
+                       "CONFIG_KPROBE_EVENTS_ON_NOTRACE=y; its config is unreadable)", False)
+    fk.config.write_text("CONFIG_KPROBES_ON_FTRACE=y\nCONFIG_KPROBE_EVENTS_ON_NOTRACE=y\n")
+    assert FunctionCheck(fk.sources()).problem("notrace_fn") is None
 
 
 def test_check_prints_each_problem_at_its_place(tmp_path, fake_check):
