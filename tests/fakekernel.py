@@ -43,6 +43,9 @@ ffffffff81000900 d some_data
 ffffffff81000a00 T _printk
 ffffffffc0000000 t mymod_open\t[mymod]
 ffffffffc0000100 t mymod_helper\t[mymod]
+ffffffffc0001000 t bpf_prog_6deef7357e7b4530_sd_fw_ingress\t[bpf]
+ffffffffc0002000 t ftrace_trampoline\t[__builtin__ftrace]
+ffffffffc0003000 t kprobe_insn_page\t[__builtin__kprobes]
 """
 
 FILTER_FUNCTIONS = """\

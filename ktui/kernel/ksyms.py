@@ -32,8 +32,12 @@ BLACKLIST = Path("/sys/kernel/debug/kprobes/blacklist")
 # front of every function (6.2+), static-call trampolines.
 NOT_FUNCTIONS = ("__pfx_", "__cfi_", "__SCT__")
 # Unanchored: a type letter between spaces occurs only after the address,
-# and scanning for it is 2.5 times faster than matching every line.
-_TEXT_NAMES = re.compile(r" [tTwW] (?!__pfx_|__cfi_|__SCT__)([^\t\n]+)(?:\t\[([^\]\n]+)\])?")
+# and scanning for it is 2.5 times faster than matching every line. The
+# name is matched possessively so that the lookahead after it can leave out
+# the pseudo-modules kallsyms also shows: BPF programs ([bpf]), ftrace and
+# kprobe trampolines and insn slots ([__builtin__ftrace], ...).
+_TEXT_NAMES = re.compile(r" [tTwW] (?!__pfx_|__cfi_|__SCT__)([^\t\n]++)"
+                         r"(?!\t\[(?:bpf|__builtin__[^\]\n]*)\])(?:\t\[([^\]\n]+)\])?")
 _TEXT_ADDRS = re.compile(r"^([0-9a-fA-F]+) [tTwW] (\S+)", re.M)
 # The suffixes GCC and clang give to a function's specialised or split copies.
 _COPY = re.compile(r"^(.+?)((?:\.(?:constprop|isra|part|cold|llvm)(?:\.\d+)?)+)$")
