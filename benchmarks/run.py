@@ -5,7 +5,8 @@
 1. compiles benchmarks/workload.c (gcc -O2 -static) into bench-out/;
 2. boots ONE VM (scripts/vm.sh) running benchmarks/vm_suite.py: startup and
    stop times, stats-only overhead, streaming a flood (every tool in turn on
-   the same workload, untraced rounds in between);
+   the same workload, untraced rounds in between), and `ktui list '*'`
+   (cold and warm cache) against `bpftrace -lv 'kfunc:*'`;
 3. on the host: the recording made in the VM is counted again
    (`ktui stream --from`), and the dashboard is run under synthetic floods
    (benchmarks/host_dash.py);
@@ -243,6 +244,22 @@ def analyse(vm: dict, host: dict) -> dict:
     ok = bool(stops) and all(e is not None and e <= 2.0 and left == 0 for e, left in stops.values())
     goal("first SIGINT during a flood -> exit within 2 s, every probe detached", ok if stops else None,
          ", ".join(f"{k}: {e if e is None else round(e, 2)} s, {left} left" for k, (e, left) in stops.items()))
+
+    ls = vm.get("listing", {})
+    if ls.get("bpftrace_s"):
+        cold, warm, bt = (median(ls[k]) if ls.get(k) else None
+                          for k in ("ktui_cold_s", "ktui_warm_s", "bpftrace_s"))
+        row("6 listing", "ktui list '*', cold cache, s", cold, "{:.1f}", ls.get("ktui_summary", ""))
+        row("6 listing", "ktui list '*', warm cache, s", warm, "{:.1f}")
+        row("6 listing", "bpftrace -lv 'kfunc:*', s", bt, "{:.1f}",
+            f"{ls.get('bpftrace_functions')} kfuncs")
+        row("6 listing", "ktui list cold / bpftrace -lv", ratio(cold, bt))
+        row("6 listing", "ktui list warm / bpftrace -lv", ratio(warm, bt))
+        r = ratio(warm, bt)
+        goal("ktui list '*' no slower than bpftrace -lv 'kfunc:*' (second run, cache)",
+             None if r is None else r <= 1.0,
+             f"warm {warm:.1f} s, cold {cold:.1f} s, bpftrace {bt:.1f} s (medians of "
+             f"{len(ls['bpftrace_s'])})" if r is not None else "not measured")
 
     ing = host.get("ingest", {})
     for part in ("collector", "dashboard"):

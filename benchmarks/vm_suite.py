@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -266,7 +267,7 @@ class Suite:
         self.wl = args.workload
         self.out_dir = Path(args.out).parent
         self.results: dict = {"baselines": [], "stats_only": {}, "streaming": {}, "startup": {},
-                              "errors": []}
+                              "listing": {}, "errors": []}
         self.log_path = str(self.out_dir / "ktui-vm.log")
 
     def note(self, text: str) -> None:
@@ -478,6 +479,40 @@ class Suite:
             if tool is not None and tool.proc.returncode is None:
                 tool.proc.kill()
 
+    # ---------------------------------------------------------------- 6
+    def listing(self) -> None:
+        """`ktui list '*'` against `bpftrace -lv 'kfunc:*'`, output to
+        /dev/null, alternating, `rounds` times each. ktui cold: an empty
+        cache directory (every prototype rendered from BTF); warm: the
+        cache that run wrote (what a second run on the same kernel costs)."""
+        cache = Path(tempfile.mkdtemp(prefix="ktui-bench-cache-"))
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+        res: dict = {"ktui_cold_s": [], "ktui_warm_s": [], "bpftrace_s": []}
+
+        def timed(argv, env=None) -> tuple[float, int]:
+            t0 = time.monotonic()
+            proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  env=env, timeout=PART_TIMEOUT)
+            took = time.monotonic() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(f"{argv[:3]} exit {proc.returncode}: {proc.stderr[-300:]!r}")
+            return took, len(proc.stderr)
+
+        for r in range(self.args.rounds):
+            shutil.rmtree(cache / "ktui", ignore_errors=True)
+            res["ktui_cold_s"].append(timed([KTUI, "list", "*"], env)[0])
+            res["ktui_warm_s"].append(timed([KTUI, "list", "*"], env)[0])
+            res["bpftrace_s"].append(timed(["bpftrace", "-lv", "kfunc:*"])[0])
+            self.note(f"listing round {r + 1}: ktui cold {res['ktui_cold_s'][-1]:.1f} s, warm "
+                      f"{res['ktui_warm_s'][-1]:.1f} s, bpftrace -lv {res['bpftrace_s'][-1]:.1f} s")
+        summary = subprocess.run([KTUI, "list", "*"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, env=env).stderr.strip()
+        res["ktui_summary"] = summary.splitlines()[-1] if summary else ""
+        kfuncs = subprocess.run(["bpftrace", "-l", "kfunc:*"], capture_output=True, text=True).stdout
+        res["bpftrace_functions"] = kfuncs.count("\n")
+        shutil.rmtree(cache, ignore_errors=True)
+        self.results["listing"] = res
+
     def warm_up(self) -> None:
         """Load bcc, libclang and bpftrace once, so the first measured tool does not
         pay for reading them from the host's shared file system (a cold first
@@ -526,7 +561,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--flood", type=int, default=1_000_000, help="reads in the streaming flood")
     ap.add_argument("--cases", default="", help="startup cases to run, e.g. ktui:1,ktui:20 (default all)")
-    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup")
+    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,listing")
     suite = Suite(ap.parse_args())
     threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
     suite.run()

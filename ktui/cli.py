@@ -2,6 +2,7 @@
 
     ktui [PROBESET.yaml...] [-e SPEC...]     the dashboard (default: probesets/default.yaml)
     ktui check FILE...                       validate probe sets
+    ktui list [PATTERN...]                   kernel functions, prototypes, probe-able or why not
     ktui compile FILE | -e SPEC...           print the generated BPF program
     ktui stream FILE | -e SPEC... | --from REC   NDJSON events + stats on stdout
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
@@ -16,6 +17,7 @@ bounded where they are parsed (cli_args). See docs/bad-inputs.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -35,6 +37,7 @@ Examples:
   ktui -e reads=vfs_read:c:a3 -e 'read_ret=vfs_read:r:retval:s64'
   ktui -e 'vfs_read:c:a3 if a3 > 4096 && comm == "dd"'
   ktui check probesets/*.yaml
+  ktui list 'vfs_*' 'tcp_*send*'          prototypes and whether each can be probed
   ktui compile -e do_sys_openat2:c:fname=+0(a2):ustring
   ktui stream -e 'tcp_sendmsg:c:size=a3:u64' | jq .
   ktui record probesets/vfs.yaml -o vfs.ktrec   (Ctrl-C stops)
@@ -141,6 +144,8 @@ def _check_comm_option(comm: str) -> None:
 
 
 def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSet:
+    from ktui.lang.model import KtuiError
+
     try:
         return load_inputs(files, specs, pid, comm, default)
     except KtuiError as exc:
@@ -230,8 +235,24 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_
 
 @main.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-def check_cmd(files):
-    """Validate probe sets; print every error as file:line:col: message."""
+@click.option("--syntax-only", is_flag=True,
+              help="Do not check function names against the running kernel.")
+def check_cmd(files, syntax_only):
+    """Validate probe sets; print every error as file:line:col: message.
+
+    Function names are checked against the running kernel's symbols where
+    /proc/kallsyms is readable; a function in a module that is not loaded
+    is a warning."""
+    from ktui.kernel.namecheck import FunctionCheck
+
+    names = FunctionCheck()
+    with _warnings_on_stderr():
+        bad = _check_files(files, names, syntax_only)
+    sys.exit(EXIT_INVALID if bad else EXIT_OK)
+
+
+def _check_files(files, names, syntax_only: bool) -> int:
+    """`ktui check`'s loop; the number of files that failed."""
     from ktui.lang.probeset import check_probeset
 
     bad = 0
@@ -241,9 +262,79 @@ def check_cmd(files):
             click.echo(str(error))
         if errors:
             bad += 1
-        else:
-            click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''})")
-    sys.exit(EXIT_INVALID if bad else EXIT_OK)
+            continue
+        problems = [] if syntax_only else _name_problems(f, ps, names)
+        for line, fatal in problems:
+            click.echo(line)
+        if any(fatal for _line, fatal in problems):
+            bad += 1
+            continue
+        unchecked = None if syntax_only else names.unchecked()
+        note = f"; {unchecked}" if unchecked else ""
+        click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''}{note})")
+    return bad
+
+
+def _name_problems(path: str, ps, names) -> list[tuple[str, bool]]:
+    """`FILE:LINE:COL: probe N (SPEC): message` for each probe whose function
+    the running kernel cannot probe; (line, fatal)."""
+    from ktui.lang.locate import target_positions
+
+    out = []
+    positions = None
+    for number, probe in enumerate(ps.probes, 1):
+        symbol = probe.target.symbol
+        if symbol is None:
+            continue
+        found = names.problem(symbol)
+        if found is None:
+            continue
+        if positions is None:
+            positions = target_positions(path)
+        line, col = positions[number - 1] if number <= len(positions) else (None, None)
+        where = ":".join(str(p) for p in (path, line, col) if p is not None)
+        kind = "" if found.fatal else "warning: "
+        out.append((f"{where}: {kind}probe {number} ({probe.spec_text}): {found.message}", found.fatal))
+    return out
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr():
+    """Log lines of a headless command (a corrupt cache entry...) as
+    `ktui: warning: ...` on stderr, for as long as the command runs."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("ktui: warning: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("ktui")
+    propagate, logger.propagate = logger.propagate, False
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+@main.command("list")
+@click.argument("patterns", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (for scripts).")
+@click.option("-w", "--wide", is_flag=True, help="Never cut lines at the terminal's width.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write ~/.cache/ktui.")
+def list_cmd(patterns, as_json, wide, no_cache):
+    """Kernel functions matching shell globs (default '*'), each with its
+    prototype (from BTF) and whether it can be probed, or why not.
+
+    \b
+    PATTERN: a glob (vfs_*, tcp_*send*), or MODULE:GLOB for one module,
+    loaded or not (xfs:*). No root needed where the files are readable.
+    """
+    from ktui.listing import run_list
+
+    with _warnings_on_stderr():
+        code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache)
+    sys.exit(code)
 
 
 @main.command("compile")
@@ -254,6 +345,7 @@ def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
     from ktui.kernel.buffer_choice import resolve_buffer
     from ktui.kernel.codegen import generate
+    from ktui.lang.model import KtuiError
 
     ps = _inputs_or_exit(files, specs)
     try:

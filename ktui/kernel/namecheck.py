@@ -1,0 +1,96 @@
+"""Does the running kernel have the functions a probe set names?
+
+`ktui check` asks this after a file has loaded, so that `vfs_raed` is
+caught before anything compiles, with the same did-you-mean the attach
+path gives. The common case costs one read of /proc/kallsyms (a name that
+is there is the answer); only a name that is not there pulls in the
+catalog (BTF, copies, modules) to say why.
+
+Fatal: no such function; a function that has no symbol (inlined, or only
+compiler copies have one); the kprobe blacklist; a notrace function on a
+kernel whose kprobe events refuse those. A warning: a function of a module
+that is not loaded (it may be loaded before the set is run), or a notrace
+function where the kernel's config cannot be read.
+
+Where kallsyms cannot be read (no CONFIG_KALLSYMS), `unchecked()` says so
+in one line and nothing is refused.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ktui.kernel.catalog import Catalog, Sources
+from ktui.kernel.ksyms import KernelSymbols, copy_of
+
+
+class NameProblem(NamedTuple):
+    message: str
+    fatal: bool
+
+
+class FunctionCheck:
+    def __init__(self, sources: Sources | None = None) -> None:
+        self._sources = sources
+        self._symbols = sources.symbols if sources is not None else KernelSymbols()
+        self._catalog: Catalog | None = None
+
+    def unchecked(self) -> str | None:
+        """Why names cannot be checked here, or None."""
+        if self._symbols.available:
+            return None
+        why = self._symbols.error or "it lists no functions"
+        return f"function names not checked: {why}"
+
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            from ktui.btf.cache import FunctionCache
+            from ktui.btf.index import KernelBtf
+
+            sources = self._sources or Sources(symbols=self._symbols,
+                                               btf=KernelBtf(cache=FunctionCache()))
+            self._catalog = Catalog(sources)
+        return self._catalog
+
+    def problem(self, name: str) -> NameProblem | None:
+        """What is wrong with probing the function `name`, or None."""
+        if not self._symbols.available:
+            return None
+        if self._symbols.exists(name):
+            if self._symbols.blacklisted(name):
+                return NameProblem(f"{name} is on the kernel's kprobe blacklist: it cannot be probed",
+                                   True)
+            return self._notrace(name)
+        entry = self.catalog().entry(name)
+        if entry is None:
+            catalog = self.catalog()
+            close = self._symbols.close_names(name, extra=catalog.table().names())
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return NameProblem(f"unknown kernel function {name!r}{hint}", True)
+        if entry.verdict == "copy-only":
+            return NameProblem(f"{name} has no symbol of its own, only compiler copies "
+                               f"({entry.note.split(': ', 1)[-1]}): probe a copy, with "
+                               "positional fetches", True)
+        if entry.verdict == "not-loaded":
+            return NameProblem(f"{name} is in module {entry.module}, which is not loaded "
+                               f"(modprobe {entry.module} before running this set)", False)
+        return NameProblem(f"{name} has no symbol: it was inlined into its callers, or is "
+                           "init code already freed; nothing to probe", True)
+
+    def _notrace(self, name: str) -> NameProblem | None:
+        """A symbol ftrace does not know, on a kernel whose kprobe events
+        refuse those (see ktui/kernel/kconfig.py)."""
+        catalog = self.catalog()
+        traced = catalog.filterable()
+        if traced is None or name in traced:
+            return None
+        original = copy_of(name)
+        if original is not None and original[0] in traced:
+            return None  # the kernel checks the original of a copy
+        refused = catalog.notrace_refused()
+        if refused is False:
+            return None
+        why = ("CONFIG_KPROBE_EVENTS_ON_NOTRACE is off" if refused else
+               "unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE=y; its config is unreadable")
+        return NameProblem(f"{name} is notrace (not in available_filter_functions): this kernel's "
+                           f"kprobe events refuse it ({why})", refused is True)
