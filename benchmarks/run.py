@@ -245,6 +245,52 @@ def analyse(vm: dict, host: dict) -> dict:
     goal("first SIGINT during a flood -> exit within 2 s, every probe detached", ok if stops else None,
          ", ".join(f"{k}: {e if e is None else round(e, 2)} s, {left} left" for k, (e, left) in stops.items()))
 
+    # the generic engine (#11): first and later starts, counts, live edits
+    cold, warm = st("ktui_cold:1", "first_event_s"), st("ktui_warm:1", "first_event_s")
+    bt_live = st("bpftrace:1", "live_s")
+    fc_live = st("funccount:1", "live_s")
+    r = ratio(st("ktui_cold:1", "live_s"), fc_live)
+    row("3 startup", "ktui first start (no cache) live / funccount-bpfcc", r)
+    goal("first start of a set live no later than funccount-bpfcc", None if r is None else r <= 1.0,
+         f"ktui {st('ktui_cold:1', 'live_s')} s (first event {cold} s), funccount {fc_live} s"
+         if r is not None else "not measured")
+    r = ratio(st("ktui_warm:1", "live_s"), bt_live)
+    row("3 startup", "ktui later start (cache) live / bpftrace", r)
+    row("3 startup", "ktui later start first event / bpftrace first event",
+        ratio(warm, st("bpftrace:1", "first_event_s")))
+    goal("later start live within 1.5x of bpftrace's launch-to-live", None if r is None else r <= 1.5,
+         f"ktui {st('ktui_warm:1', 'live_s')} s (first event {warm} s), bpftrace {bt_live} s"
+         if r is not None else "not measured")
+    counts = st("ktui_cold_counts:1", "first_event_s")
+    r = ratio(counts, bt_live)
+    row("3 startup", "ktui first counts on stdout (no cache) / bpftrace live", r, "{:.2f}",
+        f"first stats line with hits after {counts} s")
+    goal("hit counts no later than bpftrace's launch-to-live, while the program still loads",
+         None if r is None else r <= 1.0, f"ratio {r:.2f}" if r is not None else "not measured")
+    for kind in ("c", "r"):
+        r = ratio(sd.get(f"ktui_{kind}"), sd.get(f"ktui_{kind}_compiled"))
+        row("1 stats-only", f"ktui {kind}: generic / compiled slowdown (interpretation per hit)", r)
+    edit = vm.get("live_edit", {})
+    gen = edit.get("generic", {})
+    worst = None
+    for op in ("add", "edit", "toggle"):
+        att = [e["attached_s"] for e in gen.get(op, [])]
+        ev = [e["first_event_s"] for e in gen.get(op, []) if e["first_event_s"] is not None]
+        if att:
+            row("5 live edit", f"{op}: Enter -> attached, median (max) s", median(att), "{:.3f}",
+                f"max {max(att):.3f} s over {len(att)}")
+            worst = max(worst or 0, max(att))
+        if ev:
+            row("5 live edit", f"{op}: Enter -> first event, median (max) s", median(ev), "{:.3f}",
+                f"max {max(ev):.3f} s; {len(gen[op]) - len(ev)} without an event")
+    comp = [e["attached_s"] for e in edit.get("compiled", {}).get("add", [])]
+    if comp:
+        row("5 live edit", "add with engine=compiled: Enter -> attached s", median(comp), "{:.1f}")
+    goal("a probe added, edited or switched live in under 1 s (Enter to attached)",
+         None if worst is None else worst < 1.0,
+         f"worst {worst:.3f} s; bcc imported: {edit.get('bcc_imported_by_generic')}"
+         if worst is not None else "not measured")
+
     ls = vm.get("listing", {})
     if ls.get("bpftrace_s"):
         cold, warm, bt = (median(ls[k]) if ls.get(k) else None

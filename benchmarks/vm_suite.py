@@ -294,6 +294,12 @@ class Suite:
         tools = [
             ("ktui_c", lambda p: self.ktui("stream", "vfs_read:c", pid=p, extra=["--no-stats"]), 1),
             ("ktui_r", lambda p: self.ktui("stream", "vfs_read:r", pid=p, extra=["--no-stats"]), 2),
+            # the same probes as one compiled program each: what the generic
+            # program's interpretation costs per hit is the difference
+            ("ktui_c_compiled", lambda p: self.ktui("stream", "vfs_read:c", pid=p,
+                                                    extra=["--no-stats", "--engine", "compiled"]), 1),
+            ("ktui_r_compiled", lambda p: self.ktui("stream", "vfs_read:r", pid=p,
+                                                    extra=["--no-stats", "--engine", "compiled"]), 2),
             ("bpftrace_count", lambda p: ["bpftrace", "-e",
                                           f"kprobe:vfs_read /pid == {p}/ {{ @ = count(); }}"], 1),
             ("bpftrace_count_entry_return", lambda p: [
@@ -421,7 +427,18 @@ class Suite:
         unbuffered = {"PYTHONUNBUFFERED": "1"}
         bt_multi = ",".join(f"kprobe:{f}" for f in funcs)
         fc_regex = "^(" + "|".join(funcs) + ")$"
+        # A first start (nothing cached: the generic program is compiled while
+        # the probes already count) and a later one (the same cache).
+        cold, cold_counts = (tempfile.mkdtemp(prefix="ktui-bench-cache-") for _ in range(2))
+        counts = re.compile(rb'"type": "stats".*?"hits": [1-9]')
         cases = [
+            ("ktui_cold", 1, lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p, extra=["--no-stats"]),
+             ktui_ev, {"XDG_CACHE_HOME": cold}),
+            ("ktui_warm", 1, lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p, extra=["--no-stats"]),
+             ktui_ev, {"XDG_CACHE_HOME": cold}),
+            ("ktui_cold_counts", 1, lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p,
+                                                        extra=["--interval", "0.1"]),
+             counts, {"XDG_CACHE_HOME": cold_counts}),
             # ktui flushes stdout after every batch: no PYTHONUNBUFFERED needed.
             ("ktui", 1, lambda p: self.ktui("stream", "vfs_read:c:a3", pid=p, extra=["--no-stats"]),
              ktui_ev, {}),
@@ -478,6 +495,18 @@ class Suite:
             w.stop()
             if tool is not None and tool.proc.returncode is None:
                 tool.proc.kill()
+
+    # ---------------------------------------------------------------- 5
+    def live_edit(self) -> None:
+        """Probes added, edited and switched in a running session
+        (benchmarks/live_edit.py): Enter to attached, and to the first event."""
+        out = subprocess.run([sys.executable, "-m", "benchmarks.live_edit", "--rounds", "8"],
+                             capture_output=True, text=True, timeout=PART_TIMEOUT,
+                             cwd=str(Path(__file__).resolve().parent.parent))
+        if out.returncode != 0:
+            raise RuntimeError(f"live_edit exit {out.returncode}: {out.stderr[-500:]}")
+        self.results["live_edit"] = json.loads(out.stdout)
+        self.note(f"live edit: {out.stdout.strip()[:300]}")
 
     # ---------------------------------------------------------------- 6
     def listing(self) -> None:
@@ -561,7 +590,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--flood", type=int, default=1_000_000, help="reads in the streaming flood")
     ap.add_argument("--cases", default="", help="startup cases to run, e.g. ktui:1,ktui:20 (default all)")
-    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,listing")
+    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing")
     suite = Suite(ap.parse_args())
     threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
     suite.run()

@@ -78,7 +78,9 @@ def test_the_installed_package_carries_the_shipped_sets(installed, elsewhere):
 
 def test_installed_check_and_compile_work_on_the_shipped_sets(installed, elsewhere):
     files = [str(p) for p in sorted(_installed_sets(installed, elsewhere).glob("*.yaml"))]
-    out = run(installed, "ktui", "check", *files, cwd=elsewhere)
+    # --syntax-only: the function names are the running kernel's business
+    # (memory.yaml names 6.1's allocators); this is about the package data
+    out = run(installed, "ktui", "check", "--syntax-only", *files, cwd=elsewhere)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count(": ok (") == len(files) == len(shipped_sets())
     for f, ours in zip(files, shipped_sets()):
