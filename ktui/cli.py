@@ -228,6 +228,7 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_
     """The full-screen dashboard (the default command)."""
     ps = _inputs_or_exit(files, specs, pid, comm, default=True)
     _preflight_or_exit()
+    _stderr_apart()
     from ktui.dashboard import run_live
 
     sys.exit(run_live(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache), refresh))
@@ -354,6 +355,14 @@ def compile_cmd(files, specs, buffer):
         _fail(str(exc), EXIT_INVALID)
 
 
+def _stderr_apart() -> None:
+    """ktui's own stderr lines stay on the terminal while libbcc's output
+    is diverted (quiet.keep_stderr_apart)."""
+    from ktui.kernel.quiet import keep_stderr_apart
+
+    keep_stderr_apart()
+
+
 def _leave(code: int) -> None:
     """End `stream`/`record` once their session is closed: flush, then
     os._exit. The probes are gone and the files written by then; the
@@ -389,6 +398,7 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
         sys.exit(replay_to_ndjson(from_rec, with_stats=not no_stats))
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
+    _stderr_apart()
     _leave(run_stream(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache), interval,
                       duration, with_stats=not no_stats))
 
@@ -409,6 +419,7 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
+    _stderr_apart()
     _leave(run_record(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache), output, interval,
                       duration, force=force))
 

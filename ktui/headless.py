@@ -220,7 +220,8 @@ def _report_loading(session) -> None:
 def _print_summary(summary: dict) -> None:
     print(f"ktui: {summary['events']} events", file=sys.stderr)
     for p in summary["probes"]:
-        print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}",
+        counted = (f", counted while loading {p['counted_only']}" if p.get("counted_only") else "")
+        print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}{counted}",
               file=sys.stderr)
 
 

@@ -45,6 +45,31 @@ def open_log_file(path: Path | None = None) -> tuple[int, Path]:
     raise error
 
 
+def keep_stderr_apart() -> None:
+    """Point sys.stderr at a duplicate of fd 2 for the rest of the process.
+
+    `captured_stderr` points fd 2 itself at a spool while libbcc compiles,
+    and the generic program compiles in a background thread while the
+    probes already count: for tens of seconds on a first start. What ktui
+    prints meanwhile (progress, the summary after a Ctrl-C) must reach the
+    user, not the spool and then the log. Idempotent."""
+    global _kept
+    try:
+        if _kept or sys.stderr.fileno() != 2:
+            return  # done, or not the process's stderr (a test runner's capture)
+    except (AttributeError, OSError, ValueError):
+        return
+    sys.stderr.flush()
+    fd = os.dup(2)
+    os.set_inheritable(fd, False)
+    sys.stderr = os.fdopen(fd, "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",
+                           errors="backslashreplace")
+    _kept = True
+
+
+_kept = False
+
+
 class Captured:
     def __init__(self) -> None:
         self.text = ""

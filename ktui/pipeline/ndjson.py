@@ -6,17 +6,21 @@ Schema, version 2 (every object has "v": 2 and a "type"):
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
   stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
-            "lost","errnos":{"EBADF":N},"top_comms":{"comm":N},"hist":[...]}]}
+            "lost","counted_only","errnos":{"EBADF":N},"top_comms":{"comm":N},"hist":[...]}]}
            (cumulative, read from the kernel's maps every --interval seconds)
            "hist": [] for a call probe; for a return probe 65 counts of
            latencies in ns, slot 0 holding 0 and slot k >= 1 holding
            2^(k-1) .. 2^k - 1 (record.histogram).
   summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe",
-            "hits","emitted","lost"}]}   (last line, on exit)
+            "hits","emitted","lost","counted_only"}]}   (last line, on exit)
+  counted_only: hits while the probe could only count (its program was still
+  loading: no event was possible). For a probe with fetches,
+  hits == emitted + lost + counted_only, exactly.
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
+"counted_only" was added within version 2 (readers that ignore unknown keys
+are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
 
@@ -89,7 +93,7 @@ class NdjsonSink:
         for pid_, s in sorted(stats.probes.items()):
             probes.append({
                 "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "hits": s.hits,
-                "emitted": s.emitted, "lost": s.lost,
+                "emitted": s.emitted, "lost": s.lost, "counted_only": s.counted_only,
                 "errnos": {errno_name(k): v for k, v in s.errnos},
                 "top_comms": dict(s.top_comms), "hist": list(s.hist),
             })
@@ -105,5 +109,6 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
     probes = []
     for pid_, s in sorted((stats.probes if stats else {}).items()):
         probes.append({"probe_id": pid_, "probe": names.get(pid_, str(pid_)),
-                       "hits": s.hits, "emitted": s.emitted, "lost": s.lost})
+                       "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
+                       "counted_only": s.counted_only})
     return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}

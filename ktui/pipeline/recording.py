@@ -180,7 +180,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
     for key, v in obj.get("probes", {}).items():
         probes[int(key)] = ProbeStats(
             probe_id=int(v["probe_id"]), hits=int(v["hits"]), lost=int(v["lost"]),
-            emitted=int(v["emitted"]), hist=fit(v["hist"]),
+            emitted=int(v["emitted"]), counted_only=int(v.get("counted_only", 0)), hist=fit(v["hist"]),
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
         )

@@ -87,6 +87,10 @@ class ProbeStats:
     hits: int = 0  # calls (or returns) that passed the filter
     lost: int = 0  # events the kernel could not put in the buffer
     emitted: int = 0  # events put in the buffer
+    # hits while the probe could only count: attached to the dispatcher while
+    # its program was still compiling or loading, so no event was possible.
+    # For a probe that emits, hits == emitted + lost + counted_only.
+    counted_only: int = 0
     hist: tuple[int, ...] = ()  # log2 latency slots in ns, record.histogram (return probes)
     errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
     top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first

@@ -296,7 +296,8 @@ class GenericEngine:
         count = max(slots) + 1
         early = self._sum_counters(self.dispatcher.early_fd, count, np)
         if self.program is None:
-            return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i])) for i, s in slots.items()}
+            return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i]), counted_only=int(early[i]))
+                    for i, s in slots.items()}
         hits = self._sum_counters(self._map("ktui_hits"), count, np)
         emitted = self._sum_counters(self._map("ktui_emitted"), count, np)
         lost = self._sum_counters(self._map("ktui_lost"), count, np)
@@ -309,6 +310,7 @@ class GenericEngine:
                 hist = self._hist(i, np)
             out[slot.probe_id] = ProbeStats(
                 probe_id=slot.probe_id, hits=int(early[i] + hits[i]), emitted=int(emitted[i]), lost=int(lost[i]),
+                counted_only=int(early[i]),
                 hist=hist,
                 errnos=tuple(sorted(errnos.get(i, {}).items(), key=lambda kv: -kv[1])),
                 top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
