@@ -115,7 +115,7 @@ class ProgramCache:
         finally:
             os.close(fd)
         try:
-            return _decode(data, key)
+            return decode_entry(data, key)
         except (ValueError, KeyError, TypeError) as exc:
             self._log(f"ktui: program cache: {path} is corrupt ({exc}); recompiling")
             return None
@@ -124,7 +124,7 @@ class ProgramCache:
         """Store an entry; a cache that cannot be written is only logged."""
         try:
             self._ensure_dir()
-            data = _encode(program, key)
+            data = encode_entry(program, key)
             fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=self.directory)
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -183,7 +183,7 @@ def _unsafe(info: os.stat_result, directory: bool = False) -> str:
     return ""
 
 
-def _encode(program: CompiledProgram, key: str) -> bytes:
+def encode_entry(program: CompiledProgram, key: str) -> bytes:
     body = {
         "format": FORMAT,
         "key": key,
@@ -196,7 +196,7 @@ def _encode(program: CompiledProgram, key: str) -> bytes:
     return json.dumps({"sha256": digest, "body": text}).encode()
 
 
-def _decode(data: bytes, key: str) -> CompiledProgram:
+def decode_entry(data: bytes, key: str) -> CompiledProgram:
     outer = json.loads(data)
     text = outer["body"]
     if hashlib.sha256(text.encode()).hexdigest() != outer["sha256"]:

@@ -7,7 +7,8 @@ reference is a 64-bit load of a map fd (BPF_PSEUDO_MAP_FD). So a compile
 is recorded as the instructions plus, for each such load, the name of the
 map and how to create it. Loading, cached or fresh, is then bpf(2) alone
 (kernel/bpfsys.py): create the maps, write their fds into the loads, load
-the instructions. One path for both, and no bcc import on a cached start.
+the instructions. One path for both. The compile itself runs in a child
+process (compile_child.py): ktui never imports bcc for the generic program.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ktui import __version__
 from ktui.kernel import bpfsys
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
+from ktui.kernel.generic.compile_child import compile_in_child
 from ktui.kernel.quiet import captured_stderr, log_line
 
 FUNCTION = "ktui_generic"
@@ -114,7 +116,7 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None) -> LoadedProgram:
             return loaded
         except bpfsys.BpfError as exc:
             log_line(log_fd, f"ktui: cached generic program refused ({exc}); recompiling")
-    compiled = compile_program(text, log_fd)
+    compiled = compile_in_child(text, key, log_fd)
     compiled_at = time.monotonic()
     log_line(log_fd, f"ktui: generic program compiled in {compiled_at - started:.2f} s")
     if cache is not None:
