@@ -50,10 +50,14 @@ def guest_script(args: list[str], workload: bool, cwd: Path) -> str:
         stty = f"stty rows {size.lines} cols {size.columns} 2>/dev/null; unset COLUMNS LINES"
     except OSError:
         stty = ""
+    # The guest's home is read-only: the generic program's cache lives in the
+    # run directory, so a second `ktui vm` on the same kernel starts warm.
+    cache = shlex.quote(str(run_dir() / "cache"))
     return "\n".join([
         "#!/bin/bash",
         stty,
         guest_prelude(cwd),
+        f"export XDG_CACHE_HOME={cache}",
         WORKLOAD if workload else "",
         # The dashboard runs in tmux inside the guest, on a private socket.
         # Written straight to the guest console, its output stalled mid-frame

@@ -12,11 +12,18 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).parent
+
+# The guest's home is read-only, so the generic program's cache would never
+# be written and every session would compile it again. One cache per run
+# (tmpfs): the first session compiles, the rest load. Tests of the cache
+# itself give their own directory.
+os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="ktui-test-cache-"))
 KPROBE_LIST = Path("/sys/kernel/debug/kprobes/list")
 
 
