@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 
+from ktui.exits import EXIT_OK, EXIT_RUNTIME
 from ktui.kernel.bpfsys import BpfError
 from ktui.kernel.generic.cache import CompiledProgram, decode_entry, encode_entry
 
@@ -49,7 +50,7 @@ def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:  # the parent was gone before prctl took effect
-        os._exit(1)
+        os._exit(EXIT_RUNTIME)
 
 
 def main() -> int:
@@ -71,7 +72,7 @@ def main() -> int:
     sys.stdout.flush()
     answer.write(payload)
     answer.close()
-    return 0 if payload.startswith(b"OK") else 1
+    return EXIT_OK if payload.startswith(b"OK") else EXIT_RUNTIME
 
 
 if __name__ == "__main__":
