@@ -116,6 +116,8 @@ def _head(view: ProbeView) -> Text:
         s = view.stats
         rate = "-" if view.rate is None else format_count(view.rate)
         text.append(f"\nhits {format_count(s.hits)}  rate {rate}/s  emitted {format_count(s.emitted)}  lost {format_count(s.lost)}")
+        if s.counted_only:
+            text.append(f"\n{format_count(s.counted_only)} hits counted while its program loaded (no events)", "dim")
     if not probe.emits_events:
         text.append("\nstats only: no fetches, no events streamed", "dim")
     return text
