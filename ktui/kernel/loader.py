@@ -10,6 +10,7 @@ as an argument so host tests can give it a fake kernel side
 
 from __future__ import annotations
 
+import mmap
 from typing import TYPE_CHECKING, Protocol
 
 from ktui.kernel import kprobe_pmu
@@ -69,8 +70,9 @@ class Loader(Protocol):
         where there is none (a kernel without attach cookies, a fake)."""
         ...
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool):
-        """The generic program loaded (kernel/generic/loader.LoadedProgram)."""
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int):
+        """The generic program loaded (kernel/generic/loader.LoadedProgram),
+        its event ring buffer `ring_bytes` long (--buffer-pages)."""
         ...
 
 
@@ -103,7 +105,7 @@ class BccLoader:
             from ktui.kernel.ringbuf import RingBufReader
 
             table = bpf[b"ktui_events"]
-            return RingBufReader(table.map_fd, options.ringbuf_pages * 4096, size)
+            return RingBufReader(table.map_fd, options.ringbuf_pages * mmap.PAGESIZE, size)
         from ktui.kernel.perfbuf import PerfBufReader
 
         return PerfBufReader(bpf, b"ktui_events", size, options.perf_pages)
@@ -124,11 +126,11 @@ class BccLoader:
             return None
         return GenericEngine(exclude_pid=exclude_pid, pid=pid, comm=comm)
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool):
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int):
         from ktui.kernel.generic.cache import ProgramCache
         from ktui.kernel.generic.loader import load_generic
 
         cache = None
         if use_cache:
             cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
-        return load_generic(log_fd, cache=cache)
+        return load_generic(log_fd, cache=cache, ring_bytes=ring_bytes)

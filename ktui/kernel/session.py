@@ -27,6 +27,7 @@ comparisons) are compiled into a unit as before.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import resource
 import threading
@@ -197,7 +198,8 @@ class Session:
     def _load_generic(self) -> None:
         """In the background: the generic program, then every slot routed to it."""
         try:
-            program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache)
+            program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache,
+                                               self.options.ringbuf_pages * mmap.PAGESIZE)
         except Exception as exc:  # noqa: BLE001 - reported on each probe, not lost
             reason = f"the generic program did not load: {exc}"
             log_line(self._log_fd, f"ktui: {reason}")

@@ -198,7 +198,8 @@ def test_prototypes_agree_with_bpftrace(listing):
         e = listing[n]
         if "several different prototypes" in (e["note"] or ""):
             continue
-        params = lines[:-1]  # the last line is the return value: `TYPE retval`
+        # the last line is the return value, `TYPE retval`, unless it is void
+        params = lines[:-1] if lines and lines[-1].endswith(" retval") else lines
         inside = e["prototype"][e["prototype"].index("(") + 1:e["prototype"].rindex(") -> ")]
         if "(" in inside or "[" in inside or "..." in inside:
             continue  # function pointers and arrays: bpftrace prints them its own way

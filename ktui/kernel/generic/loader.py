@@ -83,11 +83,19 @@ def compile_program(text: str, log_fd: int) -> CompiledProgram:
             bpf.cleanup()
 
 
-def load_compiled(program: CompiledProgram, source: str) -> LoadedProgram:
-    """Create the maps and load the instructions with their fds."""
+EVENTS = "ktui_events"  # the ring buffer: its size is chosen at load time
+
+
+def load_compiled(program: CompiledProgram, source: str, ring_bytes: int | None = None) -> LoadedProgram:
+    """Create the maps and load the instructions with their fds. The
+    program does not depend on the ring buffer's size, so one compiled (and
+    cached) program serves every --buffer-pages."""
+    specs = {name: dict(spec) for name, spec in program.maps.items()}
+    if ring_bytes is not None:
+        specs[EVENTS]["max_entries"] = ring_bytes
     maps: dict[str, int] = {}
     try:
-        for name, spec in program.maps.items():
+        for name, spec in specs.items():
             maps[name] = bpfsys.map_create(spec["type"], spec["key_size"], spec["value_size"],
                                            spec["max_entries"], spec["flags"], name=name)
         insns = bytearray(program.insns)
@@ -98,10 +106,10 @@ def load_compiled(program: CompiledProgram, source: str) -> LoadedProgram:
         for fd in maps.values():
             os.close(fd)
         raise
-    return LoadedProgram(prog_fd, maps, dict(program.maps), source)
+    return LoadedProgram(prog_fd, maps, specs, source)
 
 
-def load_generic(log_fd: int, *, cache: ProgramCache | None) -> LoadedProgram:
+def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | None = None) -> LoadedProgram:
     """The generic program, loaded: from `cache` when it has it (None: no
     cache, compile every time). A cached program the kernel refuses is
     compiled afresh, once."""
@@ -111,7 +119,7 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None) -> LoadedProgram:
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         try:
-            loaded = load_compiled(cached, "cache")
+            loaded = load_compiled(cached, "cache", ring_bytes)
             log_line(log_fd, f"ktui: generic program from the cache in {time.monotonic() - started:.2f} s")
             return loaded
         except bpfsys.BpfError as exc:
@@ -121,6 +129,6 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None) -> LoadedProgram:
     log_line(log_fd, f"ktui: generic program compiled in {compiled_at - started:.2f} s")
     if cache is not None:
         cache.put(key, compiled)
-    loaded = load_compiled(compiled, "compiled")
+    loaded = load_compiled(compiled, "compiled", ring_bytes)
     log_line(log_fd, f"ktui: generic program loaded in {time.monotonic() - compiled_at:.2f} s")
     return loaded
