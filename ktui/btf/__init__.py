@@ -3,7 +3,8 @@
 Below the probe language: `ktui.lang` resolves parameter names and member
 chains here, `ktui.kernel` and the UI list functions with their prototypes.
 Nothing in this package imports Textual, Rich, bcc or any other part of
-ktui: it reads bytes and answers questions about types.
+ktui but `ktui.cachefiles` (what a cache may trust): it reads bytes and
+answers questions about types.
 
     decode   one BTF blob (vmlinux, or a module's split BTF on top of it)
     types    the decoded records (frozen dataclasses)

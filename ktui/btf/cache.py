@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import os
 import re
-import stat
 from pathlib import Path
+
+from ktui.cachefiles import cache_dir, private_dir, untrusted
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +41,13 @@ PREFIX = "btf-"
 _KEY = re.compile(r"[0-9a-f]{8,128}-[0-9]{1,12}")
 
 
-def default_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ktui"
-
-
 class FunctionCache:
     """name -> prototype tables, per kernel build: "vmlinux" keyed by the
     build id, "modules" (names as `module:name`) by a hash of the loaded
     modules' BTF. Each kind keeps its own MAX_ENTRIES."""
 
     def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory if directory is not None else default_dir()
+        self.directory = directory if directory is not None else cache_dir()
 
     def path(self, kind: str, key: str) -> Path:
         if kind not in KINDS or not _KEY.fullmatch(key):
@@ -73,7 +69,7 @@ class FunctionCache:
             return None
         try:
             info = os.fstat(fd)
-            problem = _unsafe(info)
+            problem = untrusted(info) or (f"larger than {MAX_ENTRY} bytes" if info.st_size > MAX_ENTRY else "")
             if problem:
                 log.warning("btf cache: %s: %s; not used", path, problem)
                 return None
@@ -131,28 +127,13 @@ class FunctionCache:
 
     def _private_dir(self, create: bool) -> bool:
         """Is the directory ours alone (made so when `create`)?"""
-        d = self.directory
         try:
-            if create:
-                d.mkdir(parents=True, exist_ok=True, mode=0o700)
-            info = os.lstat(d)
+            why = private_dir(self.directory, create)
         except FileNotFoundError:
             return False
-        except OSError as exc:  # e.g. a read-only home (the test VM)
-            log.info("btf cache: %s: %s; not cached", d, exc.strerror)
+        if why:
+            log.warning("btf cache: %s: %s; not cached", self.directory, why)
             return False
-        if not stat.S_ISDIR(info.st_mode):
-            log.warning("btf cache: %s is not a directory; not cached", d)
-            return False
-        if info.st_uid != os.geteuid():
-            log.warning("btf cache: %s belongs to uid %d, not us; not cached", d, info.st_uid)
-            return False
-        if info.st_mode & 0o077:
-            try:
-                os.chmod(d, 0o700, follow_symlinks=False)
-            except OSError as exc:
-                log.warning("btf cache: %s: cannot make it private (%s); not cached", d, exc.strerror)
-                return False
         return True
 
     def _prune(self, kind: str, keep: Path) -> None:
@@ -169,18 +150,6 @@ class FunctionCache:
                     os.unlink(e.path)
                 except OSError:
                     pass
-
-
-def _unsafe(info: os.stat_result) -> str:
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file"
-    if info.st_uid != os.geteuid():
-        return f"owned by uid {info.st_uid}, not us"
-    if info.st_mode & 0o022:
-        return "writable by group or others"
-    if info.st_size > MAX_ENTRY:
-        return f"larger than {MAX_ENTRY} bytes"
-    return ""
 
 
 def _parse(raw: bytes, key: str) -> tuple[dict[str, str], set[str]]:

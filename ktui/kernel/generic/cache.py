@@ -28,6 +28,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ktui.cachefiles import cache_dir, private_dir, untrusted
+
 FORMAT = 1
 MAX_ENTRIES = 16
 MAX_BYTES = 64 << 20
@@ -44,9 +46,6 @@ class CompiledProgram:
     maps: dict[str, dict]  # name -> {type, key_size, value_size, max_entries, flags}
 
 
-def default_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ktui"
 
 
 def _read_text(path: str) -> str:
@@ -86,7 +85,7 @@ def cache_key(program_text: str, ktui_version: str) -> str:
 
 class ProgramCache:
     def __init__(self, directory: Path | None = None, *, log=None) -> None:
-        self.directory = directory or default_dir()
+        self.directory = directory or cache_dir()
         self._log = log or (lambda text: None)
 
     def _path(self, key: str) -> Path:
@@ -103,7 +102,7 @@ class ProgramCache:
             return None
         try:
             info = os.fstat(fd)
-            why = _unsafe(info)
+            why = untrusted(info)
             if why:
                 self._log(f"ktui: program cache: ignoring {path}: {why}")
                 return None
@@ -142,9 +141,7 @@ class ProgramCache:
             self._log(f"ktui: program cache: cannot write to {self.directory}: {exc}")
 
     def _ensure_dir(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.lstat(self.directory)
-        why = _unsafe(info, directory=True)
+        why = private_dir(self.directory, create=True)
         if why:
             raise OSError(f"{self.directory}: {why}")
 
@@ -167,20 +164,6 @@ class ProgramCache:
                     path.unlink()
                 except OSError:
                     pass
-
-
-def _unsafe(info: os.stat_result, directory: bool = False) -> str:
-    """Why a cache file (or the directory) must not be trusted, or ''."""
-    if directory:
-        if not stat.S_ISDIR(info.st_mode):
-            return "not a directory"
-    elif not stat.S_ISREG(info.st_mode):
-        return "not a regular file"
-    if info.st_uid != os.geteuid():
-        return f"owned by uid {info.st_uid}, not {os.geteuid()}"
-    if info.st_mode & 0o022:
-        return "writable by group or others"
-    return ""
 
 
 def encode_entry(program: CompiledProgram, key: str) -> bytes:
