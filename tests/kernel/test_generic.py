@@ -99,32 +99,36 @@ def test_counts_across_the_handover_are_exact(tmp_path):
     """The dispatcher counts until the program is routed in, then the
     program counts: every call once, never twice, never lost."""
     # The child reads until told to stop, then says how many reads it made:
-    # the handover happens while it reads, whatever the compile takes.
-    stop = tmp_path / "stop"
+    # the handover happens while it reads, whatever the compile takes. It
+    # is told to start and stop by files (a stat is not a read), and says
+    # it is ready once its own start-up reads (imports) are over.
+    go, stop = tmp_path / "go", tmp_path / "stop"
     child = subprocess.Popen([sys.executable, "-c", (
         "import os, sys, time\n"
         "z = os.open('/dev/zero', os.O_RDONLY)\n"
-        "sys.stdin.readline()\n"
+        "print('ready', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.01)\n"
         "n = 0\n"
         f"while not os.path.exists({str(stop)!r}):\n"
         "    os.read(z, 1)\n"
         "    n += 1\n"
         "    time.sleep(0.0005)\n"
         "print(n)\n"
-    )], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    )], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\n"
     log_fd = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o600)
     engine = GenericEngine(exclude_pid=os.getpid(), pid=child.pid, comm=None)
     try:
         slot = engine.add(parse_spec("vfs_read:c"), 0)
         engine.attach(slot, "vfs_read", 0, None)
-        child.stdin.write("go\n")
-        child.stdin.flush()
+        go.touch()
         program = load_generic(log_fd, cache=None)  # a compile: the workload runs meanwhile
         early_before = engine.stats()[0].hits
         engine.install_program(program)
         time.sleep(1.0)  # the program counts for a while
         stop.touch()
-        calls = int(child.communicate(timeout=600)[0])
+        calls = int(child.communicate(timeout=600)[0])  # its last line
         stats = engine.stats()[0]
     finally:
         engine.close()
