@@ -198,8 +198,9 @@ def test_prototypes_agree_with_bpftrace(listing):
         e = listing[n]
         if "several different prototypes" in (e["note"] or ""):
             continue
-        # the last line is the return value, `TYPE retval`, unless it is void
-        params = lines[:-1] if lines and lines[-1].endswith(" retval") else lines
+        # the last line is the return value (`TYPE retval`), except for a void
+        # function, whose last parameter may itself be called retval
+        params = lines if e["prototype"].endswith("-> void") else lines[:-1]
         inside = e["prototype"][e["prototype"].index("(") + 1:e["prototype"].rindex(") -> ")]
         if "(" in inside or "[" in inside or "..." in inside:
             continue  # function pointers and arrays: bpftrace prints them its own way
