@@ -485,7 +485,10 @@ class Suite:
                 pattern = re.compile(rb"^" + str(w.pid).encode() + rb"\s", re.M)
             tool = Tool(f"{name}-{k}", argv_of(w.pid), k, watch_events=pattern or None, env=env)
             live = tool.wait_live()
-            first = tool.wait_first_event() if (pattern and live is not None) else None
+            # a first start compiles the generic program before the first
+            # event (47 s alone in one warm-up): wait long enough to see it
+            wait = LIVE_TIMEOUT if name.startswith("ktui_cold") else 30.0
+            first = tool.wait_first_event(wait) if (pattern and live is not None) else None
             entry = {"argv": tool.argv, "probes": k, "live_s": live, "first_event_s": first}
             w.signal()  # tick -> flood
             time.sleep(1.0)

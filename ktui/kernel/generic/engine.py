@@ -16,6 +16,7 @@ the old size that may still be in the ring on its slower path.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import threading
@@ -281,7 +282,19 @@ class GenericEngine:
         if decoder is None:
             probes = [self._history[t][0] for t in tags]
             ids = [self._history[t][1] for t in tags]
-            layout = RecordLayout(tuple(probe_layout(p) for p in probes), size - HEADER_SIZE)
+            # Records of an older, smaller size come only from probes that fit
+            # in it; a probe added later with a larger payload gets an empty
+            # layout here (it emitted none of these records). Seen in the VM:
+            # adding `a3,a2` after `a3` failed to decode the `a3` records
+            # still in the buffer.
+            payload = size - HEADER_SIZE
+            layouts = []
+            for p in probes:
+                one = probe_layout(p)
+                if one.payload_size > payload:
+                    one = probe_layout(dataclasses.replace(p, fetches=()))
+                layouts.append(one)
+            layout = RecordLayout(tuple(layouts), payload)
             decoder = self._decoders[size] = Decoder(layout, probes, ids)
         return decoder
 
