@@ -96,6 +96,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
                 comm: str | None = None, default: bool = False) -> ProbeSet:
     """Files and -e specs -> one ProbeSet. Raises KtuiError."""
     from ktui.lang.model import ProbeSetError, SpecError
+    from ktui.lang.bind import bind_probe
     from ktui.lang.probeset import load_probeset
     from ktui.lang.spec import parse_probe_text
 
@@ -109,15 +110,16 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         raise KtuiError("nothing to probe: give a probe set file or -e SPEC")
     probes = []
     name, description, source = "command line", "", None
+    kernel = _kernel_names()
     for f in files:
-        ps = load_probeset(f)
+        ps = load_probeset(f, kernel)
         probes.extend(ps.probes)
         name, description, source = ps.name, ps.description, ps.source
         pid = pid if pid is not None else ps.pid
         comm = comm if comm is not None else ps.comm
     for i, text in enumerate(specs, 1):
         try:
-            probes.append(parse_probe_text(text))
+            probes.append(bind_probe(parse_probe_text(text), kernel, text=text.partition(" if ")[0]))
         except SpecError as exc:  # its column counts in the -e text as typed
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
     seen: dict[str, int] = {}
@@ -130,6 +132,14 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         name = name if not specs else "command line"
     return ProbeSet(name=name, description=description, probes=tuple(probes), pid=pid,
                     comm=comm, source=source if len(files) == 1 and not specs else None)
+
+
+def _kernel_names():
+    """The running kernel's BTF, for probes that name parameters (opened
+    only when one does)."""
+    from ktui.lang.kernel_names import KernelNames
+
+    return KernelNames()
 
 
 def _check_comm_option(comm: str) -> None:
@@ -254,11 +264,14 @@ def check_cmd(files, syntax_only):
 
 def _check_files(files, names, syntax_only: bool) -> int:
     """`ktui check`'s loop; the number of files that failed."""
+    from ktui.lang.bind import needs_binding
     from ktui.lang.probeset import check_probeset
 
     bad = 0
+    kernel = None if syntax_only else _kernel_names()
+    no_btf = kernel.problem() if kernel is not None else None
     for f in files:
-        ps, errors = check_probeset(f)
+        ps, errors = check_probeset(f, None if no_btf else kernel)
         for error in errors:
             click.echo(str(error))
         if errors:
@@ -270,8 +283,10 @@ def _check_files(files, names, syntax_only: bool) -> int:
         if any(fatal for _line, fatal in problems):
             bad += 1
             continue
-        unchecked = None if syntax_only else names.unchecked()
-        note = f"; {unchecked}" if unchecked else ""
+        unchecked = [] if syntax_only else [names.unchecked()]
+        if no_btf and any(needs_binding(p) for p in ps.probes):
+            unchecked.append("parameter names not checked: no BTF")
+        note = "".join(f"; {u}" for u in unchecked if u)
         click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''}{note})")
     return bad
 

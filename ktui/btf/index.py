@@ -73,7 +73,7 @@ class KernelBtf:
         self._modules: dict[str, RawBtf] = {}
         self._renderers: dict[str, Renderer] = {}
         self._table: FunctionTable | None = None
-        self._by_name: dict[str, dict[str, int]] = {}
+        self._by_name: dict[str, dict[str, list[int]]] = {}
 
     @property
     def vmlinux_path(self) -> Path:
@@ -121,19 +121,24 @@ class KernelBtf:
 
     # ------------------------------------------------------------ functions
     def function(self, name: str, module: str | None = None) -> tuple[RawBtf, int] | None:
-        """The BTF and FUNC id describing `name` (for its parameters), or None."""
+        """The BTF and (first) FUNC id describing `name`, or None."""
+        ids = self.function_ids(name, module)
+        if not ids:
+            return None
+        return (self.module(module) if module else self.vmlinux()), ids[0]
+
+    def function_ids(self, name: str, module: str | None = None) -> list[int]:
+        """Every FUNC id called `name` in vmlinux's (or a module's own) BTF:
+        static functions of different files may share a name."""
         key = module or "vmlinux"
         ids = self._by_name.get(key)
         if ids is None:
             blob = self.module(module) if module else self.vmlinux()
             ids = {}
             for fid in blob.func_ids:
-                ids.setdefault(blob.name_of(fid), fid)
+                ids.setdefault(blob.name_of(fid), []).append(fid)
             self._by_name[key] = ids
-        fid = ids.get(name)
-        if fid is None:
-            return None
-        return (self.module(module) if module else self.vmlinux()), fid
+        return list(ids.get(name, ()))
 
     def table(self, modules: bool = True) -> FunctionTable:
         """Every function's prototype, from the cache where it has them.

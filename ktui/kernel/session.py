@@ -43,6 +43,7 @@ from ktui.kernel.ksyms import KernelSymbols
 from ktui.kernel.loader import BccLoader, Loader
 from ktui.kernel.quiet import log_line, open_log
 from ktui.kernel.unit import Unit, compile_unit, start_reading
+from ktui.lang.bind import Kernel, bind_probe, needs_binding
 from ktui.lang.model import KtuiError, Probe, ProbeSet
 from ktui.record.feed import (
     EventBatch,
@@ -78,9 +79,13 @@ ENGINES = ("auto", "generic", "compiled")
 
 class Session:
     def __init__(self, probeset: ProbeSet, options: SessionOptions | None = None,
-                 loader: Loader | None = None) -> None:
-        """`loader`: the kernel side (bcc and the kprobe PMU by default)."""
+                 loader: Loader | None = None, names: Kernel | None = None) -> None:
+        """`loader`: the kernel side (bcc and the kprobe PMU by default);
+        `names`: where parameter names get their meaning (the running
+        kernel's BTF by default, opened when a probe names one)."""
         self.options = options or SessionOptions()
+        self._names = names
+        probeset = dataclasses.replace(probeset, probes=tuple(self._bind(p) for p in probeset.probes))
         self.probeset = probeset
         self.loader = loader or BccLoader()
         self.symbols = KernelSymbols()
@@ -419,7 +424,23 @@ class Session:
 
         return await asyncio.to_thread(self.set_enabled_now, probe_id, enabled)
 
+    def _bind(self, probe: Probe) -> Probe:
+        """`probe` with its parameter names bound to the kernel's BTF: codegen
+        and the generic program read what the binding says (a name the
+        kernel does not know is the user's error, one line)."""
+        if not needs_binding(probe):
+            return probe
+        if self._names is None:
+            from ktui.lang.kernel_names import KernelNames
+
+            self._names = KernelNames()
+        return bind_probe(probe, self._names)
+
     def add_probe_now(self, probe: Probe) -> ProbeStatus:
+        try:
+            probe = self._bind(probe)
+        except KtuiError as exc:
+            raise FeedError(str(exc)) from exc
         with self._lock:
             pid_ = self._new_id(probe)
             if self._engine is not None and self._add_generic(pid_, probe):

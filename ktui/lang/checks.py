@@ -22,6 +22,7 @@ from ktui.lang.model import (
     Fetch,
     FetchExpr,
     Field,
+    has_names,
     Kind,
     Probe,
     RetVal,
@@ -77,6 +78,10 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
     for index, fetch in enumerate(probe.fetches):
         fetch_span = span.fetches[index] if index < len(span.fetches) else FetchSpan(start=1)
         check_fetch(fetch, fetch_span, probe.kind)
+        if has_names(fetch.expr) and not names.may_be_parameter(probe):
+            where = "an address" if probe.target.address is not None else "an offset into a function"
+            raise SpecError(f"parameters are known by name at a function's entry, not at {where}: "
+                            "use a1..a6 or registers here", col=_named_col(fetch, fetch_span))
         if fetch.name in seen:
             raise SpecError(
                 f'fetch name "{fetch.name}" is used twice; give one a label, e.g. x=...', col=fetch_span.start
@@ -86,6 +91,13 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
     limits.check_count("rate_limit", probe.rate_limit, optional=True)
     if probe.filter is not None:
         _check_filter(probe, filter_text)
+
+
+def _named_col(fetch: Fetch, span: FetchSpan) -> int:
+    depth, expr = 0, fetch.expr
+    while isinstance(expr, Deref):
+        expr, depth = expr.inner, depth + 1
+    return span.exprs[depth] if depth < len(span.exprs) else span.start
 
 
 def fetch_col(span: SpecSpan, index: int) -> int | None:
@@ -179,12 +191,11 @@ def _check_unquoted_text(probe: Probe, compare: Compare, cols: filters.CompareCo
 
 def _is_unknown(probe: Probe, name: str) -> bool:
     try:
-        names.resolve(probe, name)
+        return names.resolve(probe, name).deferred
     except names.UnknownName:
         return True
     except SpecError:  # a known name used where it does not apply (retval in a call probe)
         return False
-    return False
 
 
 def _is_string(probe: Probe, name: str) -> bool:

@@ -65,6 +65,18 @@ def _scan_word(text: str, i: int) -> int:
     return i
 
 
+def _scan_chain(text: str, i: int) -> int:
+    """A name with its member steps: `count`, `args.flags`, `file->f_pos`
+    (the same names a fetch takes; a filter has no arithmetic, so `->` and
+    `.` can only be steps)."""
+    end = _scan_word(text, i)
+    while True:
+        step = 2 if text[end : end + 2] == "->" else 1 if text[end : end + 1] == "." else 0
+        if not step or end + step >= len(text) or text[end + step] not in IDENT_START:
+            return end
+        end = _scan_word(text, end + step)
+
+
 def _number_token(text: str, start: int, i: int) -> _Token:
     """An integer from text[i:], negative when text[start] is `-`."""
     end = _scan_word(text, i)
@@ -118,7 +130,7 @@ def _tokenize(text: str) -> list[_Token]:
             return tokens
         c, pair = text[i], text[i : i + 2]
         if c in IDENT_START:
-            end = _scan_word(text, i)
+            end = _scan_chain(text, i)
             tok = _name_token(text[i:end], i + 1)
         elif c in DIGITS:
             tok = _number_token(text, i, i)
@@ -141,12 +153,31 @@ def _tokenize(text: str) -> list[_Token]:
 
 
 def _name_token(word: str, col: int) -> _Token:
+    if "." in word or "->" in word:
+        return _chain_token(word, col)
     problem = name_problem(word)
     if problem is not None:
         return _Token("error", word, col, problem)
     if len(word) > FETCH_LABEL_MAX and canonical_name(word) is None:
         return _Token("error", word, col, f"name longer than {FETCH_LABEL_MAX} characters (labels are at most {FETCH_LABEL_MAX})")
     return _Token("name", word, col, canonical_name(word) or word)
+
+
+def _chain_token(text: str, col: int) -> _Token:
+    """A parameter's member chain, in its canonical spelling (what the
+    fetch of the same text is called: `args.count` -> `count`)."""
+    from ktui.lang.grammar import Scanner, scan_fetch  # grammar imports this module's neighbours
+
+    sc = Scanner(text, "name")
+    try:
+        fetch, _span = scan_fetch(sc)
+    except SpecError as err:
+        return _Token("error", text, col + (err.col or 1) - 1, err.message)
+    if not sc.at_end() or fetch.type is not None or fetch.label is not None:
+        return _Token("error", text, col, f'"{text}" is not a name')
+    if len(str(fetch.expr)) > 4 * FETCH_LABEL_MAX:
+        return _Token("error", text, col, "name too long")
+    return _Token("name", text, col, str(fetch.expr))
 
 
 # ---------------------------------------------------------------- parser

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from ktui.lang import chars, names
 from ktui.lang.limits import (
     DEREF_MAX,
+    FETCH_LABEL_MAX,
+    MAX_STEPS,
     MAX_DEREF,
     PROBE_LABEL_MAX,
     SPEC_MAX,
@@ -25,15 +27,18 @@ from ktui.lang.model import (
     Fetch,
     FetchExpr,
     Kind,
+    Named,
     Probe,
     Reg,
     RetVal,
     SpecError,
+    Step,
     Target,
 )
 from ktui.lang.numbers import parse_int
 
-_FETCH_HELP = "a1..a6, retval, comm, pid, tid, cpu, a register (rdi, rsi, ...) or +OFFSET(FETCH)"
+_FETCH_HELP = ("a parameter by name (count, file->f_pos), a1..a6, retval, comm, pid, tid, cpu, "
+               "a register (rdi, rsi, ...) or +OFFSET(FETCH)")
 _SYMBOL_CHARS = names.IDENT_CHARS | {"."}
 
 
@@ -163,14 +168,17 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
 
 
 def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
-    """A name in a fetch: argument, register, retval or builtin."""
+    """A name in a fetch: a predefined one (argument, register, retval,
+    builtin) or a parameter by name with its member chain."""
     name = names.canonical_name(word)
     if name is None:
         problem = names.name_problem(word)
         if problem is not None:
             raise sc.error(problem, pos)
-        hint = names.suggest(word, names.PREDEFINED + tuple(names.REGISTER_SPELLINGS))
-        raise sc.error(f'unknown fetch "{word}";{hint} a fetch is {_FETCH_HELP}', pos)
+        return _named(word, pos, sc)
+    if _at_step(sc):
+        raise sc.error(f"{name} is a value, not a name with members: read memory with "
+                       f"+OFFSET({name}), or name the parameter (file->f_pos)", sc.pos)
     if name == "retval":
         return RetVal()
     if name in BUILTINS:
@@ -178,6 +186,39 @@ def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
     if name in names.ARG_NAMES:
         return Arg(int(name[1:]))
     return Reg(names.REGISTER_SPELLINGS[name])
+
+
+def _at_step(sc: Scanner) -> bool:
+    rest = sc.text[sc.pos : sc.pos + 2]
+    return rest == "->" or rest[:1] == "."
+
+
+def _named(word: str, pos: int, sc: Scanner) -> FetchExpr:
+    """`count`, `args.flags`, `file->f_path.dentry->d_name.name`."""
+    param = word
+    if word == "args" and sc.peek() == ".":
+        sc.pos += 1
+        param_pos = sc.pos
+        param = sc.word()
+        if not param:
+            raise sc.error(f"expected a parameter name after args., got {sc.here()}")
+        pos = param_pos
+    if len(param) > FETCH_LABEL_MAX:
+        raise sc.error(f"name longer than {FETCH_LABEL_MAX} characters", pos)
+    steps: list[Step] = []
+    while _at_step(sc):
+        op = "->" if sc.peek() == "-" else "."
+        sc.pos += len(op)
+        member_pos = sc.pos
+        member = sc.word()
+        if not member:
+            raise sc.error(f"expected a member name after {op}, got {sc.here()}")
+        if len(member) > FETCH_LABEL_MAX:
+            raise sc.error(f"member name longer than {FETCH_LABEL_MAX} characters", member_pos)
+        steps.append(Step(op, member))
+        if len(steps) > MAX_STEPS:
+            raise sc.error(f"a member chain has at most {MAX_STEPS} steps", member_pos)
+    return Named(param, tuple(steps))
 
 
 def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:

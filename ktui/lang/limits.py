@@ -31,6 +31,7 @@ SYMBOL_MAX = 511  # the kernel's KSYM_NAME_LEN is 512, NUL included
 
 MAX_FETCHES = 8  # fetches in one probe
 MAX_DEREF = 8  # nested +OFFSET(...) levels
+MAX_STEPS = 16  # `->x` / `.y` steps in one member chain (each `->` is a read: MAX_DEREF bounds those)
 ARG_COUNT = 6  # a1..a6: the x86-64 SysV argument registers
 FILTER_MAX_DEPTH = 32  # nested parentheses and `!` in a filter
 FILTER_MAX_COMPARES = 64  # comparisons in one filter: keeps the generated C small

@@ -144,7 +144,69 @@ class Deref:
         return f"{sign}{abs(self.offset)}({self.inner})"
 
 
-FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref]
+@dataclass(frozen=True)
+class Step:
+    """One step of a member chain: `->name` (through a pointer) or `.name`
+    (a member of an embedded struct or union)."""
+
+    op: str  # "->" or "."
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.op}{self.name}"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a name means in the running kernel, from its BTF (`lang.bind`):
+    the positional expression that reads it (None in a replay, where only
+    the types are known), its default fetch type and its C type."""
+
+    expr: "FetchExpr | None"
+    type: str
+    ctype: str
+
+
+@dataclass(frozen=True)
+class Named:
+    """A parameter by its name, and members through it: `count`,
+    `file->f_path.dentry`. Written `args.NAME` when NAME is a predefined
+    word (`args.flags`, `args.pid`). The kernel's BTF gives it a meaning
+    (`binding`, ignored by equality: the same text is the same fetch);
+    until then it cannot be compiled."""
+
+    param: str
+    steps: tuple[Step, ...] = ()
+    binding: Binding | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        from ktui.lang.names import is_reserved  # names imports this module
+
+        head = f"args.{self.param}" if is_reserved(self.param) or self.param == "args" else self.param
+        return head + "".join(str(s) for s in self.steps)
+
+
+FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named]
+
+
+def positional(expr: "FetchExpr") -> "FetchExpr":
+    """`expr` with every name replaced by what its binding reads: what
+    codegen and the generic program run. A name without a binding here is
+    a bug in the caller (the session binds every probe before loading)."""
+    if isinstance(expr, Named):
+        if expr.binding is None or expr.binding.expr is None:
+            raise ValueError(f"{expr} is not bound to the kernel's BTF")
+        return expr.binding.expr
+    if isinstance(expr, Deref):
+        inner = positional(expr.inner)
+        return expr if inner is expr.inner else Deref(expr.offset, inner)
+    return expr
+
+
+def has_names(expr: "FetchExpr") -> bool:
+    while isinstance(expr, Deref):
+        expr = expr.inner
+    return isinstance(expr, Named)
 
 
 @dataclass(frozen=True)
@@ -168,7 +230,16 @@ class Fetch:
             return "s64"
         if isinstance(self.expr, Builtin):
             return "string" if self.expr.name == "comm" else "u32"
+        if isinstance(self.expr, Named) and self.expr.binding is not None:
+            return self.expr.binding.type
         return "u64"
+
+    @property
+    def ctype(self) -> str | None:
+        """The C type of a fetch by name, once bound (`size_t`, `loff_t`)."""
+        if isinstance(self.expr, Named) and self.expr.binding is not None:
+            return self.expr.binding.ctype
+        return None
 
     def __str__(self) -> str:
         text = str(self.expr)
@@ -302,6 +373,14 @@ class Probe:
     enabled: bool = True
     sample: int = 1  # emit one event in `sample` (stats still count all)
     rate_limit: int | None = None  # max events/s emitted per CPU, None = no cap
+    # Filter names that are parameters, bound to the kernel's BTF
+    # (`lang.bind`): name -> Named with its binding. None: not bound (yet).
+    bindings: "dict[str, Named] | None" = field(default=None, compare=False)
+
+    @property
+    def uses_names(self) -> bool:
+        """Whether a fetch reads a parameter by name (needs BTF to run)."""
+        return any(has_names(f.expr) for f in self.fetches)
 
     @property
     def spec_text(self) -> str:

@@ -30,6 +30,7 @@ from ktui.lang.model import (
     Fetch,
     FetchExpr,
     Kind,
+    Named,
     Probe,
     Reg,
     RetVal,
@@ -137,6 +138,7 @@ class Resolved:
     expr: FetchExpr  # the value (a fetch's own expression when it names a fetch)
     type: str  # its effective fetch type: "string" for comm, "s64" for retval, ...
     fetch_index: int | None = None  # the probe's fetch of that name (its value is in the record)
+    deferred: bool = False  # maybe a parameter: the probe is not bound to BTF yet (`lang.bind`)
 
     @property
     def is_string(self) -> bool:
@@ -159,6 +161,19 @@ def resolve(probe: Probe, name: str) -> Resolved:
     if isinstance(expr, RetVal) and probe.kind is Kind.CALL:
         raise SpecError("retval exists only in return probes (kind r)")
     if expr is None:
+        bound = (probe.bindings or {}).get(name)
+        if bound is not None and bound.binding is not None and bound.binding.expr is not None:
+            return Resolved(name, bound.binding.expr, bound.binding.type)
+        if probe.bindings is None and may_be_parameter(probe):
+            # Checked against the kernel's BTF when the probe is bound.
+            return Resolved(name, Named(name), "u64", deferred=True)
         known = tuple(f.name for f in probe.fetches) + PREDEFINED
         raise UnknownName(f'unknown name "{name}";{suggest(name, known)} use {FILTER_NAMES_HELP}')
     return Resolved(name, expr, Fetch(expr).effective_type)  # typed as its bare fetch would be
+
+
+def may_be_parameter(probe: Probe) -> bool:
+    """Whether names can mean parameters here: at a function's entry (or
+    its return), not at an offset into it or an address."""
+    target = probe.target
+    return target.symbol is not None and not target.offset and target.address is None

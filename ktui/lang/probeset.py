@@ -43,6 +43,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ktui.lang import limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
+from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
 from ktui.lang.yamlnodes import (
     FAILED,
@@ -75,18 +76,20 @@ KIND_WORDS = {
 # ---------------------------------------------------------------- loading
 
 
-def load_probeset(path: str | os.PathLike[str]) -> ProbeSet:
-    """Load and validate the probe set in the file `path`; raise its first error."""
+def load_probeset(path: str | os.PathLike[str], kernel: "Kernel | None" = None) -> ProbeSet:
+    """Load and validate the probe set in the file `path`; raise its first
+    error. With `kernel`, names in probes are bound to its BTF (`lang.bind`)
+    and a name it does not know is an error located in the file."""
     source = os.fspath(path)
-    return loads_probeset(read_bounded(source), source=source)
+    return loads_probeset(read_bounded(source), source=source, kernel=kernel)
 
 
-def loads_probeset(text: str | bytes, source: str = "<string>") -> ProbeSet:
+def loads_probeset(text: str | bytes, source: str = "<string>", kernel: "Kernel | None" = None) -> ProbeSet:
     """Load and validate a probe set from YAML text (str, or bytes in UTF-8)."""
-    return _SetReader(source).read(_compose(text, source))
+    return _SetReader(source, kernel=kernel).read(_compose(text, source))
 
 
-def check_probeset(path: str | os.PathLike[str]) -> tuple[ProbeSet | None, list[ProbeSetError]]:
+def check_probeset(path: str | os.PathLike[str], kernel: "Kernel | None" = None) -> tuple[ProbeSet | None, list[ProbeSetError]]:
     """Every error in the file `path`, in file order (`ktui check`), and the
     probe set when there is none. Reading goes on past an error in a
     top-level key or in one probe (past an unknown key inside a probe too),
@@ -96,16 +99,17 @@ def check_probeset(path: str | os.PathLike[str]) -> tuple[ProbeSet | None, list[
         text = read_bounded(source)
     except ProbeSetError as err:
         return None, [err]
-    return checks_probeset(text, source)
+    return checks_probeset(text, source, kernel)
 
 
-def checks_probeset(text: str | bytes, source: str = "<string>") -> tuple[ProbeSet | None, list[ProbeSetError]]:
+def checks_probeset(text: str | bytes, source: str = "<string>",
+                    kernel: "Kernel | None" = None) -> tuple[ProbeSet | None, list[ProbeSetError]]:
     """`check_probeset` on YAML text."""
     try:
         root = _compose(text, source)
     except ProbeSetError as err:
         return None, [err]
-    reader = _SetReader(source, collect=True)
+    reader = _SetReader(source, collect=True, kernel=kernel)
     probeset = None
     try:
         probeset = reader.read(root)
@@ -128,6 +132,10 @@ def _compose(text: str | bytes, source: str) -> Node | None:
 class _SetReader(NodeReader):
     """Walks one composed document into a ProbeSet (see NodeReader for
     failing at the first error or collecting them)."""
+
+    def __init__(self, source: str, *, collect: bool = False, kernel: "Kernel | None" = None) -> None:
+        super().__init__(source, collect=collect)
+        self.kernel = kernel  # binds names in probes to its BTF when given
 
     # -- the document
 
@@ -314,6 +322,8 @@ class _SetReader(NodeReader):
         filter_node = items["filter"][1] if "filter" in changes else None
         try:
             validate_probe(probe, filter_text=None if filter_node is None else filter_node.value)
+            if self.kernel is not None:
+                probe = bind_probe(probe, self.kernel)
         except SpecError as err:
             self.attempt(self.fail_validation, err, probe, items, prefix, target_node, filter_node)
         return FAILED if len(self.errors) > errors_before else probe
@@ -331,7 +341,7 @@ class _SetReader(NodeReader):
             # the columns count in spec_text; a label written before it shifts them
             shift = len(written) - len(probe.spec_text)
             self.fail_inside(target_node, err, prefix + "spec: ", shift)  # type: ignore[arg-type]
-        if "fetch" in items and ("fetch" in err.message or "retval" in err.message):
+        if "fetch" in items and ("fetch" in err.message or "retval" in err.message or err.col is not None):
             self.fail(items["fetch"][1], err.message, prefix + "fetch: ")
         if "kind" in items and "return probe" in err.message:
             self.fail(items["kind"][1], err.message, prefix + "kind: ")

@@ -23,6 +23,7 @@ from ktui.lang.model import (
     RetVal,
     SpecError,
     StrLit,
+    positional,
 )
 from ktui.lang.names import resolve
 from ktui.record.layout import ProbeLayout, Slot
@@ -91,8 +92,8 @@ class FetchGen:
         typ = fetch.effective_type
         dest = f"e->payload + {slot.offset}"
         out = [f"    /* {comment_safe(str(fetch))} */"]
+        expr = positional(fetch.expr)  # a name reads what the kernel's BTF says it is
         if slot.kind == "str":
-            expr = fetch.expr
             if isinstance(expr, Deref):
                 base = self.address(expr.inner, out)
                 addr = f"({base} + ({expr.offset}LL))"
@@ -102,17 +103,17 @@ class FetchGen:
             out.append(f"    {helper}({dest}, {STRING_MAX}, (void *){addr});")
             return out
         width = 64 if typ == "symbol" else int(typ[1:])
-        if isinstance(fetch.expr, Deref):
-            base = self.address(fetch.expr.inner, out)
+        if isinstance(expr, Deref):
+            base = self.address(expr.inner, out)
             var = self.new_tmp()
             out.append(f"    u{width} {var} = 0;")
             out.append(
                 f"    bpf_probe_read_kernel(&{var}, sizeof({var}), "
-                f"(void *)({base} + ({fetch.expr.offset}LL)));"
+                f"(void *)({base} + ({expr.offset}LL)));"
             )
             value = var
         else:
-            value = f"({self.raw(fetch.expr)})"
+            value = f"({self.raw(expr)})"
         if slot.kind == "sint":
             c = f"(s64)(s{width})({value})"
         else:
@@ -174,6 +175,12 @@ class FetchGen:
             return f"v{ref.fetch_index}", slot.kind == "sint"
         if isinstance(ref.expr, RetVal):
             return "PT_REGS_RC(ctx)", True
+        if name in (self.probe.bindings or {}) and ref.type[1:].isdigit():
+            # A parameter by name compares as its C type (an int's upper register bits are not its)
+            sign, width = ref.type[0], ref.type[1:]
+            if sign == "s":
+                return f"((s64)(s{width})({self.raw(ref.expr)}))", True
+            return f"((u64)(u{width})({self.raw(ref.expr)}))", False
         return self.raw(ref.expr), False
 
     def string_field(self, field: Field) -> tuple[str, int]:

@@ -4,7 +4,7 @@ Filter names are resolved by `ktui.lang.names.resolve`, as everywhere."""
 
 from __future__ import annotations
 
-from ktui.lang.model import And, Arg, Deref, Field, Not, Or, Probe, SpecError
+from ktui.lang.model import And, Arg, Deref, Field, Not, Or, Probe, SpecError, positional
 from ktui.lang.names import Resolved, resolve
 
 
@@ -16,7 +16,7 @@ def _uses(probe: Probe, fetch_pred, name_pred) -> bool:
             return walk_expr(expr.inner)
         return fetch_pred(expr)
 
-    if any(walk_expr(f.expr) for f in probe.fetches):
+    if any(walk_expr(positional(f.expr)) for f in probe.fetches):
         return True
 
     def resolves(operand) -> bool:

@@ -32,6 +32,7 @@ from ktui.lang.model import (
     Reg,
     RetVal,
     StrLit,
+    positional,
 )
 from ktui.record.layout import HEADER_SIZE, ProbeLayout, probe_layout
 
@@ -107,7 +108,7 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> 
         f.kind = abi.K_HEADER
         return False
     chain: list[int] = []  # dereference offsets, innermost first
-    expr = fetch.expr
+    expr = positional(fetch.expr)  # a name reads what the kernel's BTF says it is
     outer: list[int] = []
     while isinstance(expr, Deref):
         outer.append(expr.offset)
@@ -167,6 +168,14 @@ class _Names:
         canonical = filters.canonical_name(name)
         if canonical is not None and canonical in filters.REGISTER_SPELLINGS:
             return _source(Reg(filters.REGISTER_SPELLINGS[canonical]), self.ret)
+        bound = (self.probe.bindings or {}).get(name)
+        if bound is not None and bound.binding is not None:
+            # A parameter by name (lang.bind: always an argument register),
+            # compared as its C type: only a 64-bit one is its raw register.
+            if bound.binding.type not in ("u64", "s64", "x64"):
+                raise NotGeneric(f"{name} is a {bound.binding.ctype}: a narrower compare is compiled")
+            source = _source(positional(bound), self.ret)
+            return _Operand(source.src, source.reg, signed=bound.binding.type == "s64")
         raise NotGeneric(f"unknown name {name!r} in filter")
 
     def string(self, name: str) -> tuple[int, int]:

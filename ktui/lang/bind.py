@@ -1,0 +1,338 @@
+"""Names in a probe, given their meaning by the running kernel's BTF.
+
+`vfs_read:c:count,file->f_pos` parses without knowing the kernel (the
+parser cannot tell a parameter from a typo). `bind_probe` looks the
+function's prototype up in BTF and turns every name into the positional
+expression ktui already runs, with the width and signedness of its C type:
+
+    count                    -> a3:u64        (size_t, the third register)
+    file->f_pos              -> +64(a1):s64   (loff_t, one read)
+    file->f_path.dentry->d_name.name:string
+                             -> +0(+40(+152(a1))):string  (two pointers, then the text)
+
+The binding rides on the `Named` node (ignored by equality), so the probe
+still prints, saves and compares as the user wrote it, and codegen, the
+generic program, the record layout and the event detail all read the same
+answer. A filter name that is a parameter (`count > 4096`) is bound the
+same way into `Probe.bindings`.
+
+Every refusal is one line that names the column: an unknown parameter
+gives the prototype and a did-you-mean, an unknown member the struct's
+close members, and what cannot be read (a bitfield, an array, a struct
+passed by value, a parameter on the stack, a compiler copy whose BTF
+describes the original) says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Protocol
+
+from ktui.btf.access import Access, AccessError, Leaf, Step as BtfStep
+from ktui.btf.decode import BtfError
+from ktui.lang import filters, names
+from ktui.lang.grammar import FetchSpan, Scanner, parse_raw, scan_fetch
+from ktui.lang.limits import MAX_DEREF
+from ktui.lang.model import (
+    INT_TYPES,
+    STRING_TYPES,
+    Arg,
+    Binding,
+    Deref,
+    Fetch,
+    FetchExpr,
+    Field,
+    Kind,
+    Named,
+    Probe,
+    SpecError,
+    has_names,
+)
+
+COPY_MARKS = (".isra.", ".constprop.", ".part.", ".cold", ".llvm.", ".lto_priv.")
+
+
+class Prototype(Protocol):
+    """One function as BTF describes it: what `bind_probe` needs."""
+
+    access: Access
+    proto_id: int
+    text: str  # `vfs_read(struct file *file, ...) -> ssize_t`, for messages
+
+
+class Kernel(Protocol):
+    """Where prototypes come from (`btf.kernel_names.KernelNames`, or a
+    test's own BTF blob)."""
+
+    def problem(self) -> str | None: ...
+
+    def prototype(self, function: str) -> Prototype: ...
+
+
+class NoPrototype(Exception):
+    """The function has no usable prototype; str() says why, in one line."""
+
+
+def needs_binding(probe: Probe) -> bool:
+    """Whether `probe` names parameters, in a fetch or in its filter."""
+    if probe.uses_names:
+        return True
+    if probe.filter is None or not names.may_be_parameter(probe):
+        return False
+    return any(_deferred(probe, name) for name in _filter_names(probe))
+
+
+def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None) -> Probe:
+    """`probe` with every name bound (unchanged when it names none).
+
+    Raises SpecError (one line, with a column into `text` when it is the
+    probe's spec as the user wrote it, else into `probe.spec_text`)."""
+    if not needs_binding(probe):
+        return probe
+    spans = _spans(probe, text)
+    function = probe.target.symbol or ""
+    proto = _prototype(probe, kernel, spans)
+    fetches = []
+    for index, fetch in enumerate(probe.fetches):
+        span = spans[index] if index < len(spans) else FetchSpan(start=1)
+        fetches.append(_bind_fetch(fetch, span, probe.kind, proto, function))
+    bindings: dict[str, Named] = {}
+    for name in _filter_names(probe):
+        if _deferred(probe, name):
+            bindings[name] = _bind_filter_name(name, probe, proto, function)
+    return dataclasses.replace(probe, fetches=tuple(fetches), bindings=bindings)
+
+
+# ---------------------------------------------------------------- lookup
+
+
+def _prototype(probe: Probe, kernel: Kernel | None, spans: list[FetchSpan]) -> Prototype:
+    function = probe.target.symbol or ""
+    col = _first_named_col(probe, spans)
+    if kernel is None or kernel.problem() is not None:
+        why = (kernel.problem() if kernel is not None else None) or "no BTF"
+        raise SpecError(f"{_first_name(probe)}: parameters by name need the kernel's BTF ({why}); "
+                        "use a1..a6", col=col)
+    if any(mark in function for mark in COPY_MARKS):
+        base = function.split(".", 1)[0]
+        raise SpecError(f"{function} is a compiler copy of {base}: its BTF prototype describes "
+                        f"{base}, not the copy's real arguments; use a1..a6 here", col=col)
+    try:
+        return kernel.prototype(function)
+    except NoPrototype as err:
+        raise SpecError(f"{_first_name(probe)}: {err}; use a1..a6", col=col) from None
+    except BtfError as err:
+        raise SpecError(f"BTF: {err}", col=col) from None
+
+
+# ---------------------------------------------------------------- fetches
+
+
+def _bind_fetch(fetch: Fetch, span: FetchSpan, kind: Kind, proto: Prototype, function: str) -> Fetch:
+    if not has_names(fetch.expr):
+        return fetch
+    outer: list[int] = []
+    expr = fetch.expr
+    while isinstance(expr, Deref):
+        outer.append(expr.offset)
+        expr = expr.inner
+    assert isinstance(expr, Named)
+    col = span.exprs[len(outer)] if len(outer) < len(span.exprs) else span.start
+    type_col = span.type if span.type is not None else col
+    # Under `+OFF(...)` the name is an address: read as a pointer-sized value.
+    want = fetch.type if not outer else "x64"
+    binding = _bind_named(expr, want, proto, function, col, type_col, as_address=bool(outer))
+    bound_expr: FetchExpr = dataclasses.replace(expr, binding=binding)
+    for offset in reversed(outer):
+        bound_expr = Deref(offset, bound_expr)
+    # Under `+8(file)` the name only feeds a read; the fetch keeps its own type.
+    return dataclasses.replace(fetch, expr=bound_expr)
+
+
+def _bind_named(named: Named, want: str | None, proto: Prototype, function: str, col: int,
+                type_col: int, *, as_address: bool = False) -> Binding:
+    access = proto.access
+    try:
+        slot = access.param(proto.proto_id, named.param)
+    except AccessError as err:
+        raise SpecError(_no_param(named.param, err, proto, function), col=col) from None
+    if len(slot.registers) != 1:
+        raise SpecError(f"{named.param} is {slot.note}: ktui reads parameters from the six "
+                        f"argument registers only ({proto.text})", col=col)
+    expr: FetchExpr = Arg(slot.registers[0])
+    if named.steps:
+        try:
+            path = access.member_path(slot.type_id, [BtfStep(s.op, s.name) for s in named.steps],
+                                      root=named.param)
+        except AccessError as err:
+            raise SpecError(err.message, col=col + _step_col(named, err.step)) from None
+        except BtfError as err:
+            raise SpecError(f"BTF: {err}", col=col) from None
+        if len(path.loads) > MAX_DEREF:
+            raise SpecError(f"{named} reads through more than {MAX_DEREF} pointers", col=col)
+        for offset in path.loads:
+            expr = Deref(offset, expr)
+        leaf = path.leaf
+    else:
+        leaf = access.leaf(slot.type_id)
+    what = str(named)
+    if leaf.bitfield is not None:
+        raise SpecError(f"{what} is a bitfield ({leaf.bitfield[1]} bits of {leaf.ctype}): "
+                        "ktui cannot read bitfields yet", col=col)
+    if as_address:
+        if leaf.kind != "pointer":
+            raise SpecError(f"+OFFSET({what}) reads memory at {what}, but {what} is a "
+                            f"{leaf.ctype}, not a pointer", col=col)
+        return Binding(expr, "x64", leaf.ctype)
+    ftype = _fetch_type(what, leaf, want, col, type_col)
+    if ftype in STRING_TYPES and leaf.kind == "pointer" and named.steps:
+        # The text is where the pointer read from memory points: one more
+        # +0(...) (a string fetch reads at its last dereference's address).
+        expr = Deref(0, expr)
+    elif ftype in STRING_TYPES and leaf.kind == "array" and isinstance(expr, Deref):
+        pass  # the characters lie at the member's own address
+    return Binding(expr, ftype, leaf.ctype)
+
+
+def _fetch_type(what: str, leaf: Leaf, want: str | None, col: int, type_col: int) -> str:
+    """The fetch type: the user's when it fits the C type, else the C type's own."""
+    if want in STRING_TYPES:
+        if leaf.kind == "pointer" or (leaf.kind == "array" and leaf.text):
+            return want
+        raise SpecError(f"{what} is {_a(leaf)}, not a pointer or a char array: :{want} reads "
+                        "text through a pointer", col=type_col)
+    if leaf.kind in ("int", "bool", "enum", "pointer"):
+        if want is not None:
+            return want  # the user's width and sign (e.g. :u32 of a long, :x64 of a size_t)
+        if leaf.kind == "pointer":
+            return "x64"
+        if leaf.size not in (1, 2, 4, 8):
+            raise SpecError(f"{what} is {_a(leaf)} of {leaf.size} bytes: ktui reads integers "
+                            "of 1, 2, 4 or 8 bytes", col=col)
+        return f"{'s' if leaf.signed else 'u'}{leaf.size * 8}"
+    if want == "symbol" and leaf.kind == "pointer":
+        return want
+    if leaf.kind == "array":
+        if leaf.text:
+            raise SpecError(f"{what} is a char array ({leaf.ctype}): add :string to read it as text "
+                            "(or :ustring for user memory)", col=col)
+        raise SpecError(f"{what} is an array ({leaf.ctype}): ktui reads integers and text, not "
+                        "arrays", col=col)
+    if leaf.kind in ("struct", "union"):
+        raise SpecError(f"{what} is a {leaf.ctype}, not a value: name one of its members "
+                        f"({what}.member)", col=col)
+    raise SpecError(f"{what} is {_a(leaf)}: ktui reads integers, pointers and text", col=col)
+
+
+def _a(leaf: Leaf) -> str:
+    article = "an" if leaf.ctype[:1] in "aeiou" else "a"
+    return f"{article} {leaf.ctype}"
+
+
+def _no_param(name: str, err: AccessError, proto: Prototype, function: str) -> str:
+    params = [s.name for s in proto.access.arg_slots(proto.proto_id) if s.name]
+    close = list(err.close) or difflib.get_close_matches(name, params, n=3, cutoff=0.5)
+    predefined = difflib.get_close_matches(name, list(names.PREDEFINED) + list(names.REGISTER_SPELLINGS),
+                                           n=1, cutoff=0.6)
+    hint = ", ".join(dict.fromkeys(close + predefined))
+    mean = f" (did you mean {hint}?)" if hint else ""
+    return f"{function} has no parameter {name!r}{mean}: {proto.text}"
+
+
+def _step_col(named: Named, step: int) -> int:
+    """Offset from the name's column to step `step`'s name (-1: the parameter)."""
+    if step < 0:
+        return 0
+    head = len(str(Named(named.param)))
+    before = sum(len(str(s)) for s in named.steps[:step])
+    return head + before + len(named.steps[step].op)
+
+
+# ---------------------------------------------------------------- filters
+
+
+def _filter_names(probe: Probe) -> list[str]:
+    if probe.filter is None:
+        return []
+    out: list[str] = []
+    for compare in filters.comparisons(probe.filter):
+        for side in (compare.left, compare.right):
+            if isinstance(side, Field) and side.name not in out:
+                out.append(side.name)
+    return out
+
+
+def _deferred(probe: Probe, name: str) -> bool:
+    unbound = dataclasses.replace(probe, bindings=None)
+    try:
+        return names.resolve(unbound, name).deferred
+    except SpecError:
+        return False
+
+
+def _bind_filter_name(name: str, probe: Probe, proto: Prototype, function: str) -> Named:
+    sc = Scanner(name, "name")
+    try:
+        fetch, _span = scan_fetch(sc)
+    except SpecError as err:
+        raise SpecError(f"filter: {err.message}") from None
+    named = fetch.expr
+    if not isinstance(named, Named):
+        raise SpecError(f'filter: unknown name "{name}"')
+    try:
+        binding = _bind_named(named, None, proto, function, 1, 1)
+    except SpecError as err:
+        known = tuple(f.name for f in probe.fetches)
+        message = err.message
+        if known and "has no parameter" in message:
+            message += f"; this probe's fetches are {', '.join(known)}"
+        raise SpecError(f"filter: {message}") from None
+    if not isinstance(binding.expr, Arg):
+        raise SpecError(f"filter: {name} reads memory: fetch it too ({probe.target}:"
+                        f"{probe.kind.value}:...,{name}) to filter on it")
+    return dataclasses.replace(named, binding=binding)
+
+
+# ---------------------------------------------------------------- columns
+
+
+def _spans(probe: Probe, text: str | None) -> list[FetchSpan]:
+    for candidate in (text, probe.spec_text):
+        if candidate is None:
+            continue
+        try:
+            parsed, span = parse_raw(candidate)
+        except SpecError:
+            continue
+        if parsed.fetches == probe.fetches:
+            return span.fetches
+    return []
+
+
+def _first_named_col(probe: Probe, spans: list[FetchSpan]) -> int | None:
+    for index, fetch in enumerate(probe.fetches):
+        if has_names(fetch.expr):
+            if index < len(spans):
+                depth, expr = 0, fetch.expr
+                while isinstance(expr, Deref):
+                    expr, depth = expr.inner, depth + 1
+                exprs = spans[index].exprs
+                return exprs[depth] if depth < len(exprs) else spans[index].start
+            return None
+    return None
+
+
+def _first_name(probe: Probe) -> str:
+    for fetch in probe.fetches:
+        expr = fetch.expr
+        while isinstance(expr, Deref):
+            expr = expr.inner
+        if isinstance(expr, Named):
+            return str(expr)
+    for name in _filter_names(probe):
+        return name
+    return "names"
+
+
+__all__ = ["Kernel", "NoPrototype", "Prototype", "bind_probe", "needs_binding", "INT_TYPES"]

@@ -1,0 +1,63 @@
+"""Prototypes for `lang.bind` from the running kernel's BTF.
+
+vmlinux first (one walk of its functions, kept); a function vmlinux does
+not describe is looked for in the loaded modules' BTF. A name BTF
+describes more than once with different prototypes (static functions of
+different files share names) is refused: which one a kprobe attaches to
+is kallsyms' first match, and its arguments cannot be trusted by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ktui.btf.access import Access
+from ktui.btf.decode import BtfError
+from ktui.btf.index import KernelBtf
+from ktui.btf.sysfs import module_names
+from ktui.lang.bind import NoPrototype
+
+
+@dataclass(frozen=True)
+class FoundPrototype:
+    access: Access
+    proto_id: int
+    text: str
+
+
+class KernelNames:
+    """`bind.Kernel` over a `KernelBtf` (the machine's, or a test's)."""
+
+    def __init__(self, btf: KernelBtf | None = None) -> None:
+        self.btf = btf or KernelBtf()
+        self._found: dict[str, FoundPrototype] = {}
+
+    def problem(self) -> str | None:
+        return self.btf.problem()
+
+    def prototype(self, function: str) -> FoundPrototype:
+        found = self._found.get(function)
+        if found is None:
+            found = self._found[function] = self._look_up(function)
+        return found
+
+    def _look_up(self, function: str) -> FoundPrototype:
+        for module in [None, *sorted(module_names(self.btf.btf_dir))]:
+            try:
+                ids = self.btf.function_ids(function, module)
+            except BtfError as err:
+                if module is None:
+                    raise
+                continue  # a module whose BTF cannot be read: not where it is
+            if not ids:
+                continue
+            render = self.btf.renderer(module)
+            texts = {render.prototype(fid) for fid in ids}
+            if len(texts) > 1:
+                raise NoPrototype(f"BTF describes {len(texts)} different functions called "
+                                  f"{function} (static functions of different files): which one "
+                                  "a probe attaches to is not known by name")
+            blob = render.btf
+            proto_id = blob.head(ids[0])[3]
+            return FoundPrototype(self.btf.access(module), proto_id, texts.pop())
+        raise NoPrototype(f"BTF describes no function {function!r}")
