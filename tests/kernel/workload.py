@@ -9,6 +9,10 @@ Operations:
     ["read", SIZE, N]   N reads of SIZE bytes from /dev/zero (vfs_read returns SIZE)
     ["badread", N]      N reads from a write-only fd (vfs_read returns -EBADF)
     ["open", PATH]      open(PATH, O_CREAT) and close it (do_sys_openat2 sees PATH)
+    ["fileread", PATH, SIZE, N]
+                        N reads of SIZE bytes, one after the other, from the
+                        regular file PATH opened before the first phase: the
+                        file position at each read is 0, SIZE, 2*SIZE, ...
 """
 
 import json
@@ -21,6 +25,8 @@ def main() -> None:
     phases = json.loads(sys.argv[1])
     zero = os.open("/dev/zero", os.O_RDONLY)
     wronly = os.open("/dev/null", os.O_WRONLY)
+    files = {op[1]: os.open(op[1], os.O_RDONLY)
+             for phase in phases for op in phase if op[0] == "fileread"}
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     os.write(1, b"ready\n")
     for phase in phases:
@@ -35,6 +41,9 @@ def main() -> None:
                         os.read(wronly, 13)
                     except OSError:
                         pass
+            elif op[0] == "fileread":
+                for _ in range(op[3]):
+                    os.read(files[op[1]], op[2])
             elif op[0] == "open":
                 os.close(os.open(op[1], os.O_CREAT | os.O_WRONLY, 0o600))
         os.write(1, b"done\n")
