@@ -258,21 +258,36 @@ def test_e_probes_carry_labels_so_two_on_one_function_have_two_names():
     assert r.exit_code == 1 and "give one a label (label: in a file, -e 'LABEL=SPEC')" in r.output
 
 
+@pytest.fixture
+def fake_btf(monkeypatch, tmp_path):
+    """The commands bind names to this BTF (tests/unit/namedkernel.py), not
+    to the machine's."""
+    from tests.unit.namedkernel import kernel_names
+
+    kernel = kernel_names(tmp_path)
+    monkeypatch.setattr(cli, "_kernel_names", lambda: kernel)
+    return kernel
+
+
 @pytest.mark.parametrize("text, at, words", [
     ("vfs_read:c:a3 if a3 >", None, "filter: expected a name or a value after >"),
-    ("vfs_read:c:a3 if nope > 1", "nope", 'filter: unknown name "nope"'),
+    # a name at a function's entry may be a parameter: refused when bound to BTF
+    ("vfs_read:c:a3 if nope > 1", "nope", "filter: vfs_read has no parameter 'nope'"),
+    ("vfs_read+4:c:a3 if nope > 1", "nope", 'filter: unknown name "nope"'),
+    ("vfs_read:c:a3,cuont", "cuont", "vfs_read has no parameter 'cuont' (did you mean count?)"),
     ("vfs_read:c:a3  if  a3 > 1 && comm == 7", "7", "filter: comm is a string"),
     ("reads=vfs_read:c:n=a3 if n > 1 && x", "x", 'filter: "x" alone is not a condition'),
     ("vfs_read:c:a3 if comm == dd", "dd", 'filter: strings need double quotes: comm == "dd"'),
     ("vfs_read:q if a3 > 1", "q", "kind must be c or r"),
 ])
-def test_an_e_error_column_points_into_the_e_text(text, at, words):
+def test_an_e_error_column_points_into_the_e_text(fake_btf, text, at, words):
     """The column counted from the filter's start (`-e #1:1:` for the first
     character of the filter), not from the start of what was typed."""
     r = run("compile", "-e", text)
     assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
     prefix, col, message = r.output.split(":", 3)[1:]
     assert prefix == " -e #1"
+    assert col.isdigit(), f"no column: {r.output}"
     col = int(col)
     assert message.strip().startswith(words), r.output
     assert col == (len(text) + 1 if at is None else text.rindex(at) + 1), r.output
@@ -327,12 +342,17 @@ def test_check_prints_every_error_in_a_file(tmp_path):
     ]
 
 
-def test_check_goes_on_inside_a_probe_after_a_misspelt_key(tmp_path):
+def test_check_goes_on_inside_a_probe_after_a_misspelt_key(fake_btf, tmp_path):
     f = tmp_path / "probe.yaml"
     f.write_text("name: x\nprobes:\n  - spec: vfs_read:c:a3\n    lable: y\n    filter: nope > 1\n")
     lines = run("check", str(f)).output.splitlines()
     assert [line.split(": ", 1)[0] for line in lines] == [f"{f}:4:5", f"{f}:5:13"]
-    assert "did you mean 'label'" in lines[0] and 'unknown name "nope"' in lines[1]
+    assert "did you mean 'label'" in lines[0] and "vfs_read has no parameter 'nope'" in lines[1]
+    # Inside the function a name cannot be a parameter: no BTF needed to refuse it.
+    f.write_text("name: x\nprobes:\n  - spec: vfs_read+4:c:a3\n    lable: y\n    filter: nope > 1\n")
+    lines = run("check", "--syntax-only", str(f)).output.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [f"{f}:4:5", f"{f}:5:13"]
+    assert 'unknown name "nope"' in lines[1]
 
 
 def test_other_commands_still_stop_at_the_first_error(tmp_path):

@@ -150,7 +150,14 @@ ERRORS = [
     ("a7 == 1", 1, "a1..a6"),
     ("arg0 == 1", 1, "a1..a6"),
     ("eax == 1", 1, "rax:u32"),
-    ("a.b == 1", 2, 'unexpected character "."'),
+    # `a.b` and `a->b` are member chains (test_member_chains_are_one_name); a
+    # `.` or `->` not followed by a member's name is still no filter syntax.
+    ("a.1 == 1", 2, 'unexpected character "."'),
+    ("a..b == 1", 2, 'unexpected character "."'),
+    ("a-> == 1", 2, 'unexpected character "-"'),
+    ("file->f_pos:u8 == 1", 12, 'unexpected character ":"'),
+    ("a3.x == 1", 3, "a3 is a value, not a name with members"),
+    ("comm->x == 1", 5, "comm is a value, not a name with members"),
     ("x" * 33 + " == 1", 1, "longer than 32"),
     ("(" * 33 + "a1 == 1" + ")" * 33, 33, "deeper than 32"),
     ("!" * 40 + "(a1 == 1)", 33, "deeper than 32"),
@@ -167,6 +174,22 @@ def test_errors_have_the_column_of_the_offending_token(text, col, words):
         parse_filter(text)
     assert info.value.col == col, str(info.value)
     assert words in info.value.message
+
+
+@pytest.mark.parametrize("text, name", [
+    ("a.b == 1", "a.b"),
+    ("file->f_pos > 0", "file->f_pos"),
+    ("file->f_path.dentry->d_flags != 0", "file->f_path.dentry->d_flags"),
+    ("args.count > 4096", "count"),  # the fetch `args.count` is called count too
+    ("args.flags == 2", "args.flags"),  # flags alone is the register
+    ("args.pid == 1", "args.pid"),
+])
+def test_member_chains_are_one_name(text, name):
+    """The same names a fetch takes (`lang.bind` gives them their meaning),
+    in the spelling the fetch of that text is called."""
+    compare = parse_filter(text)
+    assert isinstance(compare, Compare) and compare.left == F(name)
+    assert parse_filter(str(compare)) == compare
 
 
 def test_the_earliest_problem_is_reported_first():

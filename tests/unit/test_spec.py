@@ -23,6 +23,7 @@ from ktui.lang.model import (
     Field,
     IntLit,
     Kind,
+    Named,
     Probe,
     Reg,
     RetVal,
@@ -76,7 +77,9 @@ def test_examples_print_canonically_and_round_trip(text):
         ("tcp_sendmsg+28:c", "tcp_sendmsg+0x1c:c"),
         ("tcp_sendmsg+0:c", "tcp_sendmsg:c"),
         ("f:c:arg1,arg6", "f:c:a1,a6"),
-        ("f:c:ax,di,eflags,ip,flags2=rflags", None),  # rflags is no register
+        # rflags is no register: it parses as a parameter's name, which only
+        # the kernel's BTF can refuse (test_a_word_that_is_no_register_is_refused_when_bound)
+        ("f:c:ax,di,eflags,ip,flags2=rflags", "f:c:rax,rdi,flags,rip,flags2=rflags"),
         ("f:c:ax,di,eflags,ip", "f:c:rax,rdi,flags,rip"),
         ("  f : c : a1 , x = +0x10 ( a2 ) : u8 ", "f:c:a1,x=+16(a2):u8"),
         ("0XFFFF:r", "0xffff:r"),
@@ -164,8 +167,6 @@ ERRORS = [
     ("f+8:r", 3, "return probe"),
     ("vfs_read:c:retval", 12, "return probes"),
     ("vfs_read:c:+8(retval)", 15, "return probes"),
-    ("vfs_read:c:rdj", 12, "did you mean rdx"),
-    ("vfs_read:c:bogus", 12, "a1..a6"),
     ("vfs_read:c:eax", 12, "rax:u32"),
     ("vfs_read:c:a7", 12, "a1..a6"),
     ("vfs_read:c:arg0", 12, "a1..a6"),
@@ -210,9 +211,57 @@ def test_errors_have_a_column_and_a_helpful_message(text, col, words):
 
 
 def test_error_message_lists_what_fetches_are_allowed():
-    err = _error(parse_spec, "vfs_read:c:bogus")
-    for word in ("a1..a6", "retval", "comm", "register", "+OFFSET(FETCH)"):
+    err = _error(parse_spec, "vfs_read:c:1")
+    assert err.col == 12
+    for word in ("a parameter by name", "a1..a6", "retval", "comm", "register", "+OFFSET(FETCH)"):
         assert word in err.message
+
+
+# An unknown word in a fetch is a parameter's name to the parser (it cannot
+# tell one from a typo); binding it to the kernel's BTF refuses it, with
+# the column, the prototype and a did-you-mean over the parameters and the
+# predefined names. These were parse errors before names existed.
+BIND_ERRORS = [
+    ("vfs_read:c:rdj", 12, "did you mean rdx?"),
+    ("vfs_read:c:bogus", 12, "vfs_read has no parameter 'bogus'"),
+    ("vfs_read:c:a1,x=cuont", 17, "did you mean count?"),
+    ("vfs_read:c:flags2=rflags", 19, "did you mean flags?"),
+]
+
+
+@pytest.mark.parametrize("text, col, words", BIND_ERRORS)
+def test_unknown_words_parse_as_names_and_are_refused_when_bound(tmp_path, text, col, words):
+    from ktui.lang.bind import bind_probe
+    from tests.unit.namedkernel import VFS_READ, kernel_names
+
+    probe = parse_spec(text)
+    assert isinstance(probe.fetches[-1].expr, Named) and probe.fetches[-1].expr.binding is None
+    with pytest.raises(SpecError) as info:
+        bind_probe(probe, kernel_names(tmp_path), text=text)
+    assert info.value.col == col, str(info.value)
+    assert words in info.value.message and info.value.message.endswith(VFS_READ)
+
+
+def test_a_word_that_is_no_register_is_refused_when_bound(tmp_path):
+    from ktui.lang.bind import bind_probe
+    from tests.unit.namedkernel import kernel_names
+
+    probe = parse_spec("vfs_read:c:ax,di,eflags,ip,flags2=rflags")
+    assert probe.fetches[-1] == Fetch(Named("rflags"), label="flags2")
+    with pytest.raises(SpecError, match=r"no parameter 'rflags' \(did you mean flags\?\)"):
+        bind_probe(probe, kernel_names(tmp_path))
+
+
+def test_without_btf_a_name_says_to_use_a1_to_a6(tmp_path):
+    from ktui.lang.bind import bind_probe
+    from tests.unit.namedkernel import no_btf
+
+    for kernel in (None, no_btf(tmp_path)):
+        with pytest.raises(SpecError) as info:
+            bind_probe(parse_spec("vfs_read:c:bogus"), kernel)
+        assert info.value.col == 12
+        assert info.value.message.startswith("bogus: parameters by name need the kernel's BTF (no BTF")
+        assert info.value.message.endswith("use a1..a6")
 
 
 def test_parse_fetch_and_target_errors_are_located():
@@ -364,8 +413,11 @@ def test_filters_that_resolve(spec, text):
 FILTER_BAD = [
     # spec, filter text, column in the filter text, words
     ("vfs_read:c:a3", "retval < 0", 1, "return probes"),
-    ("vfs_read:c:size=a3", "sise > 1", 1, "did you mean size"),
-    ("vfs_read:c:size=a3", "a1 == 1 && nope > 1", 12, 'unknown name "nope"'),
+    # Inside a function (or at an address) a name cannot be a parameter: refused here.
+    # At a function's entry it can: see test_filter_names_that_may_be_parameters_wait_for_btf.
+    ("vfs_read+4:c:size=a3", "sise > 1", 1, "did you mean size"),
+    ("vfs_read+4:c:size=a3", "a1 == 1 && nope > 1", 12, 'unknown name "nope"'),
+    ("0xffffffff81000000:c:size=a3", "a1 == 1 && nope > 1", 12, 'unknown name "nope"'),
     ("vfs_read:c", 'a3 == "x"', 7, "a3 is an integer"),
     ("vfs_read:c", "comm == 1", 9, "comm is a string"),
     ("vfs_read:c", "1 == comm", 1, "comm is a string"),
@@ -396,8 +448,29 @@ def test_filters_that_do_not_resolve(spec, text, col, words):
     assert 1 <= canon.value.col <= len(canonical)
 
 
+def test_filter_names_that_may_be_parameters_wait_for_btf(tmp_path):
+    """At a function's entry an unknown filter name may be a parameter: the
+    checks let it through, marked deferred, and binding to BTF refuses it
+    with the prototype and the did-you-mean (the columns: test_bind)."""
+    from ktui.lang.bind import bind_probe
+    from tests.unit.namedkernel import VFS_READ, kernel_names
+
+    kernel = kernel_names(tmp_path)
+    for spec, text, name, words in [
+        ("vfs_read:c:size=a3", "a1 == 1 && nope > 1", "nope", "vfs_read has no parameter 'nope'"),
+        ("vfs_read:c:a3", "cuont > 1", "cuont", "(did you mean count?)"),
+    ]:
+        probe = _with(spec, filter=parse_filter(text))
+        validate_probe(probe, filter_text=text)
+        assert names.resolve(probe, name).deferred
+        with pytest.raises(SpecError) as info:
+            bind_probe(probe, kernel)
+        message = info.value.message
+        assert message.startswith("filter: ") and words in message and VFS_READ in message
+
+
 def test_filter_text_that_is_another_filter_falls_back_to_canonical_columns():
-    probe = _with("vfs_read:c", filter=parse_filter("nope == 1"))
+    probe = _with("vfs_read+4:c", filter=parse_filter("nope == 1"))
     with pytest.raises(SpecError) as info:
         validate_probe(probe, filter_text="   pid == 1 && nope == 1")
     assert info.value.col == 1
