@@ -336,3 +336,32 @@ def _first_name(probe: Probe) -> str:
 
 
 __all__ = ["Kernel", "NoPrototype", "Prototype", "bind_probe", "needs_binding", "INT_TYPES"]
+
+
+# ---------------------------------------------------------------- recordings
+
+
+def fetch_types(probe: Probe) -> list[list[str] | None]:
+    """Per fetch, the [type, C type] its binding gave a name (None for the
+    rest): what a recording keeps so a replay, which has no kernel to bind
+    against, decodes and shows the values as they were read."""
+    out: list[list[str] | None] = []
+    for fetch in probe.fetches:
+        binding = fetch.expr.binding if isinstance(fetch.expr, Named) else None
+        out.append(None if binding is None else [binding.type, binding.ctype])
+    return out
+
+
+def with_fetch_types(probe: Probe, types: object) -> Probe:
+    """`probe` with the types `fetch_types` kept (offsets unknown: not runnable)."""
+    if not isinstance(types, list) or len(types) != len(probe.fetches):
+        return probe
+    fetches = []
+    for fetch, kept in zip(probe.fetches, types):
+        ok = (isinstance(fetch.expr, Named) and isinstance(kept, list) and len(kept) == 2
+              and kept[0] in INT_TYPES + STRING_TYPES and isinstance(kept[1], str) and len(kept[1]) < 200)
+        if ok:
+            fetch = dataclasses.replace(fetch, expr=dataclasses.replace(
+                fetch.expr, binding=Binding(None, kept[0], kept[1])))
+        fetches.append(fetch)
+    return dataclasses.replace(probe, fetches=tuple(fetches))

@@ -38,6 +38,7 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from ktui.lang.bind import with_fetch_types
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
 from ktui.record.decode import Decoder, MultiBatch, RecordBatch
 from ktui.record.feed import EventBatch, ProbeStats, StatsSnapshot
@@ -133,6 +134,7 @@ class Recorder:
         key = id(decoder)
         if key not in self._units:
             from ktui.lang.probeset_write import dumps_probeset
+            from ktui.lang.bind import fetch_types
 
             number = len(self._units)
             self._units[key] = number
@@ -142,6 +144,8 @@ class Recorder:
                 "unit": number,
                 "ids": [int(i) for i in decoder.probe_ids],
                 "probeset": dumps_probeset(probes),
+                # names' types from the kernel's BTF: the replay has no kernel to ask
+                "fetch_types": [fetch_types(p) for p in decoder.probes],
             }).encode())
         return self._units[key]
 
@@ -255,6 +259,10 @@ class RecordingReader:
             ps = loads_probeset(obj["probeset"], source=f"{self.path}#unit{unit}")
             if len(ids) != len(ps.probes):
                 raise ValueError(f"{len(ids)} probe ids for {len(ps.probes)} probes")
+            kept = obj.get("fetch_types")
+            if isinstance(kept, list) and len(kept) == len(ps.probes):
+                ps = dataclasses.replace(ps, probes=tuple(
+                    with_fetch_types(p, t) for p, t in zip(ps.probes, kept)))
             layout = record_layout(ps.probes)
             self.decoders[unit] = Decoder(layout, ps.probes, ids)
             self.probesets[unit] = ps

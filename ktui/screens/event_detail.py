@@ -18,6 +18,7 @@ from ktui.pipeline.format import (
     format_ts,
     printable,
 )
+from ktui.lang.model import Fetch, positional
 from ktui.record.feed import ProbeStatus
 from ktui.screens.modal import ModalFrame
 from ktui.widgets.event_window import EventRow
@@ -27,6 +28,18 @@ def _raw(value: object) -> str:
     if isinstance(value, int):
         return f"{value} (0x{value & (1 << 64) - 1:x})" if value < 0 else f"{value} (0x{value:x})"
     return repr(value)
+
+
+def _fetch_text(fetch: Fetch | None) -> str:
+    """What was fetched, and for a name what it read in the kernel
+    (`file->f_pos = +112(a1)`, from the kernel's BTF)."""
+    if fetch is None:
+        return "?"
+    try:
+        reads = positional(fetch.expr)
+    except ValueError:  # a replay: the recording kept the types, not the offsets
+        return str(fetch.expr)
+    return str(fetch.expr) if reads == fetch.expr else f"{fetch.expr} = {reads}"
 
 
 def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symbolize | None) -> tuple[Table, Table]:
@@ -49,15 +62,16 @@ def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symboliz
         fields.add_row("state now", status.state.value + (f": {status.reason}" if status.reason else ""))
 
     values = Table(box=None, padding=(0, 2, 0, 0), header_style="bold")
-    for header in ("name", "fetch", "type", "raw", "formatted"):
+    for header in ("name", "fetch", "type", "C type", "raw", "formatted"):
         values.add_column(header)
     fetches = probe.fetches if probe is not None else ()
     for i, ((name, text), raw) in enumerate(zip(fetch_pairs(probe, event.values, symbolize), event.values)):
         fetch = fetches[i] if i < len(fetches) else None
         values.add_row(
             name,
-            str(fetch.expr) if fetch else "?",
+            _fetch_text(fetch),
             fetch.effective_type if fetch else "?",
+            (fetch.ctype or "") if fetch else "",
             _raw(raw),
             text,
         )
