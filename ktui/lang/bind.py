@@ -158,8 +158,9 @@ def _bind_named(named: Named, want: str | None, proto: Prototype, function: str,
     except AccessError as err:
         raise SpecError(_no_param(named.param, err, proto, function), col=col) from None
     if len(slot.registers) != 1:
-        raise SpecError(f"{named.param} is {slot.note}: ktui reads parameters from the six "
-                        f"argument registers only ({proto.text})", col=col)
+        verb = "" if slot.note.startswith("takes") else "is "
+        raise SpecError(f"{named.param} {verb}{slot.note}: ktui reads a parameter from one of "
+                        f"the six argument registers ({proto.text})", col=col)
     expr: FetchExpr = Arg(slot.registers[0])
     if named.steps:
         try:
