@@ -132,6 +132,33 @@ class RawBtf:
             self._clean = self._strings.replace("\0", "").isprintable()
         return self._strings
 
+    def offsets_of(self, name: str) -> set[int]:
+        """Every string offset (combined section) where `name` is a whole
+        string: a find over the section, not a decode of every name."""
+        found: set[int] = set()
+        if self.base is not None:
+            found |= self.base.offsets_of(name)
+        text = self._text()
+        if name == "" or "\0" in name:
+            return found
+        if text.startswith(name + "\0"):  # a split blob's section may start with a name
+            found.add(self.str_base)
+        needle = "\0" + name + "\0"
+        at = text.find(needle)
+        while at >= 0:
+            found.add(self.str_base + at + 1)
+            at = text.find(needle, at + 1)
+        return found
+
+    def funcs_named(self, name: str) -> list[int]:
+        """This blob's FUNC ids called `name`, without decoding 60,000 names
+        (a lookup for a fetch by name must not cost seconds under emulation)."""
+        offsets = self.offsets_of(name)
+        if not offsets:
+            return []
+        words, starts, first = self.words, self.starts, self.first_id
+        return [fid for fid in self.func_ids if words[starts[fid - first]] in offsets]
+
     # ------------------------------------------------------------ records
     def owner(self, type_id: int) -> RawBtf:
         """The blob whose records hold `type_id` (this one or a base)."""

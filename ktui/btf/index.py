@@ -73,7 +73,7 @@ class KernelBtf:
         self._modules: dict[str, RawBtf] = {}
         self._renderers: dict[str, Renderer] = {}
         self._table: FunctionTable | None = None
-        self._by_name: dict[str, dict[str, list[int]]] = {}
+        self._by_name: dict[tuple[str, str], list[int]] = {}
 
     @property
     def vmlinux_path(self) -> Path:
@@ -130,15 +130,12 @@ class KernelBtf:
     def function_ids(self, name: str, module: str | None = None) -> list[int]:
         """Every FUNC id called `name` in vmlinux's (or a module's own) BTF:
         static functions of different files may share a name."""
-        key = module or "vmlinux"
+        key = (module or "vmlinux", name)
         ids = self._by_name.get(key)
         if ids is None:
             blob = self.module(module) if module else self.vmlinux()
-            ids = {}
-            for fid in blob.func_ids:
-                ids.setdefault(blob.name_of(fid), []).append(fid)
-            self._by_name[key] = ids
-        return list(ids.get(name, ()))
+            ids = self._by_name[key] = blob.funcs_named(name)
+        return list(ids)
 
     def table(self, modules: bool = True) -> FunctionTable:
         """Every function's prototype, from the cache where it has them.
