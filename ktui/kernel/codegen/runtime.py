@@ -51,7 +51,7 @@ def entry_slots(probes: Sequence[Probe]) -> dict[int, EntrySlots]:
 def comment_safe(text: str) -> str:
     # The spec was parsed, so it is made of a small alphabet; still, never let
     # anything close the comment early.
-    return "".join(c if c.isalnum() or c in "_.:+-,()=x" else "?" for c in text)
+    return "".join(c if c.isalnum() or c in "_.:+-,()=x>" else "?" for c in text)
 
 
 
