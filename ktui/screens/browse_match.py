@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-DEFAULT_CAP = 200  # rows shown; the count of all matches is still exact
+DEFAULT_CAP = 100  # rows shown (a tall terminal shows ~40); the count of all matches is still exact
 _KEEP = 16  # recent queries whose hits are kept for narrowing and backspace
 
 

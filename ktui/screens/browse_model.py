@@ -215,7 +215,8 @@ class Functions:
             if member.bitfield_size or bit_offset % 8:
                 why = "a bitfield: not fetched by name here"
             elif leaf.kind == "array":
-                why = "" if leaf.text else "an array: not fetched by name"
+                why = ("a zero-length marker: no bytes" if leaf.nelems == 0 else
+                       "" if leaf.text else "an array: not fetched by name")
             elif leaf.kind in ("struct", "union"):
                 why = f"a {leaf.kind} inside: type {param.ref}->{name}.MEMBER in the spec"
             elif leaf.kind not in _FETCHABLE:
@@ -251,6 +252,13 @@ class FunctionIndex:
         self._factory = catalog_factory
         self._lock = threading.Lock()
         self._loaded: Functions | None = None
+
+    @classmethod
+    def of(cls, functions: Functions) -> "FunctionIndex":
+        """An index already loaded (benchmarks, tests)."""
+        index = cls(None)
+        index._loaded = functions
+        return index
 
     @property
     def loaded(self) -> Functions | None:

@@ -49,9 +49,10 @@ class BrowserScreen(Screen[None]):
                 tooltip="Fetch the highlighted char pointer as a pointer, :string or :ustring"),
         Binding("right", "expand", "Members", id="browse-expand",
                 tooltip="Show the members of the struct a parameter points to"),
-        Binding("left", "collapse", "Fold", id="browse-fold", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("up", "move(-1)", "Up", show=False),
+        Binding("left", "collapse", "Fold", id="browse-fold", show=False,
+                tooltip="Hide the members again"),
+        Binding("down", "move(1)", "Down", show=False, tooltip="Next match (while typing)"),
+        Binding("up", "move(-1)", "Up", show=False, tooltip="Previous match (while typing)"),
     ]
     DEFAULT_CSS = """
     BrowserScreen {
@@ -59,13 +60,14 @@ class BrowserScreen(Screen[None]):
         & #query, #spec { margin: 0; }
         & #count { color: $text-muted; height: 1; padding: 0 1; }
         & #body { height: 1fr; }
-        & #matches { width: 2fr; min-width: 30; }
+        & #matches { width: 2fr; min-width: 30; text-wrap: nowrap; text-overflow: ellipsis; }
+        & #choices { text-wrap: nowrap; text-overflow: ellipsis; }
         & #detail { width: 3fr; padding: 0 1; }
         & #proto { height: auto; text-style: bold; }
         & #verdict { height: auto; }
         & #notes { height: auto; color: $text-muted; }
         & #kind { height: 1; margin-top: 1; }
-        & #choices { height: 1fr; }
+        & #choices { height: 1fr; min-height: 4; }
         & #spec-problem { height: auto; max-height: 3; color: $text-error; padding: 0 1; }
     }
     """

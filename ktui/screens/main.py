@@ -270,8 +270,7 @@ class MainScreen(Screen[None]):
     def action_browse(self) -> None:
         read_only = ""
         if self.info.buffer == "replay":
-            read_only = ("replay: these are this machine's functions, for finding what to probe; "
-                         "adding needs a live session")
+            read_only = "replay: this machine's functions, read-only (adding needs a live session)"
         self.app.push_screen(BrowserScreen(self.functions, self._submit_add, taken=self._names(),
                                            read_only=read_only))
 
