@@ -24,6 +24,8 @@ from textual.worker import WorkerFailed
 
 from ktui.pipeline.format import Symbolize
 from ktui.record.feed import Feed
+from ktui.screens.browse_model import FunctionIndex
+from ktui.screens.browser import BrowserScreen
 from ktui.screens.dialog import Dialog
 from ktui.screens.help import HelpScreen, Section
 from ktui.screens.main import MainScreen
@@ -76,11 +78,14 @@ class KtuiApp(App[None]):
         probeset_path: str | None = None,
         symbolize: Symbolize | None = None,
         window: int = DEFAULT_WINDOW,
+        functions: FunctionIndex | None = None,
     ) -> None:
         """refresh_hz: polls a second; 0 means no timer (tests call `poll()`).
         symbolize: addr -> "func+0x10" for `:symbol` fetches; by default the
         feed's own `symbolize` method if it has one.
-        window: how many recent events the event pane keeps."""
+        window: how many recent events the event pane keeps.
+        functions: the kernel functions the browser lists (default: this
+        machine's, loaded on first use)."""
         super().__init__()
         if refresh_hz < 0:
             raise ValueError(f"refresh_hz must be >= 0, got {refresh_hz}")
@@ -92,6 +97,7 @@ class KtuiApp(App[None]):
             symbolize=symbolize if symbolize is not None else getattr(feed, "symbolize", None),
             window=window,
             probeset_path=probeset_path,
+            functions=functions,
         )
         self._stats_at = float("-inf")
         self._log_handler: logging.Handler | None = None
@@ -152,6 +158,7 @@ class KtuiApp(App[None]):
         return [
             ("dashboard", MainScreen.BINDINGS),
             ("event pane", EventLog.BINDINGS + EventPane.BINDINGS),
+            ("function browser", BrowserScreen.BINDINGS),
             ("dialogs", DIALOG_KEYS + Dialog.BINDINGS),
             ("anywhere", self.BINDINGS + [Binding("ctrl+p", "command_palette", "Command palette")]),
         ]

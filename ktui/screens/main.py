@@ -22,6 +22,8 @@ from ktui.lang.model import Probe, ProbeSet
 from ktui.pipeline.format import Symbolize
 from ktui.pipeline.rates import RateHistory, drop_percent, lost_growing, rates, totals
 from ktui.record.feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
+from ktui.screens.browse_model import FunctionIndex, running_kernel_catalog
+from ktui.screens.browser import BrowserScreen
 from ktui.screens.commands import DashboardCommands
 from ktui.screens.confirm import ConfirmDialog
 from ktui.screens.event_detail import EventDetailScreen
@@ -46,6 +48,8 @@ class MainScreen(Screen[None]):
         Binding("A", "all_on", "All on", id="all-on", show=False, tooltip="Attach every probe that is off"),
         Binding("N", "all_off", "All off", id="all-off", show=False, tooltip="Detach every probe"),
         Binding("a", "add", "Add", id="add", tooltip="Add a probe (spec checked as you type)"),
+        Binding("b", "browse", "Browse", id="browse",
+                tooltip="Find a kernel function, see its arguments, tick what to fetch, add it"),
         Binding("e", "edit", "Edit", id="edit", tooltip="Edit the selected probe"),
         Binding("d", "delete", "Delete", id="delete", tooltip="Delete the selected probe (asks first)"),
         Binding("delete", "delete", "Delete", id="delete-key", show=False),
@@ -73,9 +77,13 @@ class MainScreen(Screen[None]):
         symbolize: Symbolize | None = None,
         window: int = DEFAULT_WINDOW,
         probeset_path: str | None = None,
+        functions: FunctionIndex | None = None,
     ) -> None:
+        """functions: the kernel's functions for the browser and the add
+        dialog's completion (by default this machine's, loaded on first use)."""
         super().__init__()
         self.feed = feed
+        self.functions = functions if functions is not None else FunctionIndex(running_kernel_catalog)
         self.ops = ProbeOps(feed)
         self.symbolize = symbolize
         self.window = window
@@ -257,7 +265,14 @@ class MainScreen(Screen[None]):
             self.notify("\n".join(problems), title="some probes did not switch", severity="error")
 
     def action_add(self) -> None:
-        self.app.push_screen(ProbeDialog(self._submit_add, taken=self._names()))
+        self.app.push_screen(ProbeDialog(self._submit_add, taken=self._names(), functions=self.functions))
+
+    def action_browse(self) -> None:
+        read_only = ""
+        if self.info.buffer == "replay":
+            read_only = "replay: this machine's functions, read-only (adding needs a live session)"
+        self.app.push_screen(BrowserScreen(self.functions, self._submit_add, taken=self._names(),
+                                           read_only=read_only))
 
     async def _submit_add(self, probe: Probe) -> None:
         status = await self.ops.add(probe)
@@ -268,7 +283,8 @@ class MainScreen(Screen[None]):
         status = self.selected
         if status is not None:
             submit = lambda probe: self._submit_edit(status, probe)  # noqa: E731
-            self.app.push_screen(ProbeDialog(submit, probe=status.probe, taken=self._names(status.probe_id)))
+            self.app.push_screen(ProbeDialog(submit, probe=status.probe, taken=self._names(status.probe_id),
+                                             functions=self.functions))
 
     async def _submit_edit(self, old: ProbeStatus, probe: Probe) -> None:
         place = self.order.index(old.probe_id)

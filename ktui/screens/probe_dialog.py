@@ -16,7 +16,9 @@ from ktui.lang import chars, limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Probe, SpecError
 from ktui.lang.spec import parse_spec, validate_probe
+from ktui.screens.browse_model import FunctionIndex
 from ktui.screens.dialog import Dialog
+from ktui.screens.spec_suggest import SpecSuggester
 
 SubmitProbe = Callable[[Probe], Awaitable[None]]
 FIELDS = ("spec", "filter", "label")
@@ -99,8 +101,11 @@ class ProbeDialog(Dialog):
     """`submit(probe)` adds it (or replaces the edited one); a FeedError it
     raises is shown here and the dialog stays open."""
 
-    def __init__(self, submit: SubmitProbe, *, probe: Probe | None = None, taken: Collection[str] = ()) -> None:
+    def __init__(self, submit: SubmitProbe, *, probe: Probe | None = None, taken: Collection[str] = (),
+                 functions: FunctionIndex | None = None) -> None:
+        """functions: complete function and parameter names from these (none: no completion)."""
         super().__init__()
+        self.functions = functions
         self._submit_probe = submit
         self.editing = probe
         self.taken = frozenset(taken)
@@ -111,7 +116,8 @@ class ProbeDialog(Dialog):
         with self.frame(f"edit probe {p.name}" if p is not None else "add probe"):
             yield Label("spec", classes="field-label")
             yield Label("TARGET:KIND[:FETCH,...]   e.g. vfs_read:r:ret=retval,count=a3:u64", classes="hint")
-            yield Input(p.spec_text if p else "", placeholder="vfs_read:c:a3", id="spec")
+            suggester = SpecSuggester(self.functions) if self.functions is not None else None
+            yield Input(p.spec_text if p else "", placeholder="vfs_read:c:a3", id="spec", suggester=suggester)
             yield Static(id="spec-problem", classes="problem")
             yield Label("filter (optional)", classes="field-label")
             yield Label('e.g. comm == "dd" && a3 > 4096   names: fetch labels, a1..a6, retval, comm, pid, tid, cpu', classes="hint")

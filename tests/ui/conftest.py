@@ -14,6 +14,7 @@ from textual.notifications import Notify
 from ktui.app import KtuiApp
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
+from ktui.screens.browse_model import FunctionIndex
 from tests.fakefeed import FakeFeed
 
 SIZE = (140, 40)
@@ -37,8 +38,11 @@ def make_feed(probeset: ProbeSet | None = None, **kwargs) -> FakeFeed:
 
 
 def make_app(feed: FakeFeed | None = None, **kwargs) -> KtuiApp:
-    """refresh_hz=0: no timer; tests call `app.poll()` so every run is the same."""
+    """refresh_hz=0: no timer; tests call `app.poll()` so every run is the same.
+    No kernel functions unless a test gives some (`functions=`): the host's
+    own would make runs differ by machine."""
     kwargs.setdefault("refresh_hz", 0)
+    kwargs.setdefault("functions", FunctionIndex(None))
     kwargs.setdefault("symbolize", lambda addr: f"sym_{addr & 0xfff:x}+0x0")
     return KtuiApp(feed if feed is not None else make_feed(), **kwargs)
 

@@ -1,0 +1,411 @@
+"""The function browser: find a kernel function, see its prototype and
+verdict, tick what to fetch, add the probe.
+
+The catalog (tens of thousands of functions) loads in a thread on first
+open and stays loaded for the run; matching runs on each keystroke in the
+handler itself (browse_match: a few ms, tens at worst), only the best
+DEFAULT_CAP rows are shown. The spec being built is an ordinary editable
+Input, and adding goes through what the add dialog uses (build_probe, then
+the dashboard's submit), so the browser can never add what the dialog
+would refuse.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar, Collection
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Input, OptionList, SelectionList, Static
+from textual.widgets.option_list import Option
+from textual.widgets.selection_list import Selection
+
+from ktui.lang.model import KtuiError
+from ktui.record.feed import FeedError
+from ktui.screens.browse_match import DEFAULT_CAP
+from ktui.screens.browse_model import TYPE_CYCLE, Choice, Detail, FunctionIndex, Functions, spec_text
+from ktui.screens.probe_dialog import FieldProblem, SubmitProbe, build_probe, caret_text
+from ktui.widgets.footer import KtuiFooter
+
+log = logging.getLogger(__name__)
+
+VERDICT_STYLE = {"traceable": "green", "kprobe-only": "yellow", "unchecked": "dim"}
+
+
+class BrowserScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="browse-close", tooltip="Back to the dashboard"),
+        Binding("ctrl+r", "kind", "Call/return", id="browse-kind", priority=True,
+                tooltip="Probe the call or the return (retval) of the function"),
+        Binding("ctrl+s", "add", "Add", id="browse-add", priority=True,
+                tooltip="Add the probe the spec line describes"),
+        Binding("ctrl+t", "text_type", "String?", id="browse-type", priority=True,
+                tooltip="Fetch the highlighted char pointer as a pointer, :string or :ustring"),
+        Binding("right", "expand", "Members", id="browse-expand",
+                tooltip="Show the members of the struct a parameter points to"),
+        Binding("left", "collapse", "Fold", id="browse-fold", show=False,
+                tooltip="Hide the members again"),
+        Binding("down", "move(1)", "Down", show=False, tooltip="Next match (while typing)"),
+        Binding("up", "move(-1)", "Up", show=False, tooltip="Previous match (while typing)"),
+    ]
+    DEFAULT_CSS = """
+    BrowserScreen {
+        layout: vertical;
+        & #query, #spec { margin: 0; }
+        & #count { color: $text-muted; height: 1; padding: 0 1; }
+        & #body { height: 1fr; }
+        & #matches { width: 2fr; min-width: 30; text-wrap: nowrap; text-overflow: ellipsis; }
+        & #choices { text-wrap: nowrap; text-overflow: ellipsis; }
+        & #detail { width: 3fr; padding: 0 1; }
+        & #proto { height: auto; text-style: bold; }
+        & #verdict { height: auto; }
+        & #notes { height: auto; color: $text-muted; }
+        & #kind { height: 1; margin-top: 1; }
+        & #choices { height: 1fr; min-height: 4; }
+        & #spec-problem { height: auto; max-height: 3; color: $text-error; padding: 0 1; }
+    }
+    """
+
+    class Counted(Message):
+        def __init__(self, count: int) -> None:
+            super().__init__()
+            self.count = count
+
+    class Ready(Message):
+        def __init__(self, functions: Functions) -> None:
+            super().__init__()
+            self.functions = functions
+
+    def __init__(self, index: FunctionIndex, submit: SubmitProbe, *, taken: Collection[str] = (),
+                 read_only: str = "") -> None:
+        """`read_only`: why nothing can be added here (a replay), or ""."""
+        super().__init__()
+        self.index = index
+        self._submit_probe = submit
+        self.taken = frozenset(taken)
+        self.read_only = read_only
+        self.functions: Functions | None = index.loaded
+        self.detail: Detail | None = None
+        self.kind = "c"
+        self.picked: dict[str, str] = {}  # ref -> fetch type ("" as declared)
+        self.expanded: set[str] = set()
+        self.busy = False
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="type part of a kernel function's name", id="query")
+        yield Static("loading the kernel's functions…", id="count")
+        with Horizontal(id="body"):
+            yield OptionList(id="matches")
+            with Vertical(id="detail"):
+                yield Static(id="proto")
+                yield Static(id="verdict")
+                yield Static(id="notes")
+                yield Static(id="kind")
+                yield SelectionList[str](id="choices")
+        yield Input(placeholder="the spec to add: pick a function and tick what to fetch", id="spec")
+        yield Static(id="spec-problem")
+        yield KtuiFooter()
+
+    def on_mount(self) -> None:
+        self.query_one("#query", Input).focus()
+        self.query_one("#matches", OptionList).can_focus = True
+        if self.functions is not None:
+            self._ready(self.functions)
+        else:
+            self._load()
+
+    # ------------------------------------------------------------ loading
+    @work(thread=True, group="browse-load")
+    def _load(self) -> None:
+        functions = self.index.load(progress=lambda n: self.post_message(self.Counted(n)))
+        self.post_message(self.Ready(functions))
+
+    @on(Counted)
+    def _counted(self, message: Counted) -> None:
+        if self.functions is None:
+            self.query_one("#count", Static).update(f"loading {message.count:,} functions…")
+
+    @on(Ready)
+    def _loaded(self, message: Ready) -> None:
+        self._ready(message.functions)
+
+    def _ready(self, functions: Functions) -> None:
+        self.functions = functions
+        self.search(self.query_one("#query", Input).value)
+
+    # ------------------------------------------------------------ searching
+    @on(Input.Changed, "#query")
+    def _query_changed(self, event: Input.Changed) -> None:
+        if self.functions is not None:
+            self.search(event.value)
+
+    def search(self, query: str) -> None:
+        """Rank, show the best rows, highlight the first."""
+        assert self.functions is not None
+        found = self.functions.matcher.search(query, DEFAULT_CAP)
+        entries = self.functions.entries
+        options = []
+        for name in found.names:
+            verdict = entries[name].verdict
+            row = Text(name, no_wrap=True, overflow="ellipsis")
+            row.append(f"  {verdict}", VERDICT_STYLE.get(verdict, "red"))
+            options.append(Option(row, id=name))
+        matches = self.query_one("#matches", OptionList)
+        with self.app.batch_update():
+            matches.clear_options()
+            matches.add_options(options)
+            if options:
+                matches.highlighted = 0
+            else:
+                self.show(None)
+        self.query_one("#count", Static).update(self._count_line(query, found.total))
+
+    def _count_line(self, query: str, total: int) -> Text:
+        assert self.functions is not None
+        line = Text()
+        if not len(self.functions):
+            line.append("no functions: " + "; ".join(self.functions.problems))
+            return line
+        if query.strip():
+            line.append(f"{total:,} of {len(self.functions):,} functions match")
+            if total > DEFAULT_CAP:
+                line.append(f" (best {DEFAULT_CAP} shown)")
+        else:
+            line.append(f"{len(self.functions):,} functions")
+        if self.functions.btf_problem:
+            line.append(f" · {self.functions.btf_problem}", "yellow")
+        if self.read_only:
+            line.append(f" · {self.read_only}", "yellow")
+        return line
+
+    @on(OptionList.OptionHighlighted, "#matches")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if self.functions is not None and event.option.id is not None:
+            self.show(self.functions.detail(event.option.id))
+
+    @on(OptionList.OptionSelected, "#matches")
+    def _selected(self) -> None:
+        self._to_choices()
+
+    @on(Input.Submitted, "#query")
+    def _query_submitted(self) -> None:
+        self._to_choices()
+
+    def _to_choices(self) -> None:
+        choices = self.query_one("#choices", SelectionList)
+        target = choices if choices.option_count else self.query_one("#spec", Input)
+        target.focus()
+
+    def action_move(self, step: int) -> None:
+        matches = self.query_one("#matches", OptionList)
+        if matches.option_count:
+            now = matches.highlighted or 0
+            matches.highlighted = max(0, min(matches.option_count - 1, now + step))
+
+    # ------------------------------------------------------------ one function
+    def show(self, detail: Detail | None) -> None:
+        """A new function: its prototype, verdict, and nothing ticked."""
+        if detail is not self.detail:
+            self.picked.clear()
+            self.expanded.clear()
+        self.detail = detail
+        proto = self.query_one("#proto", Static)
+        if detail is None:
+            proto.update("")
+            for name in ("verdict", "notes", "kind"):
+                self.query_one(f"#{name}", Static).update("")
+            self.query_one("#choices", SelectionList).clear_options()
+            self._set_spec("")
+            return
+        entry = detail.entry
+        proto.update(Text(entry.prototype or f"{entry.name}(?)  (no BTF prototype)"))
+        self.query_one("#verdict", Static).update(
+            Text(detail.verdict_line, VERDICT_STYLE.get(entry.verdict, "red")))
+        notes = list(detail.notes) + ([detail.named] if detail.named else [])
+        self.query_one("#notes", Static).update("\n".join(notes))
+        self._rebuild()
+
+    def _visible(self) -> list[Choice]:
+        """The choices in display order: retval (return probes), each
+        parameter, and the members of the expanded ones under it."""
+        detail = self.detail
+        if detail is None:
+            return []
+        out = []
+        if self.kind == "r" and detail.retval is not None:
+            out.append(detail.retval)
+        for param in detail.params:
+            out.append(param)
+            if param.ref in self.expanded and self.functions is not None:
+                out.extend(self.functions.members(detail, param))
+        return out
+
+    def _rebuild(self) -> None:
+        kind = Text("probe at: ")
+        kind.append("● call" if self.kind == "c" else "○ call", "bold" if self.kind == "c" else "dim")
+        kind.append("  ")
+        kind.append("● return" if self.kind == "r" else "○ return", "bold" if self.kind == "r" else "dim")
+        kind.append("   (ctrl+r)", "dim")
+        self.query_one("#kind", Static).update(kind)
+        choices = self.query_one("#choices", SelectionList)
+        keep = choices.highlighted
+        visible = self._visible()
+        self.picked = {ref: t for ref, t in self.picked.items() if any(c.ref == ref for c in visible)}
+        selections = [Selection(self._prompt(c), c.ref, c.ref in self.picked, disabled=not c.tickable)
+                      for c in visible]
+        with self.app.batch_update():
+            choices.clear_options()
+            choices.add_options(selections)
+            enabled = [i for i, c in enumerate(visible) if c.tickable]
+            if enabled:  # where the cursor was, else the first that can be ticked
+                choices.highlighted = min(keep, len(selections) - 1) if keep is not None else enabled[0]
+        self._update_spec()
+
+    def _prompt(self, c: Choice) -> Text:
+        text = Text("    " * c.depth, no_wrap=True, overflow="ellipsis")
+        if c.depth == 0:
+            text.append(f"{c.register or '  '} ", "dim")
+        text.append(c.shown)
+        if c.expandable:
+            text.append("  ▾" if c.ref in self.expanded else "  ▸ →", "dim")
+        fetch_type = self.picked.get(c.ref, c.default_type)
+        if fetch_type:
+            text.append(f"  :{fetch_type}", "cyan")
+        if c.why_not:
+            text.append(f"  ({c.why_not})", "dim italic")
+        return text
+
+    def _choice(self, ref: str) -> Choice | None:
+        return next((c for c in self._visible() if c.ref == ref), None)
+
+    @on(SelectionList.SelectionToggled, "#choices")
+    def _toggled(self, event: SelectionList.SelectionToggled) -> None:
+        ref = event.selection.value
+        if ref in self.picked:
+            del self.picked[ref]
+        else:
+            c = self._choice(ref)
+            self.picked[ref] = c.default_type if c is not None else ""
+        self._update_spec()
+
+    def action_kind(self) -> None:
+        self.kind = "r" if self.kind == "c" else "c"
+        if self.detail is not None:
+            self._rebuild()
+
+    def _highlighted_choice(self) -> Choice | None:
+        choices = self.query_one("#choices", SelectionList)
+        if choices.highlighted is None or not choices.option_count:
+            return None
+        return self._choice(choices.get_option_at_index(choices.highlighted).value)
+
+    def action_expand(self) -> None:
+        if self.focused is self.query_one("#matches", OptionList):
+            self._to_choices()
+            return
+        c = self._highlighted_choice()
+        if c is not None and c.expandable and c.ref not in self.expanded:
+            self.expanded.add(c.ref)
+            self._rebuild()
+
+    def action_collapse(self) -> None:
+        c = self._highlighted_choice()
+        if c is None:
+            return
+        parent = c.ref.partition("->")[0] if c.depth else c.ref
+        if parent in self.expanded:
+            self.expanded.discard(parent)
+            if c.depth:  # the cursor goes back to the parameter
+                visible = [v.ref for v in self._visible()]
+                self._rebuild()
+                self.query_one("#choices", SelectionList).highlighted = visible.index(parent)
+                return
+            self._rebuild()
+
+    def action_text_type(self) -> None:
+        """Cycle a char pointer or array through pointer, :string, :ustring
+        (ticking it): GCC kernels have no __user tags, so ktui never guesses."""
+        c = self._highlighted_choice()
+        if c is None or not c.text or not c.tickable:
+            return
+        cycle = TYPE_CYCLE[1:] if c.default_type else TYPE_CYCLE
+        now = self.picked.get(c.ref, c.default_type)
+        self.picked[c.ref] = cycle[(cycle.index(now) + 1) % len(cycle)] if now in cycle else cycle[0]
+        self._rebuild()
+
+    # ------------------------------------------------------------ the spec
+    def _update_spec(self) -> None:
+        if self.detail is None:
+            return
+        order = [c.ref for c in self._visible()]
+        picks = [(ref, self.picked[ref]) for ref in order if ref in self.picked]
+        self._set_spec(spec_text(self.detail.name, self.kind, picks))
+
+    def _set_spec(self, text: str) -> None:
+        spec = self.query_one("#spec", Input)
+        if spec.value != text:
+            spec.value = text
+        else:
+            self._check(text)
+
+    @on(Input.Changed, "#spec")
+    def _spec_changed(self, event: Input.Changed) -> None:
+        if not self.busy:
+            self._check(event.value)
+
+    def _check(self, text: str):
+        """The probe the spec line makes, or None with the problem shown."""
+        problem = self.query_one("#spec-problem", Static)
+        if not text.strip():
+            problem.update("")
+            return None
+        try:
+            probe = build_probe(text, "", "", taken=self.taken)
+        except FieldProblem as err:
+            problem.update(caret_text(text, err.error))
+            return None
+        problem.update(Text(self.read_only, "yellow") if self.read_only else
+                        Text("enter or ctrl+s: add this probe", "dim"))
+        return probe
+
+    @on(Input.Submitted, "#spec")
+    def _spec_submitted(self) -> None:
+        self.action_add()
+
+    def action_add(self) -> None:
+        if self.busy:
+            return
+        spec = self.query_one("#spec", Input).value
+        probe = self._check(spec)
+        if probe is None:
+            if not spec.strip():
+                self.query_one("#spec-problem", Static).update("pick a function first")
+            return
+        if self.read_only:
+            self.notify(self.read_only, severity="warning")
+            return
+        self.busy = True
+        self.query_one("#spec-problem", Static).update("working…")
+        self.run_worker(self._submit(probe), group="browse-submit", exclusive=True)
+
+    async def _submit(self, probe) -> None:
+        try:
+            await self._submit_probe(probe)
+        except (FeedError, KtuiError) as err:
+            log.info("browser add: %s", err)
+            self.busy = False
+            self.query_one("#spec-problem", Static).update(Text(str(err)))
+            return
+        self.busy = False
+        self.notify(f"added {probe.spec_text}", title="probe added")
+        self.app.pop_screen()
+
+    def action_close(self) -> None:
+        if not self.busy:
+            self.app.pop_screen()

@@ -1,0 +1,239 @@
+"""The function browser against a fake kernel (tests/fakesysfs.py): open it
+from its key and from the command palette, type, pick, tick, add; what it
+says without BTF and in a replay; and the add dialog's completion."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input, OptionList, SelectionList
+
+from ktui.screens.browse_model import FunctionIndex
+from ktui.screens.browser import BrowserScreen
+from ktui.screens.probe_dialog import FieldProblem, ProbeDialog, build_probe
+from tests.fakesysfs import FakeKernel
+
+from .conftest import SIZE, make_app, make_feed, plain
+
+
+@pytest.fixture
+def fk(tmp_path):
+    return FakeKernel(tmp_path)
+
+
+async def open_browser(app, pilot) -> BrowserScreen:
+    await pilot.pause()
+    await pilot.press("b")
+    for _ in range(200):  # the catalog loads in a thread
+        await pilot.pause(0.01)
+        if isinstance(app.screen, BrowserScreen) and app.screen.functions is not None:
+            break
+    assert isinstance(app.screen, BrowserScreen) and app.screen.functions is not None
+    await pilot.pause()
+    return app.screen
+
+
+def rows(screen) -> list[str]:
+    matches = screen.query_one("#matches", OptionList)
+    return [matches.get_option_at_index(i).id for i in range(matches.option_count)]
+
+
+async def tick(pilot, screen, ref: str) -> None:
+    """Move the cursor down the choices to `ref` and tick it."""
+    choices = screen.query_one("#choices", SelectionList)
+    for _ in range(choices.option_count):
+        if choices.get_option_at_index(choices.highlighted).value == ref:
+            await pilot.press("space")
+            return
+        await pilot.press("down")
+    raise AssertionError(f"{ref} not reachable")
+
+
+async def test_type_pick_tick_members_and_the_spec_they_make(fk):
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        assert "12 functions" in plain(screen.query_one("#count"))
+        await pilot.press(*"vfsrd")
+        assert rows(screen)[0] == "vfs_read"
+        assert "1 of 12 functions match" in plain(screen.query_one("#count"))
+        assert "vfs_read(struct file *file, char *buf, size_t count, loff_t *pos) -> ssize_t" in \
+            plain(screen.query_one("#proto"))
+        assert plain(screen.query_one("#verdict")).startswith("traceable")
+        spec = screen.query_one("#spec", Input)
+        assert spec.value == "vfs_read:c"
+        await pilot.press("enter", "right")  # to the parameters; show file's members
+        await tick(pilot, screen, "file->f_pos")
+        await tick(pilot, screen, "count")
+        assert spec.value == "vfs_read:c:file->f_pos,count"
+        await pilot.press("ctrl+r")  # return: retval first, the ticks stay
+        assert spec.value == "vfs_read:r:file->f_pos,count"
+        await pilot.press("home")
+        choices = screen.query_one("#choices", SelectionList)
+        assert choices.get_option_at_index(0).value == "retval"
+        await pilot.press("space")
+        assert spec.value == "vfs_read:r:retval,file->f_pos,count"
+        await tick(pilot, screen, "buf")
+        await pilot.press("ctrl+t")  # a char pointer: as a pointer, :string, :ustring
+        assert spec.value == "vfs_read:r:retval,file->f_pos,buf:string,count"
+        await pilot.press("ctrl+t")
+        assert spec.value == "vfs_read:r:retval,file->f_pos,buf:ustring,count"
+        # A new function starts from nothing ticked (call or return stays as picked).
+        screen.query_one("#query", Input).focus()
+        await pilot.press(*"ctrl+u".split(), *"mymod_open")
+        await pilot.pause()
+        assert spec.value == "mymod_open:r"
+
+
+async def test_the_spec_goes_through_the_add_dialogs_checks(fk):
+    """What the browser builds is what build_probe (the add dialog's path)
+    says of it: added when it parses, its error shown when it does not."""
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"vfs_read", "enter")
+        await tick(pilot, screen, "count")
+        text = screen.query_one("#spec", Input).value
+        assert text == "vfs_read:c:count"
+        try:
+            build_probe(text, "", "", taken=screen.taken)
+            parses = True
+        except FieldProblem as err:
+            parses, message = False, err.error.message
+        before = len(app.feed.statuses())
+        await pilot.press("ctrl+s")
+        for _ in range(50):
+            await pilot.pause(0.01)
+        if parses:
+            assert len(app.feed.statuses()) == before + 1 and app.screen is app.main
+        else:
+            assert message in plain(screen.query_one("#spec-problem"))
+            assert len(app.feed.statuses()) == before and app.screen is screen
+
+
+async def test_add_a_probe_and_the_table_gains_it(fk):
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"mymod_op")
+        spec = screen.query_one("#spec", Input)
+        assert spec.value == "mymod_open:c"
+        spec.focus()
+        await pilot.press("end", *":a1", "enter")  # the line is editable: a positional fetch
+        for _ in range(100):
+            await pilot.pause(0.01)
+            if app.screen is app.main:
+                break
+        assert app.screen is app.main
+        added = [s.probe.spec_text for s in app.feed.statuses().values()]
+        assert "mymod_open:c:a1" in added
+        assert app.main.table.selected_id is not None
+        assert app.main.statuses[app.main.table.selected_id].probe.spec_text == "mymod_open:c:a1"
+
+
+async def test_a_bad_spec_line_is_shown_with_a_caret_and_nothing_is_added(fk):
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"vfs_read")
+        screen.query_one("#spec", Input).focus()
+        await pilot.press("end", *":a9", "enter")
+        await pilot.pause()
+        problem = plain(screen.query_one("#spec-problem"))
+        assert "^" in problem and "col 12" in problem
+        assert app.screen is screen
+
+
+async def test_a_compiler_copy_shows_why_it_is_positional_only(fk):
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"zstd_build.i")
+        assert rows(screen)[0] == "zstd_build.isra.0"
+        assert "positional fetches (a1..a6) only" in plain(screen.query_one("#notes"))
+        choices = screen.query_one("#choices", SelectionList)
+        assert choices.option_count == 1 and choices.get_option_at_index(0).disabled
+
+
+async def test_without_btf_one_line_says_so_and_names_are_still_listed(fk):
+    app = make_app(functions=FunctionIndex(lambda: fk.catalog(btf=None)))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        count = plain(screen.query_one("#count"))
+        assert "no BTF" in count and count.count("\n") <= 1
+        await pilot.press(*"vfs_read")
+        assert rows(screen)[0] == "vfs_read"
+        assert "no BTF" in plain(screen.query_one("#notes"))
+
+
+async def test_in_a_replay_it_browses_but_does_not_add(fk):
+    app = make_app(make_feed(replay=True), functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        assert "adding needs a live session" in plain(screen.query_one("#count"))
+        before = len(app.feed.statuses())
+        await pilot.press(*"mymod_open", "ctrl+s")
+        await pilot.pause()
+        assert len(app.feed.statuses()) == before and app.screen is screen
+
+
+async def test_from_the_command_palette_and_back_with_escape(fk):
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p", *"Browse")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        for _ in range(100):
+            await pilot.pause(0.01)
+            if isinstance(app.screen, BrowserScreen):
+                break
+        assert isinstance(app.screen, BrowserScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main
+
+
+async def test_the_add_dialog_completes_function_and_parameter_names(fk):
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("a", *"vfs_r")
+        assert isinstance(app.screen, ProbeDialog)
+        spec = app.screen.query_one("#spec", Input)
+        for _ in range(200):  # the first suggestion waits for the catalog
+            await pilot.pause(0.01)
+            if spec._suggestion:  # noqa: SLF001 (no public getter; `right` below proves it)
+                break
+        await pilot.press("right")
+        assert spec.value == "vfs_read"
+        await pilot.press(*":c:co")
+        await pilot.pause(0.05)
+        await pilot.press("right")
+        assert spec.value == "vfs_read:c:count"
+
+
+def test_the_help_lists_the_browse_key():
+    app = make_app()
+    sections = dict(app.help_sections())
+    assert any(getattr(b, "action", None) == "browse" for b in sections["dashboard"])
+    assert "function browser" in sections
+
+
+class TestBrowserSnapshot:
+    def test_vfs_read_with_members(self, snap_compare, tmp_path):
+        fk = FakeKernel(tmp_path)
+        app = make_app(functions=FunctionIndex(fk.catalog))
+
+        async def run_before(pilot) -> None:
+            screen = await open_browser(app, pilot)
+            await pilot.press(*"vfs_r", "enter", "right")
+            await tick(pilot, screen, "file->f_pos")
+            await tick(pilot, screen, "count")
+            for field in screen.query(Input):
+                field.cursor_blink = False
+            app.clear_notifications()
+            await pilot.pause()
+
+        assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
