@@ -119,7 +119,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         comm = comm if comm is not None else ps.comm
     for i, text in enumerate(specs, 1):
         try:
-            probes.append(bind_probe(parse_probe_text(text), kernel, text=text.partition(" if ")[0]))
+            probes.append(bind_probe(parse_probe_text(text), kernel, text=text))
         except SpecError as exc:  # its column counts in the -e text as typed
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
     seen: dict[str, int] = {}

@@ -32,6 +32,7 @@ from typing import Protocol
 from ktui.btf.access import Access, AccessError, Leaf, Step as BtfStep
 from ktui.btf.decode import BtfError
 from ktui.lang import filters, names
+from ktui.lang.checks import check_filter
 from ktui.lang.grammar import FetchSpan, Scanner, parse_raw, scan_fetch
 from ktui.lang.limits import MAX_DEREF
 from ktui.lang.model import (
@@ -71,7 +72,12 @@ class Kernel(Protocol):
 
 
 class NoPrototype(Exception):
-    """The function has no usable prototype; str() says why, in one line."""
+    """The function has no usable prototype; str() says why, in one line.
+    `unknown`: BTF does not describe the function at all."""
+
+    def __init__(self, message: str, *, unknown: bool = False) -> None:
+        super().__init__(message)
+        self.unknown = unknown
 
 
 def needs_binding(probe: Probe) -> bool:
@@ -83,13 +89,20 @@ def needs_binding(probe: Probe) -> bool:
     return any(_deferred(probe, name) for name in _filter_names(probe))
 
 
-def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None) -> Probe:
+def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
+               filter_text: str | None = None) -> Probe:
     """`probe` with every name bound (unchanged when it names none).
 
-    Raises SpecError (one line, with a column into `text` when it is the
-    probe's spec as the user wrote it, else into `probe.spec_text`)."""
+    Raises SpecError (one line). Its column counts in `text`, the probe as
+    the user wrote it (`SPEC` or `SPEC if FILTER`, as `-e` takes it), else
+    in `probe.spec_text`; a filter's (message `filter: ...`) in
+    `filter_text` when given, else in `text`, else in `str(probe.filter)`."""
     if not needs_binding(probe):
         return probe
+    shift = 0
+    if text is not None and " if " in text and filter_text is None:
+        head, sep, filter_text = text.partition(" if ")
+        text, shift = head, len(head) + len(sep)
     spans = _spans(probe, text)
     function = probe.target.symbol or ""
     proto = _prototype(probe, kernel, spans)
@@ -98,10 +111,20 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None) 
         span = spans[index] if index < len(spans) else FetchSpan(start=1)
         fetches.append(_bind_fetch(fetch, span, probe.kind, proto, function))
     bindings: dict[str, Named] = {}
-    for name in _filter_names(probe):
-        if _deferred(probe, name):
-            bindings[name] = _bind_filter_name(name, probe, proto, function)
-    return dataclasses.replace(probe, fetches=tuple(fetches), bindings=bindings)
+    try:
+        for name in _filter_names(probe):
+            if _deferred(probe, name):
+                bindings[name] = _bind_filter_name(name, probe, proto, function, filter_text)
+        bound = dataclasses.replace(probe, fetches=tuple(fetches), bindings=bindings)
+        if bindings:
+            # The kinds of the comparisons with the names' real types (a
+            # deferred name was not type-checked before it had one).
+            check_filter(bound, filter_text)
+    except SpecError as err:
+        if err.col is None or not shift:
+            raise
+        raise SpecError(err.message, col=err.col + shift) from None
+    return bound
 
 
 # ---------------------------------------------------------------- lookup
@@ -111,7 +134,8 @@ def _prototype(probe: Probe, kernel: Kernel | None, spans: list[FetchSpan]) -> P
     function = probe.target.symbol or ""
     col = _first_named_col(probe, spans)
     if kernel is None or kernel.problem() is not None:
-        why = (kernel.problem() if kernel is not None else None) or "no BTF"
+        # the problem's first clause: "use a1..a6" is said once, here
+        why = ((kernel.problem() if kernel is not None else None) or "no BTF").split(";")[0]
         raise SpecError(f"{_first_name(probe)}: parameters by name need the kernel's BTF ({why}); "
                         "use a1..a6", col=col)
     if any(mark in function for mark in COPY_MARKS):
@@ -121,6 +145,13 @@ def _prototype(probe: Probe, kernel: Kernel | None, spans: list[FetchSpan]) -> P
     try:
         return kernel.prototype(function)
     except NoPrototype as err:
+        if err.unknown:
+            # BTF describes every function of vmlinux and of the loaded modules:
+            # a name it lacks is a typo or gone, which the user wants first.
+            close = getattr(kernel, "close_functions", lambda _name: [])(function)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise SpecError(f"unknown kernel function {function!r}{hint}: its parameters "
+                            "cannot be named", col=1) from None
         raise SpecError(f"{_first_name(probe)}: {err}; use a1..a6", col=col) from None
     except BtfError as err:
         raise SpecError(f"BTF: {err}", col=col) from None
@@ -150,13 +181,14 @@ def _bind_fetch(fetch: Fetch, span: FetchSpan, kind: Kind, proto: Prototype, fun
     return dataclasses.replace(fetch, expr=bound_expr)
 
 
-def _bind_named(named: Named, want: str | None, proto: Prototype, function: str, col: int,
-                type_col: int, *, as_address: bool = False) -> Binding:
+def _bind_named(named: Named, want: str | None, proto: Prototype, function: str, col: int | None,
+                type_col: int | None, *, as_address: bool = False,
+                known: tuple[str, ...] = ()) -> Binding:
     access = proto.access
     try:
         slot = access.param(proto.proto_id, named.param)
     except AccessError as err:
-        raise SpecError(_no_param(named.param, err, proto, function), col=col) from None
+        raise SpecError(_no_param(named.param, err, proto, function, known), col=col) from None
     if len(slot.registers) != 1:
         verb = "" if slot.note.startswith("takes") else "is "
         raise SpecError(f"{named.param} {verb}{slot.note}: ktui reads a parameter from one of "
@@ -167,7 +199,7 @@ def _bind_named(named: Named, want: str | None, proto: Prototype, function: str,
             path = access.member_path(slot.type_id, [BtfStep(s.op, s.name) for s in named.steps],
                                       root=named.param)
         except AccessError as err:
-            raise SpecError(err.message, col=col + _step_col(named, err.step)) from None
+            raise SpecError(err.message, col=None if col is None else col + _step_col(named, err.step)) from None
         except BtfError as err:
             raise SpecError(f"BTF: {err}", col=col) from None
         if len(path.loads) > MAX_DEREF:
@@ -231,9 +263,12 @@ def _a(leaf: Leaf) -> str:
     return f"{article} {leaf.ctype}"
 
 
-def _no_param(name: str, err: AccessError, proto: Prototype, function: str) -> str:
+def _no_param(name: str, err: AccessError, proto: Prototype, function: str,
+              extra: tuple[str, ...] = ()) -> str:
     params = [s.name for s in proto.access.arg_slots(proto.proto_id) if s.name]
-    close = list(err.close) or difflib.get_close_matches(name, params, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, list(extra), n=2, cutoff=0.6)  # the probe's own fetch labels
+    close += [c for c in (list(err.close) or difflib.get_close_matches(name, params, n=3, cutoff=0.5))
+              if c not in close]
     predefined = difflib.get_close_matches(name, list(names.PREDEFINED) + list(names.REGISTER_SPELLINGS),
                                            n=1, cutoff=0.6)
     hint = ", ".join(dict.fromkeys(close + predefined))
@@ -272,27 +307,49 @@ def _deferred(probe: Probe, name: str) -> bool:
         return False
 
 
-def _bind_filter_name(name: str, probe: Probe, proto: Prototype, function: str) -> Named:
+def _bind_filter_name(name: str, probe: Probe, proto: Prototype, function: str,
+                      filter_text: str | None) -> Named:
+    col = _filter_name_col(probe, name, filter_text)
     sc = Scanner(name, "name")
     try:
         fetch, _span = scan_fetch(sc)
     except SpecError as err:
-        raise SpecError(f"filter: {err.message}") from None
+        raise SpecError(f"filter: {err.message}", col=col) from None
     named = fetch.expr
     if not isinstance(named, Named):
-        raise SpecError(f'filter: unknown name "{name}"')
+        raise SpecError(f'filter: unknown name "{name}"', col=col)
+    known = tuple(f.name for f in probe.fetches)
     try:
-        binding = _bind_named(named, None, proto, function, 1, 1)
+        binding = _bind_named(named, None, proto, function, 0, 0, known=known)
     except SpecError as err:
-        known = tuple(f.name for f in probe.fetches)
         message = err.message
         if known and "has no parameter" in message:
             message += f"; this probe's fetches are {', '.join(known)}"
-        raise SpecError(f"filter: {message}") from None
+        inner = err.col if err.col else 0  # a member's column within the name
+        raise SpecError(f"filter: {message}", col=None if col is None else col + inner) from None
     if not isinstance(binding.expr, Arg):
         raise SpecError(f"filter: {name} reads memory: fetch it too ({probe.target}:"
-                        f"{probe.kind.value}:...,{name}) to filter on it")
+                        f"{probe.kind.value}:...,{name}) to filter on it", col=col)
     return dataclasses.replace(named, binding=binding)
+
+
+def _filter_name_col(probe: Probe, name: str, filter_text: str | None) -> int | None:
+    """The column of `name`'s first use in `filter_text` (or the canonical filter)."""
+    for candidate in (filter_text, str(probe.filter)):
+        if candidate is None:
+            continue
+        try:
+            parsed, columns = filters.parse_filter_with_columns(candidate)
+        except SpecError:
+            continue
+        if parsed != probe.filter:
+            continue
+        for compare, cols in zip(filters.comparisons(parsed), columns):
+            if isinstance(compare.left, Field) and compare.left.name == name:
+                return cols.left
+            if isinstance(compare.right, Field) and compare.right.name == name:
+                return cols.right
+    return None
 
 
 # ---------------------------------------------------------------- columns

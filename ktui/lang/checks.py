@@ -90,7 +90,7 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
     limits.check_count("sample", probe.sample)
     limits.check_count("rate_limit", probe.rate_limit, optional=True)
     if probe.filter is not None:
-        _check_filter(probe, filter_text)
+        check_filter(probe, filter_text)
 
 
 def _named_col(fetch: Fetch, span: FetchSpan) -> int:
@@ -126,7 +126,8 @@ def _resolve(probe: Probe, name: str, col: int) -> names.Resolved:
         raise _filter_error(err.message, col) from None
 
 
-def _check_filter(probe: Probe, filter_text: str | None) -> None:
+def check_filter(probe: Probe, filter_text: str | None) -> None:
+    """The filter against its probe: names that resolve, operands of one kind."""
     expr = probe.filter
     if filters.tree_depth(expr) > 4 * FILTER_MAX_DEPTH + FILTER_MAX_COMPARES:
         raise _filter_error("filter nests too deeply", None)
@@ -152,6 +153,8 @@ def _check_filter(probe: Probe, filter_text: str | None) -> None:
 
 def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
     _check_unquoted_text(probe, compare, cols)
+    if _is_deferred(probe, compare.left) or _is_deferred(probe, compare.right):
+        return  # a parameter's type is known once bound to BTF (lang.bind checks it again then)
     left = _operand_kind(probe, compare.left, cols.left)
     right = _operand_kind(probe, compare.right, cols.right)
     if left != right:
@@ -195,6 +198,15 @@ def _is_unknown(probe: Probe, name: str) -> bool:
     except names.UnknownName:
         return True
     except SpecError:  # a known name used where it does not apply (retval in a call probe)
+        return False
+
+
+def _is_deferred(probe: Probe, operand: object) -> bool:
+    if not isinstance(operand, Field):
+        return False
+    try:
+        return names.resolve(probe, operand.name).deferred
+    except SpecError:
         return False
 
 

@@ -9,6 +9,7 @@ is kallsyms' first match, and its arguments cannot be trusted by name.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from ktui.btf.access import Access
@@ -60,4 +61,14 @@ class KernelNames:
             blob = render.btf
             proto_id = blob.head(ids[0])[3]
             return FoundPrototype(self.btf.access(module), proto_id, texts.pop())
-        raise NoPrototype(f"BTF describes no function {function!r}")
+        raise NoPrototype(f"BTF describes no function {function!r}", unknown=True)
+
+    def close_functions(self, name: str, limit: int = 3) -> list[str]:
+        """vmlinux functions whose names come close to `name` (a typo's
+        did-you-mean). Only on that error path: it decodes every name."""
+        blob = self.btf.vmlinux()
+        names = {blob.name_of(fid) for fid in blob.func_ids}
+        # candidates of a similar length sharing a first letter: difflib over
+        # 60,000 names at once would take seconds under emulation
+        near = [n for n in names if n[:1] == name[:1] and abs(len(n) - len(name)) <= 3]
+        return difflib.get_close_matches(name, near, n=limit, cutoff=0.75)

@@ -44,6 +44,7 @@ from ktui.lang import limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from ktui.lang.bind import Kernel, bind_probe
+from ktui.lang.grammar import parse_raw
 from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
 from ktui.lang.yamlnodes import (
     FAILED,
@@ -323,7 +324,8 @@ class _SetReader(NodeReader):
         try:
             validate_probe(probe, filter_text=None if filter_node is None else filter_node.value)
             if self.kernel is not None:
-                probe = bind_probe(probe, self.kernel)
+                probe = bind_probe(probe, self.kernel,
+                                   filter_text=None if filter_node is None else filter_node.value)
         except SpecError as err:
             self.attempt(self.fail_validation, err, probe, items, prefix, target_node, filter_node)
         return FAILED if len(self.errors) > errors_before else probe
@@ -341,11 +343,33 @@ class _SetReader(NodeReader):
             # the columns count in spec_text; a label written before it shifts them
             shift = len(written) - len(probe.spec_text)
             self.fail_inside(target_node, err, prefix + "spec: ", shift)  # type: ignore[arg-type]
-        if "fetch" in items and ("fetch" in err.message or "retval" in err.message or err.col is not None):
+        if "fetch" in items and err.col is not None and not err.message.startswith("filter:"):
+            self.fail_in_fetch_list(items["fetch"][1], probe, err, prefix)
+        if "fetch" in items and ("fetch" in err.message or "retval" in err.message):
             self.fail(items["fetch"][1], err.message, prefix + "fetch: ")
         if "kind" in items and "return probe" in err.message:
             self.fail(items["kind"][1], err.message, prefix + "kind: ")
         self.fail(target_node, err.message, prefix)
+
+    def fail_in_fetch_list(self, node: Node, probe: Probe, err: SpecError, prefix: str) -> None:
+        """An error whose column points into the canonical spec text, at a
+        fetch written in a `fetch:` list or string: point at it there."""
+        try:
+            spans = parse_raw(probe.spec_text)[1].fetches
+        except SpecError:
+            return
+        assert err.col is not None
+        index = max((i for i, s in enumerate(spans) if s.start <= err.col), default=None)
+        if index is None:
+            return
+        within = err.col - spans[index].start + 1  # the column inside that fetch's text
+        located = SpecError(err.message, col=within)
+        if isinstance(node, SequenceNode) and index < len(node.value) and isinstance(node.value[index], ScalarNode):
+            self.fail_inside(node.value[index], located, prefix + "fetch: ")
+        if isinstance(node, ScalarNode):
+            pieces = _split_fetches(node.value)
+            if index < len(pieces):
+                self.fail_inside(node, located, prefix + "fetch: ", pieces[index][1])
 
     def probe_filter(self, scalar: ScalarNode, prefix: str):
         if not scalar.value.strip():

@@ -28,6 +28,7 @@ from ktui.screens.commands import DashboardCommands
 from ktui.screens.confirm import ConfirmDialog
 from ktui.screens.event_detail import EventDetailScreen
 from ktui.screens.path_dialog import PathDialog
+from ktui.screens.probe_check import ProbeCheck
 from ktui.screens.probe_dialog import ProbeDialog
 from ktui.screens.probe_ops import ProbeOps, ReplaceFailed, is_on
 from ktui.widgets.event_log import EventLog
@@ -264,8 +265,14 @@ class MainScreen(Screen[None]):
         if problems:
             self.notify("\n".join(problems), title="some probes did not switch", severity="error")
 
+    def _probe_check(self) -> ProbeCheck | None:
+        """The running kernel's word on a probe as it is typed (none in a
+        replay: this machine's kernel is not the recording's)."""
+        return None if self.info.buffer == "replay" else ProbeCheck(self.functions)
+
     def action_add(self) -> None:
-        self.app.push_screen(ProbeDialog(self._submit_add, taken=self._names(), functions=self.functions))
+        self.app.push_screen(ProbeDialog(self._submit_add, taken=self._names(), functions=self.functions,
+                                         check=self._probe_check()))
 
     def action_browse(self) -> None:
         read_only = ""
@@ -284,7 +291,7 @@ class MainScreen(Screen[None]):
         if status is not None:
             submit = lambda probe: self._submit_edit(status, probe)  # noqa: E731
             self.app.push_screen(ProbeDialog(submit, probe=status.probe, taken=self._names(status.probe_id),
-                                             functions=self.functions))
+                                             functions=self.functions, check=self._probe_check()))
 
     async def _submit_edit(self, old: ProbeStatus, probe: Probe) -> None:
         place = self.order.index(old.probe_id)

@@ -5,6 +5,7 @@ before anything reaches the kernel."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Awaitable, Callable, Collection
 
 from rich.text import Text
@@ -17,9 +18,11 @@ from ktui.lang.filters import parse_filter
 from ktui.lang.model import Probe, SpecError
 from ktui.lang.spec import parse_spec, validate_probe
 from ktui.screens.browse_model import FunctionIndex
+from ktui.screens.probe_check import KernelProblem, ProbeCheck
 from ktui.screens.dialog import Dialog
 from ktui.screens.spec_suggest import SpecSuggester
 
+log = logging.getLogger(__name__)
 SubmitProbe = Callable[[Probe], Awaitable[None]]
 FIELDS = ("spec", "filter", "label")
 
@@ -102,10 +105,13 @@ class ProbeDialog(Dialog):
     raises is shown here and the dialog stays open."""
 
     def __init__(self, submit: SubmitProbe, *, probe: Probe | None = None, taken: Collection[str] = (),
-                 functions: FunctionIndex | None = None) -> None:
-        """functions: complete function and parameter names from these (none: no completion)."""
+                 functions: FunctionIndex | None = None, check: ProbeCheck | None = None) -> None:
+        """functions: complete function and parameter names from these (none: no completion);
+        check: ask the running kernel about a probe that parses (function, names), off the UI thread."""
         super().__init__()
         self.functions = functions
+        self.check = check
+        self.kernel_problem: KernelProblem | None = None  # the kernel's word on the fields as they are
         self._submit_probe = submit
         self.editing = probe
         self.taken = frozenset(taken)
@@ -150,7 +156,36 @@ class ProbeDialog(Dialog):
         for name, text in problems.items():
             self.query_one(f"#{name}-problem", Static).update(text)
             self.query_one(f"#{name}", Input).set_class(bool(text.plain) and bool(values["spec"].strip()), "-invalid")
+        self.kernel_problem = None
+        if self.probe is not None and self.check is not None:
+            self._ask_kernel(self.probe, values)
         return self.probe
+
+    def _ask_kernel(self, probe: Probe, values: dict[str, str]) -> None:
+        check = self.check
+        assert check is not None
+
+        def ask() -> None:
+            try:
+                found = check.problem(probe, values["spec"])
+            except Exception:  # the kernel's answer is advice: the session checks again on add
+                log.exception("kernel check of %s", probe.spec_text)
+                return
+            self.app.call_from_thread(self._kernel_answered, values, found)
+
+        self.run_worker(ask, thread=True, exclusive=True, group="kernel-check")
+
+    def _kernel_answered(self, values: dict[str, str], found: KernelProblem | None) -> None:
+        if not self.is_mounted or values != {name: self.query_one(f"#{name}", Input).value for name in FIELDS}:
+            return  # typed on since: that text has its own check coming
+        self.kernel_problem = found
+        if found is None:
+            return
+        text = caret_text(values[found.field], found.error)
+        if not found.fatal:
+            text.stylize("dim")
+        self.query_one(f"#{found.field}-problem", Static).update(text)
+        self.query_one(f"#{found.field}", Input).set_class(found.fatal, "-invalid")
 
     @on(Input.Changed)
     def _changed(self) -> None:
@@ -160,8 +195,8 @@ class ProbeDialog(Dialog):
 
     @on(Input.Submitted)
     def _submitted(self) -> None:
-        probe = self.validate()
-        if probe is None:
+        probe = self.probe if self.kernel_problem is not None else self.validate()
+        if probe is None or (self.kernel_problem is not None and self.kernel_problem.fatal):
             self.show_problem("fix the problem above first")
             return
         self.submit_with(lambda: self._submit_probe(probe))

@@ -15,6 +15,8 @@ function of its own in split BTF on top of it:
                                                    (mode, at 16), an unsigned int (total, at 20)
     dup_fn(int x) / dup_fn(long int y)             two different prototypes
     mymod_open(struct file *file, int mode) -> int in module mymod
+    vfs_write, do_sys_openat2(int dfd, const char *filename, struct open_how *how)
+                                                   what probesets/vfs.yaml names
 
 Offsets in struct file (from vfs_like): the anonymous union (f_count) at 0,
 f_path at 8 (its dentry at 8 within), the f_mode bitfield at 24, f_pos at
@@ -54,6 +56,13 @@ def write_btf(root: Path) -> Path:
     stats = b.struct("stats", 24, [("counts", b.array(i, 4, i), 0), ("mode", ushort, 128, 4),
                                    ("total", t["uint"], 160)])
     b.func("take_stats", b.func_proto(i, [("st", b.ptr(stats))]))
+    # What the shipped probe sets name (probesets/vfs.yaml), so their
+    # programs can be generated (and compared with golden files) on any host.
+    b.func("vfs_write", t["vfs_read_proto"])
+    u64 = b.int("long long unsigned int", 8)
+    open_how = b.struct("open_how", 24, [("flags", u64, 0), ("mode", u64, 64), ("resolve", u64, 128)])
+    b.func("do_sys_openat2", b.func_proto(long_, [("dfd", i), ("filename", cchar),
+                                                  ("how", b.ptr(open_how))]))
     b.func("dup_fn", b.func_proto(i, [("x", i)]))
     b.func("dup_fn", b.func_proto(i, [("y", long_)]))
     (btf_dir / "vmlinux").write_bytes(b.blob())

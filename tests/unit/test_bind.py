@@ -44,7 +44,7 @@ def kernel(tmp_path_factory):
 
 def bound(kernel, text: str):
     """`text` (`SPEC [if FILTER]`) parsed and bound, columns in `text`."""
-    return bind_probe(parse_probe_text(text), kernel, text=text.partition(" if ")[0])
+    return bind_probe(parse_probe_text(text), kernel, text=text)
 
 
 def refusal(kernel, text: str) -> SpecError:
@@ -173,7 +173,9 @@ def _at(text: str, word: str) -> int:
     ("dup_fn:c:x", "x",
      "x: BTF describes 2 different functions called dup_fn (static functions of different files): which "
      "one a probe attaches to is not known by name; use a1..a6"),
-    ("vfs_raed:c:count", "count", "count: BTF describes no function 'vfs_raed'; use a1..a6"),
+    # a function BTF does not describe is a typo first: at the target, with a did-you-mean
+    ("vfs_raed:c:count", "vfs_raed", "unknown kernel function 'vfs_raed' (did you mean vfs_read?): "
+     "its parameters cannot be named"),
 ])
 def test_every_refusal_says_why_at_the_name(kernel, text, at, message):
     err = refusal(kernel, text)

@@ -228,7 +228,7 @@ LOCATED_ERRORS = [
                  ("probe 1 (vfs_read): fetch:", 'unknown type "u99"'), id="fetch-list-item"),
     pytest.param("name: x\nprobes:\n  - function: vfs_read\n    fetch: a1,  a2:u99\n", 4, 20,
                  ("fetch:", "u99"), id="fetch-comma-string"),
-    pytest.param("name: x\nprobes:\n  - function: vfs_read\n    fetch: [retval]\n", 4, 12,
+    pytest.param("name: x\nprobes:\n  - function: vfs_read\n    fetch: [retval]\n", 4, 13,
                  ("fetch:", "retval exists only in return probes"), id="retval-in-call-probe"),
     pytest.param("name: x\nprobes:\n  - function: vfs_rea d\n", 3, 23,
                  ("function:",), id="function-syntax"),

@@ -88,3 +88,26 @@ def test_drain_and_stats_never_touch_a_freed_unit(tmp_path):
     assert loader.attached == {}
     assert all(bpf.freed for bpf in loader.compiled)
     assert len(loader.compiled) == 1 + 2 * ROUNDS
+
+
+def test_the_session_binds_names_before_it_compiles(tmp_path):
+    """A probe that names parameters reaches codegen bound to the kernel's
+    BTF (here a little kernel built in the test); a name the kernel does not
+    know is the add's one-line error, and nothing is compiled for it."""
+    from ktui.lang.model import positional
+    from ktui.lang.spec import parse_probe_text
+    from tests.unit.namedkernel import kernel_names
+
+    loader = FakeLoader()
+    ps = ProbeSet("fake", probes=(parse_spec("vfs_read:c:count,file->f_pos"),))
+    names = kernel_names(tmp_path / "k")
+    with Session(ps, SessionOptions(log_path=tmp_path / "ktui.log"), loader=loader, names=names) as s:
+        probe = next(iter(s.statuses().values())).probe
+        assert [str(positional(f.expr)) for f in probe.fetches] == ["a3", "+32(a1)"]
+        assert "+ (32LL)" in loader.compiled[0].text
+        compiled = len(loader.compiled)
+        with pytest.raises(FeedError, match="no parameter 'cuont' \\(did you mean count\\?\\)"):
+            s.add_probe_now(parse_spec("vfs_read:c:cuont"))
+        assert len(loader.compiled) == compiled
+        added = s.add_probe_now(parse_probe_text("vfs_read:r:retval if count > 4096"))
+        assert added.probe.bindings["count"].binding.type == "u64"

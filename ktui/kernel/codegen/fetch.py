@@ -48,6 +48,7 @@ class FetchGen:
 
     def raw(self, expr) -> str:
         """C expression for the 64-bit value of a non-deref fetch."""
+        expr = positional(expr)  # a name unbound here is a bug upstream: ValueError, not C
         if isinstance(expr, Arg):
             return self.arg(expr.index)
         if isinstance(expr, Reg):

@@ -181,7 +181,7 @@ static __always_inline int ktui_set_filter(u64 pid_tgid, const char *comm)
 }
 
 
-/* probe 0: vfs_read:c:file=+0(+40(+24(a1))):string,size=a3:u64 */
+/* probe 0: vfs_read:c:file=file->f_path.dentry->d_name.name:string,size=count */
 int ktui_p0(struct pt_regs *ctx)
 {
     u32 probe = 0;
@@ -200,14 +200,14 @@ int ktui_p0(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id();
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
-    /* file=+0(+40(+24(a1))):string */
+    /* file=file->f_path.dentry->d_name.name:string */
     u64 t1 = ctx->di;
     u64 t2 = 0;
-    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (24LL)));
+    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (16LL)));
     u64 t3 = 0;
-    bpf_probe_read_kernel(&t3, sizeof(t3), (void *)(t2 + (40LL)));
+    bpf_probe_read_kernel(&t3, sizeof(t3), (void *)(t2 + (16LL)));
     bpf_probe_read_kernel_str(e->payload + 0, 64, (void *)(t3 + (0LL)));
-    /* size=a3:u64 */
+    /* size=count */
     u64 v1 = (u64)(u64)((ctx->dx));
     __builtin_memcpy(e->payload + 64, &v1, 8);
     ktui_count(probe, e->comm);
@@ -266,7 +266,7 @@ int ktui_p1(struct pt_regs *ctx)
     return 0;
 }
 
-/* probe 2: vfs_write:c:file=+0(+40(+24(a1))):string,size=a3:u64 */
+/* probe 2: vfs_write:c:file=file->f_path.dentry->d_name.name:string,size=count */
 int ktui_p2(struct pt_regs *ctx)
 {
     u32 probe = 2;
@@ -285,14 +285,14 @@ int ktui_p2(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id();
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
-    /* file=+0(+40(+24(a1))):string */
+    /* file=file->f_path.dentry->d_name.name:string */
     u64 t1 = ctx->di;
     u64 t2 = 0;
-    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (24LL)));
+    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (16LL)));
     u64 t3 = 0;
-    bpf_probe_read_kernel(&t3, sizeof(t3), (void *)(t2 + (40LL)));
+    bpf_probe_read_kernel(&t3, sizeof(t3), (void *)(t2 + (16LL)));
     bpf_probe_read_kernel_str(e->payload + 0, 64, (void *)(t3 + (0LL)));
-    /* size=a3:u64 */
+    /* size=count */
     u64 v1 = (u64)(u64)((ctx->dx));
     __builtin_memcpy(e->payload + 64, &v1, 8);
     ktui_count(probe, e->comm);
@@ -351,7 +351,7 @@ int ktui_p3(struct pt_regs *ctx)
     return 0;
 }
 
-/* probe 4: do_sys_openat2:c:fname=+0(a2):ustring,open_flags=+0(a3):x64 */
+/* probe 4: do_sys_openat2:c:fname=filename:ustring,open_flags=how->flags:x64 */
 int ktui_p4(struct pt_regs *ctx)
 {
     u32 probe = 4;
@@ -370,10 +370,10 @@ int ktui_p4(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id();
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
-    /* fname=+0(a2):ustring */
+    /* fname=filename:ustring */
     u64 t1 = ctx->si;
-    bpf_probe_read_user_str(e->payload + 0, 64, (void *)(t1 + (0LL)));
-    /* open_flags=+0(a3):x64 */
+    bpf_probe_read_user_str(e->payload + 0, 64, (void *)t1);
+    /* open_flags=how->flags:x64 */
     u64 t2 = ctx->dx;
     u64 t3 = 0;
     bpf_probe_read_kernel(&t3, sizeof(t3), (void *)(t2 + (0LL)));

@@ -1,0 +1,92 @@
+"""What the running kernel says of a probe that parses: is its function
+there and probe-able, and do its names exist (BTF)? The add dialog asks
+this off the UI thread as the user types, so that `vfs_raed` or
+`file->f_pso` is caught before anything compiles or attaches.
+
+Plain Python (no Textual): the answers come from the same function index
+the browser and the completion use, loaded once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+from ktui.btf.decode import BtfError
+from ktui.kernel.ksyms import close_names
+from ktui.lang.bind import bind_probe
+from ktui.lang.grammar import parse_raw
+from ktui.lang.kernel_names import KernelNames
+from ktui.lang.model import Probe, SpecError
+from ktui.screens.browse_model import FunctionIndex
+
+log = logging.getLogger(__name__)
+
+# Verdicts of `ktui list` a probe cannot attach with (kernel/catalog.py).
+REFUSED = {
+    "notrace": "is notrace (not in available_filter_functions): this kernel's kprobe events refuse it",
+    "blacklisted": "is on the kernel's kprobe blacklist: it cannot be probed",
+    "copy-only": "has no symbol of its own, only compiler copies: probe a copy, with positional fetches",
+    "no-symbol": "has no symbol: it was inlined into its callers, or is init code already freed",
+}
+
+
+class KernelProblem(NamedTuple):
+    field: str  # "spec" or "filter": the dialog field the column counts in
+    error: SpecError
+    fatal: bool = True  # False: a warning (a module not loaded yet)
+
+
+class ProbeCheck:
+    """`problem(probe, spec_text)` -> a KernelProblem or None. Blocking
+    (it may load the index): call it from a worker thread."""
+
+    def __init__(self, index: FunctionIndex) -> None:
+        self.index = index
+        self._names: KernelNames | None = None
+
+    def problem(self, probe: Probe, spec_text: str) -> KernelProblem | None:
+        functions = self.index.load()
+        if functions.catalog is None or not functions.entries:
+            return None  # no kernel to ask (replay, or the catalog failed): the session decides
+        symbol = probe.target.symbol
+        if symbol is not None:
+            found = self._function_problem(symbol, functions, spec_text)
+            if found is not None:
+                return found
+        btf = functions.catalog.src.btf
+        if functions.btf_problem is not None or btf is None:
+            return None  # names then fail on add, with the reason
+        if self._names is None:
+            self._names = KernelNames(btf)
+        try:
+            bind_probe(probe, self._names, text=spec_text)
+        except SpecError as err:
+            field = "filter" if err.message.startswith("filter:") else "spec"
+            return KernelProblem(field, err)
+        except (BtfError, OSError) as err:
+            log.warning("checking %s against BTF: %s", probe.spec_text, err)
+        return None
+
+    def _function_problem(self, symbol: str, functions, spec_text: str) -> KernelProblem | None:
+        col = _target_col(spec_text)
+        entry = functions.entries.get(symbol)
+        if entry is None:
+            close = close_names(symbol, set(functions.entries))
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return KernelProblem("spec", SpecError(f"unknown kernel function {symbol!r}{hint}", col=col))
+        why = REFUSED.get(entry.verdict)
+        if why is not None:
+            return KernelProblem("spec", SpecError(f"{symbol} {why}", col=col))
+        if entry.verdict == "not-loaded":
+            return KernelProblem("spec", SpecError(
+                f"{symbol} is in module {entry.module}, which is not loaded (modprobe it first)",
+                col=col), fatal=False)
+        return None
+
+
+def _target_col(spec_text: str) -> int | None:
+    try:
+        return parse_raw(spec_text)[1].target
+    except SpecError:
+        return None
