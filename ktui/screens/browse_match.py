@@ -57,7 +57,11 @@ class Matcher:
     def search(self, query: str, cap: int = DEFAULT_CAP) -> Matches:
         query = query.strip()
         if not query:
-            return Matches("", tuple(self.names[:cap]), len(self.names))
+            # Nothing typed yet: names a user would probe first, not the
+            # `.E_copy`-style local symbols and `__` internals that sort first.
+            plain = [n for n in self.names if n[:1].isalpha()][:cap]
+            rest = [n for n in self.names if not n[:1].isalpha()][:cap - len(plain)]
+            return Matches("", tuple(plain + rest), len(self.names))
         exact = query != query.lower()
         hits = self._hits(query, exact)
         best = _rank(query, hits, cap)

@@ -76,3 +76,11 @@ def test_backspace_after_narrowing_widens_again():
 def _is_subsequence(q: str, name: str) -> bool:
     it = iter(name)
     return all(c in it for c in q)
+
+
+def test_an_empty_query_shows_names_a_user_would_probe_first():
+    m = Matcher([".E_copy", "__x64_sys_read", "vfs_read", "_do_fork", "tcp_sendmsg"])
+    found = m.search("")
+    assert found.names[:2] == ("tcp_sendmsg", "vfs_read")
+    assert set(found.names[2:]) == {".E_copy", "__x64_sys_read", "_do_fork"}
+    assert found.total == 5
