@@ -13,6 +13,10 @@ import yaml
 from ktui.lang.model import ProbeSet, ProbeSetError
 
 
+HEADER = "# ktui probe set\n"
+MAX_CHECK = 1 << 20  # a probe set file is at most 1 MiB (lang.limits)
+
+
 def dumps_probeset(ps: ProbeSet) -> str:
     """The probe set as YAML that `loads_probeset` reads back equal.
 
@@ -40,7 +44,7 @@ def dumps_probeset(ps: ProbeSet) -> str:
     document["probes"] = probes
     body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
                           default_flow_style=False, width=1_000_000)
-    return "# ktui probe set\n" + body
+    return HEADER + body
 
 
 def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
@@ -56,6 +60,9 @@ def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
         raise ProbeSetError("refusing to save: the path is a symbolic link", source=target)
     if os.path.isdir(target):
         raise ProbeSetError("cannot save: the path is a directory", source=target)
+    why = why_not_replace(target)
+    if why is not None:
+        raise ProbeSetError(f"refusing to save: {why}; write to another path", source=target)
     directory = os.path.dirname(target) or "."
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{Path(target).name}.", suffix=".tmp", dir=directory)
@@ -73,6 +80,39 @@ def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
     except OSError as err:
         _remove_quietly(temp)
         raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
+
+
+def why_not_replace(target: str) -> str | None:
+    """Why the existing file `target` must not be replaced by a probe set,
+    or None (no such file, or a probe set a user wrote). Saving replaces
+    probe sets only: a recording, a log or any other file is never lost to
+    a `w` with the wrong path, and the sets shipped with ktui stay as shipped
+    (with their comments)."""
+    from ktui.lang.probeset import checks_probeset
+    from ktui.lang.shipped import shipped_dir
+
+    if not os.path.lexists(target):
+        return None
+    if not os.path.isfile(target):
+        return "it is not a regular file"
+    try:
+        if Path(target).resolve().parent == shipped_dir().resolve():
+            return "it is a probe set shipped with ktui"
+    except OSError:
+        pass
+    try:
+        with open(target, "rb") as f:
+            head = f.read(MAX_CHECK + 1)
+    except OSError as err:
+        return f"it cannot be read to check what it is ({err.strerror})"
+    if len(head) > MAX_CHECK:
+        return "it is larger than any probe set"
+    if head.startswith(HEADER.encode()):
+        return None  # written by ktui
+    _ps, errors = checks_probeset(head, source=target)
+    if errors:
+        return f"it is not a probe set ({errors[0].message})"
+    return None
 
 
 def _remove_quietly(path: str) -> None:

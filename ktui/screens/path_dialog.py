@@ -13,6 +13,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
+from ktui.lang.probeset_write import why_not_replace
 from ktui.screens.dialog import Dialog
 
 SubmitPath = Callable[[str], Awaitable[None]]
@@ -28,6 +29,10 @@ def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
         return Text("" if exists else "no such file", "dim" if exists else "yellow")
     if os.path.isdir(path):
         return Text("that is a directory", "yellow")
+    if exists or os.path.lexists(path):
+        why = why_not_replace(path)
+        if why is not None:
+            return Text(f"will not be replaced: {why}", "red")
     return Text("exists: it will be replaced" if exists else "new file", "yellow" if exists else "dim")
 
 

@@ -120,3 +120,25 @@ async def test_write_error_is_shown_inline(app, tmp_path):
         await submit_path(pilot, "w", tmp_path)  # a directory
         assert isinstance(app.screen, PathDialog)
         assert "directory" in submit_problem(app)
+
+
+async def test_writing_over_a_recording_is_refused_and_it_survives(tmp_path):
+    """Issue 15: in a replay `w` proposed the recording's own path and Enter
+    replaced the recording with YAML. Now the dialog says it will not, and
+    the file is untouched."""
+    recording = tmp_path / "run.ktrec"
+    body = b"KTREC\x00\x02" + bytes(range(256)) * 64
+    recording.write_bytes(body)
+    app = make_app(make_feed(replay=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w")
+        dialog = app.screen
+        dialog.query_one("#path", Input).value = str(recording)
+        await pilot.pause()
+        assert "will not be replaced" in str(dialog.query_one("#path-hint").render())
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, PathDialog)
+        assert "refusing to save: it is not a probe set" in submit_problem(app)
+    assert recording.read_bytes() == body
