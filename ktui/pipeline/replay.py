@@ -8,6 +8,7 @@ its events; adding probes is impossible (there is no kernel).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Iterator
 
@@ -128,8 +129,12 @@ class ReplayFeed:
     def system_info(self) -> SystemInfo:
         notes = ("replay: recording was cut off; showing it up to its last complete record",) \
             if self.truncated else ()
+        created = self._reader.head.get("created")
+        when = ""
+        if isinstance(created, (int, float)):
+            when = time.strftime(" of %Y-%m-%d %H:%M", time.localtime(created))
         return SystemInfo(kernel=self._reader.head.get("kernel", "?"), buffer="replay",
-                          notes=notes)
+                          notes=notes, source=f"{os.path.basename(self._reader.path)}{when}")
 
     async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:
         if probe_id not in self._status:

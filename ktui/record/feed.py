@@ -110,6 +110,7 @@ class SystemInfo:
     root: bool = False
     buffer: str = ""  # "ringbuf" / "perf" / "replay"
     notes: tuple[str, ...] = ()  # preflight warnings, one line each
+    source: str = ""  # a replay: the recording, and when it was made
 
 
 class FeedError(Exception):

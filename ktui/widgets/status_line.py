@@ -29,11 +29,16 @@ def status_text(info: SystemInfo, totals: Totals, paused: bool) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(" ktui ", "reverse bold")
     text.append("  ")
-    text.append(f"kernel {info.kernel or '?'}  ")
-    _flag(text, "kprobes", info.kprobes)
-    _flag(text, "BTF", info.btf)
-    _flag(text, "root", info.root)
-    text.append(f"{info.buffer or '?'}  ", "bold")
+    if info.buffer == "replay":
+        # This machine's kprobes/BTF/root say nothing about a recording.
+        text.append("replay ", "bold")
+        text.append(f"{info.source or 'a recording'}, recorded on kernel {info.kernel or '?'}  ")
+    else:
+        text.append(f"kernel {info.kernel or '?'}  ")
+        _flag(text, "kprobes", info.kprobes)
+        _flag(text, "BTF", info.btf)
+        _flag(text, "root", info.root)
+        text.append(f"{info.buffer or '?'}  ", "bold")
     text.append("│ ", "dim")
     text.append(f"events {format_count(totals.events)}  lost ")
     text.append(format_count(totals.lost), "yellow bold" if totals.lost else "")
