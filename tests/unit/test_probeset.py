@@ -406,7 +406,7 @@ def test_save_writes_0600_and_loads_back(tmp_path: Path):
 
 def test_save_replaces_an_existing_file(tmp_path: Path):
     path = tmp_path / "saved.yaml"
-    path.write_text("old contents\n")
+    path.write_text("name: old\nprobes:\n  - spec: vfs_write:c\n")  # a probe set: replaced
     os.chmod(path, 0o644)
     save_probeset(load_probeset(REPO / "probesets" / "tcp.yaml"), path)
     assert load_probeset(path).name == "tcp"
