@@ -4,6 +4,12 @@
 and updates every pane once; the app calls it inside `batch_update()`.
 Probe control goes through `ProbeOps` in workers, so the kernel never
 blocks a key press.
+
+Below NARROW_BELOW columns (issue 15: at 80 the 52-column stats pane left
+the events 25 columns and no values) the stats pane folds away and `s`
+brings it back under the events; the probe table still shows the selected
+probe's state, hits and rate. From NARROW_BELOW up it sits beside the
+events again. Textual's breakpoints set the `-narrow`/`-wide` class.
 """
 
 from __future__ import annotations
@@ -40,12 +46,16 @@ from ktui.widgets.stats_pane import ProbeView, StatsPane
 from ktui.widgets.status_line import StatusLine, Totals
 
 log = logging.getLogger(__name__)
+NARROW_BELOW = 120  # columns: narrower, the stats pane folds under the events
 DEFAULT_SAVE_PATH = "./ktui-probeset.yaml"
 
 
 class MainScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "toggle", "On/off", id="toggle", tooltip="Attach or detach the selected probe"),
+        # early in the list: a narrow footer cuts the keys at its end
+        Binding("s", "stats", "Stats", id="stats",
+                tooltip="Show or hide the selected probe's stats under the events (narrow windows)"),
         Binding("A", "all_on", "All on", id="all-on", show=False, tooltip="Attach every probe that is off"),
         Binding("N", "all_off", "All off", id="all-off", show=False, tooltip="Detach every probe"),
         Binding("a", "add", "Add", id="add", tooltip="Add a probe (spec checked as you type)"),
@@ -61,6 +71,7 @@ class MainScreen(Screen[None]):
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
     ]
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (NARROW_BELOW, "-wide")]
     COMMANDS = {DashboardCommands}
     DEFAULT_CSS = """
     MainScreen {
@@ -68,6 +79,12 @@ class MainScreen(Screen[None]):
         & > #panes { height: 1fr; }
         & EventPane { width: 1fr; }
         & StatsPane { width: 52; }
+        &.-narrow {
+            & > #panes { layout: vertical; }
+            & EventPane { width: 1fr; height: 1fr; }
+            & StatsPane { width: 1fr; height: 50%; display: none; }
+            &.-stats-open StatsPane { display: block; }
+        }
     }
     """
 
@@ -99,6 +116,7 @@ class MainScreen(Screen[None]):
         self._warned_lost: set[int] = set()
         self._binding_state: tuple[bool, bool, bool] | None = None  # see _refresh_bindings_if_changed
         self.ready = False  # mounted: polls may update the panes
+        self._narrow: bool | None = None  # the width class the footer's keys were last checked for
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -115,6 +133,17 @@ class MainScreen(Screen[None]):
         self.refresh_probes()
         self.table.focus()
         self.ready = True
+
+    def on_resize(self) -> None:
+        # `s` applies only to a narrow window: the footer shows it then.
+        narrow = self.app.size.width < NARROW_BELOW
+        if narrow != self._narrow:
+            self._narrow = narrow
+            self.refresh_bindings()
+
+    @property
+    def narrow(self) -> bool:
+        return self.app.size.width < NARROW_BELOW
 
     @property
     def table(self) -> ProbeTable:
@@ -229,6 +258,8 @@ class MainScreen(Screen[None]):
             return not self.events.paused
         if action == "follow":
             return self.events.paused
+        if action == "stats":
+            return self.narrow
         return True
 
     # ------------------------------------------------------------ actions
@@ -378,4 +409,8 @@ class MainScreen(Screen[None]):
 
     def action_clear(self) -> None:
         self.events.clear()
+
+    def action_stats(self) -> None:
+        """Narrow window: the stats pane under the events, or folded away."""
+        self.toggle_class("-stats-open")
 

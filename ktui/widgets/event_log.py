@@ -3,6 +3,10 @@
 Toolong's approach: the widget owns no child widgets per event; it renders
 the rows in view from a small cache of strips, so a window of thousands of
 rows costs the same to draw as a screenful.
+
+Lines fit the pane's width (event_line.choose_layout): the probe and its
+values come before the cpu and the timestamp's precision, and a cut value
+ends in an ellipsis. Enter shows every field of an event.
 """
 
 from __future__ import annotations
@@ -24,19 +28,13 @@ from textual.strip import Strip
 from ktui.lang.model import Probe
 from ktui.pipeline.format import Symbolize
 from ktui.record.feed import Event
+from ktui.widgets.event_line import MIN_DETAILS, LineLayout, choose_layout, cut_time, fit
 from ktui.widgets.event_window import DEFAULT_WINDOW, EventRow, EventWindow
 
 _ERRNO = re.compile(r"\(E[A-Z0-9]+\)")
 # Column widths never shrink while rows live, so lines do not jump sideways;
 # they are capped so one long comm or name cannot push the values away.
 _MAX_TASK, _MAX_NAME = 24, 24
-
-
-def _fit(text: str, width: int) -> str:
-    """Pad or cut `text` to `width` cells (a cut ends in an ellipsis)."""
-    if len(text) > width:
-        return text[: width - 1] + "…"
-    return text.ljust(width)
 
 
 class EventLog(ScrollView, can_focus=True):
@@ -63,7 +61,7 @@ class EventLog(ScrollView, can_focus=True):
     EventLog {
         background: $surface;
         color: $foreground;
-        overflow-x: scroll;
+        overflow-x: hidden;
         overflow-y: scroll;
         & > .event-log--time { color: $text-muted; }
         & > .event-log--task { color: $text-secondary; }
@@ -101,8 +99,9 @@ class EventLog(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.window = EventWindow(window, symbolize)
         self.cursor = -1  # index into window.view; -1 when empty
-        self._widths = [0, 3, 0, 0]  # time, cpu, task, name
-        self._width = 0
+        self._widths = [0, 3, 0, 0, 0]  # time, cpu, task, name, details (up to MIN_DETAILS)
+        self._width = 0  # the pane's width the cached lines were fitted to
+        self._layout = LineLayout()
         self._cache: LRUCache[tuple[int, bool, bool], Strip] = LRUCache(512)
         self._styles: tuple[Style, Style] | None = None  # base and cursor
 
@@ -149,10 +148,9 @@ class EventLog(ScrollView, can_focus=True):
         return [" ".join(self.window.columns(r)) for r in self.window.view]
 
     def _update_virtual_size(self) -> None:
-        self.virtual_size = Size(self._width, len(self.window))
+        self.virtual_size = Size(0, len(self.window))  # lines fit the width: no horizontal scroll
         if self.cursor == len(self.window) - 1:
-            # follow the tail; after the next layout, as a horizontal
-            # scrollbar may appear (lines grow as they are drawn) and move the end
+            # follow the tail, after the next layout
             self.scroll_end(animate=False, x_axis=False, force=True)
 
     # ------------------------------------------------------------ cursor
@@ -224,6 +222,9 @@ class EventLog(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
+        if width != self._width:
+            self._width = width
+            self._relayout()
         base = self._base_style()
         if not 0 <= index < len(self.window):
             return Strip.blank(width, base)
@@ -241,35 +242,40 @@ class EventLog(ScrollView, can_focus=True):
         columns = self.window.columns(row)
         if self._grow_widths(columns):
             # rows already drawn used narrower columns: draw them again
-            self._cache.clear()
+            self._relayout()
             self.call_later(self.refresh)
         time, cpu, task, name, details = columns
-        w_time, _, w_task, w_name = self._widths
+        layout, w_time = self._layout, self._widths[0] - self._layout.time_cut
         style = self.get_component_rich_style
         text = Text(style=base, no_wrap=True, end="")
-        text.append(time.rjust(w_time), style("event-log--time"))
-        text.append(" " + cpu + " ", style("event-log--time"))
-        text.append(_fit(task, w_task) + " ", style("event-log--task"))
-        text.append(_fit(name, w_name) + " ", style("event-log--probe"))
+        text.append(cut_time(time, layout.time_cut).rjust(w_time) + " ", style("event-log--time"))
+        if layout.cpu:
+            text.append(cpu + " ", style("event-log--time"))
+        text.append(fit(task, layout.task_width) + " ", style("event-log--task"))
+        text.append(fit(name, layout.name_width) + " ", style("event-log--probe"))
         offset = len(text)
         text.append(details)
         error = style("event-log--error")
         for match in _ERRNO.finditer(details):
             text.stylize(error, offset + match.start(), offset + match.end())
+        if self._width and cell_len(text.plain) > self._width:
+            text.truncate(self._width, overflow="ellipsis")  # a cut value says so
         if is_cursor:
             text.stylize(style("event-log--cursor"))
-        length = cell_len(text.plain)
-        if length > self._width:
-            self._width = length
-            self._update_virtual_size()
-        strip = Strip(text.render(self.app.console), length)
+        strip = Strip(text.render(self.app.console), cell_len(text.plain))
         self._cache[key] = strip
         return strip
 
+    def _relayout(self) -> None:
+        """Choose the columns again for the current width and column widths."""
+        w_time, _, w_task, w_name, w_details = self._widths
+        self._layout = choose_layout(w_time, w_task, w_name, self._width or 10_000, w_details)
+        self._cache.clear()
+
     def _grow_widths(self, columns: tuple[str, ...]) -> bool:
-        caps = (len(columns[0]), 3, _MAX_TASK, _MAX_NAME)
+        caps = (len(columns[0]), 3, _MAX_TASK, _MAX_NAME, MIN_DETAILS)
         grown = False
-        for i in (0, 2, 3):
+        for i in (0, 2, 3, 4):
             wanted = min(len(columns[i]), caps[i])
             if wanted > self._widths[i]:
                 self._widths[i] = wanted

@@ -1,7 +1,13 @@
 """One row per probe, updated in place: cells change, rows keep their place.
 
 The table is rebuilt only when the set of probes changes (add, remove,
-edit, open); every stats tick only rewrites the cells whose text changed.
+edit, open) or the width calls for other columns; every stats tick only
+rewrites the cells whose text changed.
+
+At narrow widths (issue 15: at 80 columns p50/p99 were cut off at the
+edge) columns give way by priority, see `fit_columns`: errors, p99 and p50
+go, the state and lost columns narrow, and the name, state, hits and rate of
+every probe always show.
 """
 
 from __future__ import annotations
@@ -30,6 +36,26 @@ COLUMNS = (
     ("errors", "errors", 7),
 )
 NAME_WIDTH = (12, 40)  # min, max
+CELL_PADDING = 1  # DataTable's default, on each side of every column
+# How the columns give way when the table is narrower than all of them, in
+# order: (column, new width), None drops the column. Name, state, hits and
+# rate stay (the selected probe's numbers when the stats pane is folded).
+NARROWING = (
+    ("name", 28),  # long specs as names: cut, they end in an ellipsis
+    ("state", 18),
+    ("errors", None),
+    ("p99", None),
+    ("p50", None),
+    ("state", 14),
+    ("lost", 6),
+    ("name", 20),
+    ("state", 10),
+    ("name", 14),
+    ("lost", None),
+    ("kind", None),
+    ("state", 8),
+)
+KEYS = tuple(key for key, _, _ in COLUMNS)
 MARKERS = {
     ProbeState.ATTACHED: Text("●", "green"),
     ProbeState.PENDING: Text("◌", "yellow"),
@@ -55,6 +81,27 @@ class ProbeLine:
         return self.status.probe_id
 
 
+def fit_columns(name_width: int, available: int) -> tuple[tuple[str, str, int], ...]:
+    """The columns to show, as (key, header, width), in a table `available`
+    cells wide: all of them when they fit, else narrowed by NARROWING until
+    they do (or nothing is left to give)."""
+    widths = {key: name_width if width is None else width for key, _, width in COLUMNS}
+
+    def total() -> int:
+        return sum(w + 2 * CELL_PADDING for w in widths.values())
+
+    for key, width in NARROWING:
+        if total() <= available:
+            break
+        if key not in widths:
+            continue
+        if width is None:
+            del widths[key]
+        else:
+            widths[key] = min(widths[key], width)
+    return tuple((key, header, widths[key]) for key, header, _ in COLUMNS if key in widths)
+
+
 def _right(text: str, style: str = "") -> Text:
     return Text(text, style, justify="right")
 
@@ -65,7 +112,7 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     state = status.state.value + (f": {status.reason}" if status.reason else "")
     cells = [
         MARKERS[status.state],
-        Text(probe.name, "bold" if status.state is ProbeState.ATTACHED else ""),
+        Text(probe.name, "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
         Text(probe.kind.value, "magenta" if probe.kind is Kind.RETURN else "cyan"),
         Text(state, STATE_STYLES[status.state], overflow="ellipsis", no_wrap=True),
     ]
@@ -104,9 +151,26 @@ class ProbeTable(DataTable):
         self._ids: list[int] = []
         self._cells: dict[int, tuple[Text, ...]] = {}
         self._name_width = 0
+        self._columns: tuple[tuple[str, str, int], ...] = ()
+        self._lines: list[ProbeLine] = []
 
     def on_mount(self) -> None:
         self.border_title = "probes"
+
+    def on_resize(self) -> None:
+        if self._lines and self._fit(self._name_width) != self._columns:
+            self._rebuild(self._lines, self._name_width)
+
+    @property
+    def shown_columns(self) -> tuple[str, ...]:
+        """The keys of the columns on screen now."""
+        return tuple(key for key, _, _ in self._columns)
+
+    def _fit(self, name_width: int) -> tuple[tuple[str, str, int], ...]:
+        # The border takes 2 cells; a vertical scrollbar, when the rows do
+        # not fit, takes its own width (the region below excludes it).
+        available = self.scrollable_content_region.width if self.size.width else 10_000
+        return fit_columns(name_width, available)
 
     @property
     def selected_id(self) -> int | None:
@@ -126,15 +190,16 @@ class ProbeTable(DataTable):
         ids = [line.probe_id for line in lines]
         names = [len(line.status.probe.name) for line in lines]
         width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
-        if ids != self._ids or width != self._name_width:
+        self._lines = list(lines)
+        if ids != self._ids or width != self._name_width or self._fit(width) != self._columns:
             self._rebuild(lines, width)
             return
-        keys = [c[0] for c in COLUMNS]
+        shown = set(self.shown_columns)
         for line in lines:
             new = row_cells(line)
             old = self._cells[line.probe_id]
-            for key, before, after in zip(keys, old, new):
-                if before != after:
+            for key, before, after in zip(KEYS, old, new):
+                if before != after and key in shown:
                     self.update_cell(str(line.probe_id), key, after)
             self._cells[line.probe_id] = new
 
@@ -142,16 +207,18 @@ class ProbeTable(DataTable):
         keep = self.selected_id
         old_row = self.cursor_row
         self.clear(columns=True)
-        for key, header, width in COLUMNS:
-            label = Text(header, justify="right") if width and width > 1 and key not in ("state",) else header
-            self.add_column(label, key=key, width=name_width if width is None else width)
+        self._columns = self._fit(name_width)
+        for key, header, width in self._columns:
+            label = Text(header, justify="right") if width > 1 and key not in ("name", "state") else header
+            self.add_column(label, key=key, width=width)
         self._ids = [line.probe_id for line in lines]
         self._name_width = name_width
         self._cells = {}
+        shown = [KEYS.index(key) for key in self.shown_columns]
         for line in lines:
             cells = row_cells(line)
             self._cells[line.probe_id] = cells
-            self.add_row(*cells, key=str(line.probe_id))
+            self.add_row(*(cells[i] for i in shown), key=str(line.probe_id))
         if keep in self._ids:
             self.move_cursor(row=self._ids.index(keep), animate=False)
         elif self._ids:

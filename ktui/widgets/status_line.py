@@ -1,14 +1,25 @@
-"""The top line: what this machine can do, totals, and what needs attention."""
+"""The top line: what this machine can do, totals, and what needs attention.
+
+It is one line at any width (issue 15: at 80 columns it wrapped onto two).
+Each part has a few renderings, longest first; when the line is too wide
+the least useful part is shortened first (the flags' words, the buffer, the
+lost percentage, the kernel's name...), and only what still does not fit
+is cut with an ellipsis. Warnings take extra lines only when there are any.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
 from ktui.pipeline.format import format_count
 from ktui.record.feed import SystemInfo
+
+Piece = tuple[str, str]  # (text, style)
+Rendering = tuple[Piece, ...]
 
 
 @dataclass(frozen=True)
@@ -19,40 +30,98 @@ class Totals:
     losing: tuple[str, ...] = ()  # names of probes whose lost count grows
 
 
-def _flag(text: Text, name: str, ok: bool) -> None:
-    text.append(f"{name} ")
-    text.append("✓" if ok else "✗", "green" if ok else "red bold")
-    text.append("  ")
+def _flags(info: SystemInfo) -> list[Rendering]:
+    """`kprobes ✓  BTF ✓  root ✗`, then only the missing ones, then nothing."""
+    marks = (("kprobes", info.kprobes), ("BTF", info.btf), ("root", info.root))
+    full: list[Piece] = []
+    for name, ok in marks:
+        full += [(f"{name} ", ""), ("✓" if ok else "✗", "green" if ok else "red bold"), ("  ", "")]
+    missing: list[Piece] = []
+    for name, ok in marks:
+        if not ok:
+            missing += [(f"{name}", ""), ("✗", "red bold"), (" ", "")]
+    if missing:
+        missing[-1] = ("  ", "")
+    return [tuple(full), tuple(missing), ()]
 
 
-def status_text(info: SystemInfo, totals: Totals, paused: bool) -> Text:
-    text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(" ktui ", "reverse bold")
-    text.append("  ")
+def _parts(info: SystemInfo, totals: Totals, paused: bool) -> dict[str, list[Rendering]]:
+    """Every part of the line, each as its renderings from longest to shortest."""
+    parts: dict[str, list[Rendering]] = {"badge": [((" ktui ", "reverse bold"), ("  ", ""))]}
     if info.buffer == "replay":
         # This machine's kprobes/BTF/root say nothing about a recording.
-        text.append("replay ", "bold")
-        text.append(f"{info.source or 'a recording'}, recorded on kernel {info.kernel or '?'}  ")
+        source, kernel = info.source or "a recording", info.kernel or "?"
+        parts["replay"] = [
+            (("replay ", "bold"), (f"{source}, recorded on kernel {kernel}  ", "")),
+            (("replay ", "bold"), (f"{source}, kernel {kernel}  ", "")),
+            (("replay ", "bold"), (f"{source}  ", "")),
+        ]
     else:
-        text.append(f"kernel {info.kernel or '?'}  ")
-        _flag(text, "kprobes", info.kprobes)
-        _flag(text, "BTF", info.btf)
-        _flag(text, "root", info.root)
-        text.append(f"{info.buffer or '?'}  ", "bold")
-    text.append("│ ", "dim")
-    text.append(f"events {format_count(totals.events)}  lost ")
-    text.append(format_count(totals.lost), "yellow bold" if totals.lost else "")
-    text.append(f" ({totals.drop_percent:.2f}%)  ", "yellow" if totals.drop_percent else "")
-    text.append("│ ", "dim")
-    text.append("⏸ PAUSED" if paused else "▶ following", "black on yellow" if paused else "green")
+        kernel = info.kernel or "?"
+        parts["kernel"] = [((f"kernel {kernel}  ", ""),), ((f"{kernel}  ", ""),), ()]
+        parts["flags"] = _flags(info)
+        parts["buffer"] = [((f"{info.buffer or '?'}  ", "bold"),), ()]
+    lost_style = "yellow bold" if totals.lost else ""
+    percent = ((f" ({totals.drop_percent:.2f}%)", "yellow" if totals.drop_percent else ""),)
+    lost = ((" lost ", ""), (format_count(totals.lost), lost_style))
+    parts["counts"] = [
+        (("│ ", "dim"), (f"events {format_count(totals.events)} ", "")) + lost + percent + (("  ", ""),),
+        (("│ ", "dim"), (f"events {format_count(totals.events)} ", "")) + lost + (("  ", ""),),
+        (("│ ", "dim"), (f"ev {format_count(totals.events)}", "")) + lost + ((" ", ""),),
+    ]
+    mark = ("⏸ PAUSED", "black on yellow") if paused else ("▶ following", "green")
+    short = ("⏸ PAUSED", "black on yellow") if paused else ("▶", "green")
+    parts["mode"] = [(("│ ", "dim"), mark), (("│ ", "dim"), short)]
+    return parts
+
+
+# Which part gives up a rendering next when the line is too wide: the least
+# useful first. The counts and the paused mark stay readable longest.
+SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "mode", "kernel", "replay", "flags", "counts", "kernel")
+
+
+def _width(parts: dict[str, list[Rendering]], levels: dict[str, int]) -> int:
+    return sum(cell_len(text) for name, options in parts.items() for text, _ in options[levels[name]])
+
+
+def shorten_levels(parts: dict[str, list[Rendering]], width: int) -> dict[str, int]:
+    """How far to shorten each part so the line fits `width` cells (as far
+    as the order allows; the caller cuts whatever still does not fit)."""
+    levels = dict.fromkeys(parts, 0)
+    for name in SHORTEN_ORDER:
+        if _width(parts, levels) <= width:
+            break
+        if name in parts and levels[name] < len(parts[name]) - 1:
+            levels[name] += 1
+    return levels
+
+
+def status_text(info: SystemInfo, totals: Totals, paused: bool, width: int | None = None) -> Text:
+    """The status line, shortened to `width` cells (None: everything), and
+    one extra line per warning."""
+    parts = _parts(info, totals, paused)
+    levels = shorten_levels(parts, width) if width else dict.fromkeys(parts, 0)
+    line = Text(no_wrap=True, overflow="ellipsis", end="")
+    for name, options in parts.items():
+        for piece, style in options[levels[name]]:
+            line.append(piece, style)
+    line.rstrip()
+    if width:
+        line.truncate(width, overflow="ellipsis")
     warnings = list(info.notes)
     if totals.losing:
         names = ", ".join(totals.losing)
         warnings.append(
             f"losing events: {names} (try stats-only: no fetches, or a filter, sample or rate limit)"
         )
+    text = Text(no_wrap=True, overflow="ellipsis", end="")
+    text.append_text(line)
     for note in warnings:
-        text.append(f"\n ⚠ {note}", "yellow")
+        warning = Text(f" ⚠ {note}", "yellow")
+        if width:
+            warning.truncate(width, overflow="ellipsis")
+        text.append("\n")
+        text.append_text(warning)
     return text
 
 
@@ -63,15 +132,27 @@ class StatusLine(Static):
         max-height: 4;
         background: $panel;
         color: $foreground;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._shown: Text | None = None
+        self._state: tuple[SystemInfo, Totals, bool] | None = None
 
     def show(self, info: SystemInfo, totals: Totals, paused: bool) -> None:
-        text = status_text(info, totals, paused)
+        self._state = (info, totals, paused)
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._state is None:
+            return
+        text = status_text(*self._state, width=self.size.width or None)
         if text != self._shown:  # no refresh when nothing changed
             self._shown = text
             self.update(text)

@@ -1,4 +1,5 @@
-"""What the screens look like, pinned as SVG snapshots (140x40).
+"""What the screens look like, pinned as SVG snapshots (140x40, and
+80x24 / 120x40 / 200x60 in TestSizes).
 
 Everything on screen is deterministic: FakeFeed timestamps and values, its
 fake clock for rates, no poll timer (refresh_hz=0), notifications cleared,
@@ -8,9 +9,28 @@ no cursor blink. Update after a deliberate change with
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 from textual.widgets import Input
 
-from .conftest import SIZE, make_app, polls
+from ktui.lang.spec import parse_spec
+from ktui.record.feed import SystemInfo
+
+from .conftest import SIZE, demo_probeset, make_app, make_feed, polls
+
+# Issue 15: the size terminals open at (80x24), a tmux split, a big screen.
+SIZES = [(80, 24), (120, 40), (200, 60)]
+# A probe whose events are wider than an 80-column pane: its values must
+# show, cut with an ellipsis, before the cpu and the timestamp's precision.
+WIDE = parse_spec(
+    "do_sys_openat2:c:dfd=a1:s32,path=+0(a2):ustring,oflags=a3:x32,omode=a4:u32,how=a4:x64,caller=rip:symbol"
+)
+
+
+def wide_feed(**kwargs):
+    demo = demo_probeset()
+    return make_feed(dataclasses.replace(demo, probes=(WIDE,) + demo.probes), **kwargs)
 
 
 def settle(app):
@@ -47,6 +67,26 @@ class TestMainScreen:
             await pilot.pause()
 
         assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+class TestSizes:
+    """The dashboard and a replay at 80x24, 120x40 and 200x60: a one-line
+    header, event values, the selected probe's numbers."""
+
+    @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+    def test_dashboard(self, snap_compare, size):
+        app = make_app(wide_feed())
+        assert snap_compare(app, terminal_size=size, run_before=settle(app))
+
+    @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+    def test_replay(self, snap_compare, size):
+        info = SystemInfo(kernel="6.1.0-57-amd64", source="demo.ktrec of 2026-11-30 12:00")
+        app = make_app(wide_feed(replay=True, info=info))
+        assert snap_compare(app, terminal_size=size, run_before=settle(app))
+
+    def test_narrow_stats_come_back_under_the_events(self, snap_compare):
+        app = make_app(wide_feed())
+        assert snap_compare(app, press=["s"], terminal_size=(80, 24), run_before=settle(app))
 
 
 class TestHelp:

@@ -19,3 +19,56 @@ def test_replay_shows_the_recording_not_this_machine():
     text = status_text(info, Totals(), False).plain
     assert "replay run.ktrec of 2026-11-30 12:00, recorded on kernel 6.1.0-57-amd64" in text
     assert "✗" not in text and "kprobes" not in text
+
+
+# Issue 15: at 80 columns the header wrapped onto two lines. It now shortens
+# by priority and stays one line at any width.
+LIVE = SystemInfo("6.1.0-57-amd64", True, True, False, "ringbuf")
+REPLAY = SystemInfo("6.1.0-57-amd64", buffer="replay", source="run.ktrec of 2026-11-30 12:00")
+BUSY = Totals(events=371_400, lost=12_345, drop_percent=3.25)
+
+
+def _line(info, totals, paused, width):
+    text = status_text(info, totals, paused, width).plain
+    assert "\n" not in text  # one line when there is nothing to warn about
+    assert len(text) <= width
+    return text
+
+
+def test_wide_enough_shows_everything():
+    text = _line(LIVE, BUSY, False, 200)
+    assert text == status_text(LIVE, BUSY, False).plain
+    assert "kprobes ✓" in text and "ringbuf" in text and "(3.25%)" in text and "following" in text
+
+
+def test_at_80_the_flag_words_and_percentage_go_first():
+    text = _line(LIVE, BUSY, False, 80)
+    assert "kprobes" not in text and "BTF" not in text  # the words of flags that are fine
+    assert "root✗" in text  # what is missing still shows
+    assert "(3.25%)" not in text and "ringbuf" not in text
+    assert "kernel 6.1.0-57-amd64" in text and "events 371.4k" in text and "lost 12345" in text
+
+
+def test_paused_stays_readable_when_following_shrinks():
+    assert "⏸ PAUSED" in _line(LIVE, BUSY, True, 60)
+    following = _line(LIVE, BUSY, False, 60)
+    assert following.endswith("▶") and "following" not in following
+
+
+def test_replay_at_80_keeps_the_recording_and_the_counts():
+    text = _line(REPLAY, BUSY, False, 80)
+    assert "replay run.ktrec of 2026-11-30 12:00" in text and "lost 12345" in text
+    at_120 = _line(REPLAY, BUSY, False, 120)
+    assert "kernel 6.1.0-57-amd64" in at_120 and "recorded on" not in at_120
+
+
+def test_too_narrow_for_any_form_is_cut_with_an_ellipsis():
+    assert _line(REPLAY, BUSY, False, 40).endswith("…")
+
+
+def test_warnings_take_extra_lines_only_when_there_are_some():
+    noted = SystemInfo("6.1.0-57-amd64", True, False, True, "ringbuf", notes=("no BTF: " + "x" * 100,))
+    lines = status_text(noted, Totals(losing=("vfs_read",)), False, 80).plain.split("\n")
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines)
+    assert lines[1].startswith(" ⚠ no BTF") and lines[1].endswith("…")
+    assert "losing events: vfs_read" in lines[2]

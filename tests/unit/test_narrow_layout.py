@@ -1,0 +1,81 @@
+"""Issue 15: at 80 columns the probe table cut off p50/p99 at its edge and
+the event pane showed only timestamps and comms, never a value. Columns now
+give way by priority: these tests pin the order."""
+
+from __future__ import annotations
+
+from ktui.widgets.event_line import MIN_DETAILS, LineLayout, choose_layout, cut_time, fit
+from ktui.widgets.probe_table import COLUMNS, fit_columns
+
+ALWAYS = {"on", "name", "state", "hits", "rate"}  # the selected probe's numbers
+
+
+def keys(available, name_width=18):
+    return [key for key, _, _ in fit_columns(name_width, available)]
+
+
+def widths(available, name_width=18):
+    return {key: width for key, _, width in fit_columns(name_width, available)}
+
+
+def test_wide_tables_show_every_column_at_full_width():
+    assert keys(200) == [key for key, _, _ in COLUMNS]
+    assert widths(200)["state"] == 22 and widths(200)["name"] == 18
+
+
+def test_errors_then_p99_then_p50_then_lost_go():
+    for name_width in (12, 18, 40):
+        gone = []  # columns in the order they leave as the table narrows
+        for available in range(200, 20, -1):
+            gone += [key for key in [k for k, _, _ in COLUMNS] if key not in keys(available, name_width) and key not in gone]
+        assert gone[:4] == ["errors", "p99", "p50", "lost"], name_width
+
+
+def test_long_names_are_cut_before_a_column_goes():
+    everything = widths(200, name_width=40)
+    assert everything["name"] == 40
+    at_120 = widths(116, name_width=40)  # a 120-column table less border and scrollbar
+    assert at_120["name"] == 28 and {"p50", "p99", "errors"} <= set(at_120)
+
+
+def test_at_80_columns_name_state_hits_rate_and_lost_show():
+    shown = keys(76)  # an 80-column table less its border and a scrollbar
+    assert ALWAYS <= set(shown) and "lost" in shown
+    assert not {"p50", "p99", "errors"} & set(shown)
+    assert sum(w + 2 for w in widths(76).values()) <= 76
+
+
+def test_name_state_hits_and_rate_never_go():
+    for available in range(20, 200, 7):
+        assert ALWAYS <= set(keys(available, name_width=40)), available
+
+
+def test_columns_fit_whenever_they_can():
+    for available in range(60, 200):
+        assert sum(w + 2 for w in widths(available, 30).values()) <= available, available
+
+
+def test_event_lines_keep_everything_when_the_pane_is_wide():
+    assert choose_layout(10, 20, 16, 200) == LineLayout(True, 0, 20, 16)
+
+
+def test_event_lines_drop_cpu_then_timestamp_precision_first():
+    full = LineLayout(True, 0, 20, 16).prefix_width(10)
+    assert choose_layout(10, 20, 16, full + MIN_DETAILS) == LineLayout(True, 0, 20, 16)
+    assert choose_layout(10, 20, 16, full + MIN_DETAILS - 1) == LineLayout(False, 0, 20, 16)
+    assert choose_layout(10, 20, 16, full + MIN_DETAILS - 5) == LineLayout(False, 3, 20, 16)
+    narrowest = choose_layout(10, 20, 24, 40)
+    assert narrowest == LineLayout(False, 3, 14, 16)
+
+
+def test_short_values_keep_the_columns():
+    """Lines whose values are short leave room: nothing needs to give way."""
+    full = LineLayout(True, 0, 20, 16).prefix_width(10)
+    assert choose_layout(10, 20, 16, full + 6, details_width=6).cpu
+
+
+def test_cut_time_and_fit():
+    assert cut_time("4242.000123", 3) == "4242.000"
+    assert cut_time("4242.000123", 0) == "4242.000123"
+    assert fit("systemd-journal[1234]", 14) == "systemd-journ…"
+    assert fit("cat[1]", 8) == "cat[1]  "
