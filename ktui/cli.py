@@ -7,7 +7,7 @@
     ktui stream FILE | -e SPEC... | --from REC   NDJSON events + stats on stdout
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
-    ktui vm [ARGS...]                        the dashboard inside a throwaway VM
+    ktui vm [ARGS...]                        ktui ARGS inside a throwaway VM (default: the dashboard)
 
 Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
 environment cannot run probes, 4 a runtime failure, 130 stopped before the
@@ -26,7 +26,7 @@ import click
 
 from ktui import __version__
 from ktui.cli_args import Bounded, one_line
-from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
 
@@ -93,8 +93,12 @@ def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
 
 
 def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None = None,
-                comm: str | None = None, default: bool = False) -> ProbeSet:
-    """Files and -e specs -> one ProbeSet. Raises KtuiError."""
+                comm: str | None = None, default: bool = False, bind: bool = True) -> ProbeSet:
+    """Files and -e specs -> one ProbeSet. Raises KtuiError.
+
+    With bind=False, names (`count`, `file->f_pos`) are left unbound: what
+    can be checked without the running kernel's BTF (`ktui vm`, on a host
+    whose kernel is not the guest's)."""
     from ktui.lang.model import ProbeSetError, SpecError
     from ktui.lang.bind import bind_probe
     from ktui.lang.probeset import load_probeset
@@ -110,7 +114,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         raise KtuiError("nothing to probe: give a probe set file or -e SPEC")
     probes = []
     name, description, source = "command line", "", None
-    kernel = _kernel_names()
+    kernel = _kernel_names() if bind else None
     for f in files:
         ps = load_probeset(f, kernel)
         probes.extend(ps.probes)
@@ -119,7 +123,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         comm = comm if comm is not None else ps.comm
     for i, text in enumerate(specs, 1):
         try:
-            probes.append(bind_probe(parse_probe_text(text), kernel, text=text))
+            probe = parse_probe_text(text)
+            probes.append(bind_probe(probe, kernel, text=text) if bind else probe)
         except SpecError as exc:  # its column counts in the -e text as typed
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
     seen: dict[str, int] = {}
@@ -456,12 +461,58 @@ def replay_cmd(recording, speed, refresh, log_path):
 @click.option("--no-workload", is_flag=True, help="Do not start the demo workload in the VM.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def vm_cmd(kernel, no_workload, args):
-    """The dashboard inside a throwaway VM with a stock Debian kernel.
+    """ktui inside a throwaway VM with a stock Debian kernel.
 
-    For machines whose own kernel has no kprobes or is locked down."""
+    ARGS are a ktui command line (default: the dashboard): `ktui vm
+    probesets/vfs.yaml`, `ktui vm stream -e vfs_read:c --duration 5`. What
+    ktui prints there and its exit status come back here. For machines
+    whose own kernel has no kprobes or is locked down."""
     from ktui.vm import run_in_vm
 
-    sys.exit(run_in_vm(list(args), kernel=kernel, workload=not no_workload))
+    argv = _guest_argv(list(args))
+    _check_before_boot(argv)
+    sys.exit(run_in_vm(argv, kernel=kernel, workload=not no_workload))
+
+
+def _guest_argv(args: list[str]) -> list[str]:
+    """The ktui command line the guest runs, its command named (`run`
+    when none is, as `ktui ARGS` itself does)."""
+    if args and args[0] in main.commands:
+        return args
+    return ["run", *args]
+
+
+def _check_before_boot(argv: list[str]) -> None:
+    """Refuse on the host, before a minute of booting, what ktui in the
+    guest would refuse anyway: its command line (one line, exit 2), a probe
+    set or -e spec that does not parse (exit 1). Names (`count`) stay for
+    the guest: this machine's BTF is not the guest kernel's."""
+    from ktui.lang.model import KtuiError
+
+    command, rest = argv[0], argv[1:]
+    if command == "vm":
+        _fail("vm: ktui vm cannot run inside ktui vm", EXIT_USAGE)
+    # click's own parser for that command: the same errors, the same words
+    params = main.commands[command].make_context(command, rest, parent=click.get_current_context()).params
+    if command == "check":
+        _check_syntax_or_exit(params["files"])
+    elif "specs" in params and not params.get("from_rec"):
+        try:
+            load_inputs(params["files"], params["specs"], params.get("pid"), params.get("comm"),
+                        default=command == "run", bind=False)
+        except KtuiError as exc:
+            _fail(str(exc), EXIT_INVALID)
+
+
+def _check_syntax_or_exit(files) -> None:
+    """`ktui vm check`: every syntax error, as `ktui check` prints it, exit 1."""
+    from ktui.lang.probeset import check_probeset
+
+    errors = [error for f in files for error in check_probeset(f, None)[1]]
+    for error in errors:
+        click.echo(str(error))
+    if errors:
+        sys.exit(EXIT_INVALID)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ module, its bin/ first on PATH: whichever venv ktui is installed in (a
 checkout's .venv, a user's own) is the one inside, with the host's bcc and
 kernel headers beside it.
 
-The one place that boots the VM, for `ktui vm` (vm/dashboard.py: the
-dashboard on the guest console) and for `python -m ktui.vm` (scripts/vm.sh,
+The one place that boots the VM, for `ktui vm` (vm/launch.py: the
+dashboard on the guest console, or a headless command) and for `python -m ktui.vm` (scripts/vm.sh,
 the Makefile's kernel tests, the benchmarks: a command whose output and exit
 status come back to the host).
 """
@@ -153,19 +153,20 @@ def run_command(machine: Machine, command: str, rundir: Path,
     files.status.unlink(missing_ok=True)
     inner = (f"{guest_prelude(machine.cwd)}; ( {command} ) > {shlex.quote(str(files.output))} 2>&1; "
              f"echo $? > {shlex.quote(str(files.status))}")
-    vng_rc = _wait_for_vm([*machine.vng_args(), "--", inner], machine.cwd, files.console, timeout)
-    if files.output.exists():
-        sys.stdout.buffer.write(files.output.read_bytes())
-        sys.stdout.flush()
-    if not files.status.exists():
-        print(f"vm: the guest did not finish (vng exit {vng_rc}); console log:", file=sys.stderr)
-        lines = files.console.read_text(errors="replace").splitlines()
-        print("\n".join(lines[-CONSOLE_TAIL_LINES:]), file=sys.stderr)
-        return EXIT_ENVIRONMENT  # the VM could not run it: 3, as scripts/vm.sh always said
-    status = int(files.status.read_text().strip() or EXIT_ENVIRONMENT)
-    for f in (files.status, files.output, files.console):
-        f.unlink(missing_ok=True)
-    return status
+    try:  # the run's files go on every way out (a Ctrl-C left them in .vmout/)
+        vng_rc = _wait_for_vm([*machine.vng_args(), "--", inner], machine.cwd, files.console, timeout)
+        if files.output.exists():
+            sys.stdout.buffer.write(files.output.read_bytes())
+            sys.stdout.flush()
+        if not files.status.exists():
+            print(f"vm: the guest did not finish (vng exit {vng_rc}); console log:", file=sys.stderr)
+            lines = files.console.read_text(errors="replace").splitlines()
+            print("\n".join(lines[-CONSOLE_TAIL_LINES:]), file=sys.stderr)
+            return EXIT_ENVIRONMENT  # the VM could not run it: 3, as scripts/vm.sh always said
+        return int(files.status.read_text().strip() or EXIT_ENVIRONMENT)
+    finally:
+        for f in (files.status, files.output, files.console):
+            f.unlink(missing_ok=True)
 
 
 def _wait_for_vm(args: list[str], cwd: Path, console: Path, timeout: float) -> int:
@@ -178,14 +179,16 @@ def _wait_for_vm(args: list[str], cwd: Path, console: Path, timeout: float) -> i
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             print(f"vm: no result after {timeout:g} s (KTUI_VM_TIMEOUT); stopping the VM", file=sys.stderr)
-            _stop(proc)
+            stop_process_group(proc)
             return 124  # what timeout(1) reports
         except BaseException:
-            _stop(proc)
+            stop_process_group(proc)
             raise
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process group PROC leads (vng, virtme-run, QEMU), then
+    SIGKILL if it is still there after 10 s."""
     for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)

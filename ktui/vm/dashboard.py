@@ -1,98 +1,78 @@
-"""`ktui vm`: the dashboard inside a throwaway VM with a stock Debian kernel.
+"""`ktui vm` for the dashboard (`run`, `replay`): the full screen inside a
+throwaway VM with a stock Debian kernel.
 
-For machines like our build hosts, whose kernel has no kprobes or is locked
-down. vm/boot.py boots the kernel under software emulation with the host's
-root filesystem shared read-only, so the ktui that runs this (its
-interpreter, its venv, bcc, the headers) runs inside too, from the same
-directory; the dashboard gets the guest console as its terminal, at the host
-terminal's size. A small background workload gives it something to show.
+vm/boot.py boots the kernel under software emulation with the host's root
+filesystem shared read-only, so the ktui that runs this (its interpreter,
+its venv, bcc, the headers) runs inside too, from the same directory; the
+dashboard gets the guest console as its terminal, at the host terminal's
+size. A small background workload gives it something to show. The current
+directory is writable too, so a probe set saved in the dashboard is there
+after the VM is gone.
 
-The guest script lives in a run folder under ktui's state directory (the
-guest may write there, and later runs can leave their logs beside it); the
-current directory is writable too, so a probe set saved in the dashboard is
-there after the VM is gone.
+The full screen draws on stderr, so ktui's stderr cannot go to a file here:
+once ktui has ended, the guest captures what is left on its tmux pane (an
+error before the screen started, a message after it ended) into the run's
+stderr file with ktui's exit status beside it; guestrun.report prints both
+on the host after the VM is down (they flashed and were cleared before).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import sys
+import subprocess
 from pathlib import Path
 
-from ktui.exits import EXIT_ENVIRONMENT
-from ktui.kernel.quiet import default_log_path
-from ktui.vm.boot import Machine, VmError, guest_prelude, run_shell
+from ktui.vm.boot import Machine, host_env
+from ktui.vm.guest import ktui_argv, setup_lines
+from ktui.vm.guestrun import GuestFiles
 
-# Reads, writes, opens and a little networking, forever, at a gentle pace.
-WORKLOAD = r"""
-( while :; do
-    head -c 65536 /dev/zero > /tmp/ktui-demo; cat /tmp/ktui-demo > /dev/null
-    ls /proc > /dev/null; cat /proc/loadavg > /dev/null; sleep 0.2
-  done ) > /dev/null 2>&1 &
-"""
+TMUX_SOCKET = "/run/ktui-vm.tmux"  # the guest's tmpfs, not the default under /tmp
 
 
-def run_dir() -> Path:
-    """Where `ktui vm` keeps what the guest needs to see (and may write)."""
-    return default_log_path().parent / "vm"
-
-
-def guest_script(args: list[str], workload: bool, cwd: Path) -> str:
-    if not any(a == "--refresh" or a.startswith("--refresh=") for a in args):
-        # The guest console is an emulated serial line: at 15 screen updates a
-        # second a 160x45 dashboard never caught up; once a second it is fluid.
-        args = ["--refresh", "1", *args]
-    # The interpreter that runs this very ktui, wherever it is installed.
-    ktui = shlex.join([sys.executable, "-m", "ktui", "run", *args])
+def guest_script(argv: list[str], workload: bool, cwd: Path, files: GuestFiles) -> str:
+    ktui = shlex.join(ktui_argv(argv, files))
+    status = f"echo $? > {shlex.quote(str(files.status))}"
+    # -J joins the lines the terminal's width wrapped; -S -: from the pane's start
+    capture = f"tmux -S {TMUX_SOCKET} capture-pane -p -J -S - > {shlex.quote(str(files.stderr))}"
     try:  # the guest's serial console does not learn the host terminal's size
         size = os.get_terminal_size()
         stty = f"stty rows {size.lines} cols {size.columns} 2>/dev/null; unset COLUMNS LINES"
     except OSError:
         stty = ""
-    # The guest's home is read-only: the generic program's cache lives in the
-    # run directory, so a second `ktui vm` on the same kernel starts warm.
-    cache = shlex.quote(str(run_dir() / "cache"))
     return "\n".join([
         "#!/bin/bash",
         stty,
-        guest_prelude(cwd),
-        f"export XDG_CACHE_HOME={cache}",
-        WORKLOAD if workload else "",
+        *setup_lines(cwd, workload),
         # The dashboard runs in tmux inside the guest, on a private socket.
         # Written straight to the guest console, its output stalled mid-frame
         # after some seconds (keys unanswered, the VM still up); through tmux,
         # which redraws only what changed, it keeps going. SHELL: the guest's
         # shell is this very script, which tmux would run again otherwise.
         "if command -v tmux >/dev/null; then",
-        f"    SHELL=/bin/bash tmux -u -S /run/ktui-vm.tmux new-session -s ktui {shlex.quote(ktui)}",
+        f"    SHELL=/bin/bash tmux -u -S {TMUX_SOCKET} new-session -s ktui "
+        f"{shlex.quote(f'{ktui}; {status}; {capture}')}",
         "else",
-        f"    {ktui}",
+        f"    {ktui}; {status}",
         "fi",
         "poweroff -f >/dev/null 2>&1",
         "",
     ])
 
 
-def run_in_vm(args: list[str], kernel: str | None = None, workload: bool = True) -> int:
-    cwd = Path.cwd()
-    rundir = run_dir()
-    rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    writable = (rundir,) if cwd == Path("/") else (rundir, cwd)
+def run_dashboard(machine: Machine, files: GuestFiles) -> int:
+    """vng's status; the guest console is this terminal (its size, its TERM).
+    On an exception (Ctrl-C before the guest took the terminal, a stop
+    signal) vng is stopped before it is raised on."""
+    proc = subprocess.Popen([*machine.vng_args(), "--shell", str(files.script)], cwd=machine.cwd,
+                            env=host_env())
     try:
-        machine = Machine.from_env(kernel, cwd=cwd, rwdirs=writable)
-    except VmError as exc:
-        print(f"ktui vm: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    script = rundir / f"ktui-vm-{os.getpid()}.sh"
-    script.write_text(guest_script(args, workload, cwd))
-    script.chmod(0o755)
-    print("ktui vm: booting a stock kernel under emulation (about 30 s, then a compile)...",
-          flush=True)
-    try:
-        return run_shell(machine, script)
-    except VmError as exc:
-        print(f"ktui vm: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    finally:
-        script.unlink(missing_ok=True)
+        return proc.wait()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise

@@ -22,6 +22,7 @@ from ktui.vm import boot
 from ktui.vm.__main__ import main as vm_main
 from ktui.vm.boot import Machine, VmError, run_command
 from ktui.vm.dashboard import guest_script
+from ktui.vm.guestrun import GuestFiles
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -161,32 +162,45 @@ def test_python_m_ktui_vm_runs_the_command_from_here(fake_vng, tmp_path, monkeyp
     assert capfd.readouterr().out == "a b\n"
 
 
+def _tmux_line(script: str) -> list[str]:
+    line = next(ln for ln in script.splitlines() if "tmux" in ln and "new-session" in ln)
+    return shlex.split(line)
+
+
 def test_the_dashboard_runs_the_interpreter_that_runs_ktui(monkeypatch, tmp_path):
     """Not the checkout's .venv: whatever Python runs `ktui vm` runs inside."""
     monkeypatch.setattr(sys, "executable", "/opt/elsewhere/bin/python3")
-    script = guest_script([], workload=False, cwd=tmp_path)
+    files = GuestFiles.in_dir(tmp_path, "t")
+    script = guest_script(["run"], workload=False, cwd=tmp_path, files=files)
     assert "export PATH=/opt/elsewhere/bin:$PATH" in script
     assert f"cd {shlex.quote(str(tmp_path))}" in script
     assert str(REPO) not in script
-    line = next(ln for ln in script.splitlines() if "tmux" in ln and "new-session" in ln)
-    assert shlex.split(line)[-1] == "/opt/elsewhere/bin/python3 -m ktui run --refresh 1"
+    pane = _tmux_line(script)[-1]  # ktui, then its status and what it left on the pane
+    ktui = pane.split(";")[0]
+    assert shlex.split(ktui) == ["/opt/elsewhere/bin/python3", "-m", "ktui", "run", "--log", str(files.log),
+                                 "--refresh", "1"]
+    assert f"echo $? > {files.status}" in pane
+    assert f"capture-pane -p -J -S - > {files.stderr}" in pane
 
 
 def test_the_dashboard_runs_in_a_private_tmux_with_a_plain_shell(tmp_path):
-    script = guest_script([], workload=False, cwd=tmp_path)
+    script = guest_script(["run"], workload=False, cwd=tmp_path, files=GuestFiles.in_dir(tmp_path, "t"))
     line = next(ln for ln in script.splitlines() if "tmux" in ln and "new-session" in ln)
     # its own socket under /run (the guest's tmpfs), not the default in /tmp
     assert "-S /run/ktui-vm.tmux" in line
     # the guest's shell is this script; tmux must not run it again for the command
     assert line.strip().startswith("SHELL=/bin/bash ")
-    assert "-m ktui run --refresh 1" in line
+    assert "-m ktui run --log" in line and "--refresh 1" in line
     # and the VM goes down when the dashboard ends
     assert script.rstrip().endswith("poweroff -f >/dev/null 2>&1")
 
 
 def test_without_tmux_the_dashboard_runs_on_the_console(tmp_path):
-    script = guest_script(["--refresh", "2"], workload=False, cwd=tmp_path)
-    assert "else" in script and "-m ktui run --refresh 2" in script.split("else", 1)[1]
+    files = GuestFiles.in_dir(tmp_path, "t")
+    script = guest_script(["run", "--refresh", "2", "--log", "x.log"], workload=False, cwd=tmp_path, files=files)
+    fallback = script.split("else", 1)[1]
+    assert "-m ktui run --refresh 2 --log x.log;" in fallback  # the user's own, not ours
+    assert f"echo $? > {files.status}" in fallback
 
 
 def test_vm_sh_is_a_thin_wrapper_around_the_module():
