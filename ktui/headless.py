@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Callable
 
+from ktui.record.feed import ProbeState
 from ktui.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
 from ktui.lang.model import KtuiError, ProbeSet
 from ktui.pipeline.ndjson import NdjsonSink, summary_of
@@ -179,6 +180,13 @@ def _open_session_or_status(ps: ProbeSet, options):
         print("ktui: interrupted before the probes were attached", file=sys.stderr)
         return EXIT_INTERRUPTED
     _report_failures(session)
+    statuses = list(session.statuses().values())
+    if statuses and all(st.state is ProbeState.FAILED for st in statuses):
+        # Streaming or recording nothing for --duration and saying "ok" hides
+        # the error that matters: stop here, with the reasons above.
+        session.close()
+        print("ktui: no probe could attach; nothing to do", file=sys.stderr)
+        return EXIT_INVALID
     _report_loading(session)
     return session
 

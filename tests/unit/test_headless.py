@@ -114,3 +114,30 @@ def test_reader_gone_watches_only_pipes(tmp_path):
         assert not gone.watching and not gone()
     with open(os.devnull, "w") as f:
         assert not ReaderGone(f.fileno()).watching
+
+
+def test_stream_stops_when_no_probe_could_attach(monkeypatch, capsys):
+    """`ktui stream -e 'nonexistent_fn:c' --duration 5` streamed nothing for
+    5 s and exited 0 (seen through `ktui vm`): now it stops at once, exit 1,
+    after the reason each probe failed."""
+    import ktui.headless as headless
+    from ktui.lang.model import ProbeSet
+    from ktui.lang.spec import parse_spec
+    from ktui.record.feed import ProbeState, ProbeStatus
+
+    class Failed:
+        closed = False
+
+        def statuses(self):
+            probe = parse_spec("nonexistent_fn:c")
+            return {0: ProbeStatus(0, probe, ProbeState.FAILED, "unknown kernel function 'nonexistent_fn'")}
+
+        def close(self):
+            self.closed = True
+
+    failed = Failed()
+    monkeypatch.setattr(headless, "_open_session", lambda ps, options: failed)
+    status = headless._open_session_or_status(ProbeSet("x"), None)
+    assert status == 1 and failed.closed
+    err = capsys.readouterr().err
+    assert "unknown kernel function 'nonexistent_fn'" in err and "no probe could attach" in err
