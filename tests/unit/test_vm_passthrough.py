@@ -137,8 +137,20 @@ def _when(path: Path, then, within: float = 30.0) -> threading.Thread:
 
 
 def test_ctrl_c_stops_ktui_in_the_guest_and_its_summary_comes_back(guest, tmp_path, monkeypatch, capfd):
+    # A shell that starts a job in the background (CI, `make test &`) leaves
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt: give
+    # this test the handler a terminal's Ctrl-C meets.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # bounded: if the interrupt never comes, fail in 30 s rather than hang
     monkeypatch.setenv("FAKE_KTUI", f'trap "echo summary >&2; exit 130" INT; touch {tmp_path}/started; '
-                                    "while :; do sleep 0.05; done")
+                                    "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done")
+    try:
+        _ctrl_c_and_summary(tmp_path, capfd)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_and_summary(tmp_path, capfd):
     _when(tmp_path / "started", lambda: os.kill(os.getpid(), signal.SIGINT))
     rc = launch.run_in_vm(["stream", "-e", "vfs_read:c"], workload=False)
     err = capfd.readouterr().err
