@@ -356,6 +356,9 @@ class Target:
         return str(self.symbol)
 
 
+ATTACH_MODES = ("auto", "kprobe", "fentry")
+
+
 @dataclass(frozen=True)
 class Probe:
     """One kprobe or kretprobe with what it fetches and when it fires.
@@ -373,6 +376,10 @@ class Probe:
     enabled: bool = True
     sample: int = 1  # emit one event in `sample` (stats still count all)
     rate_limit: int | None = None  # max events/s emitted per CPU, None = no cap
+    # How it enters the kernel: "auto" (fentry/fexit where the kernel allows,
+    # else a kprobe), "kprobe" or "fentry" (forced; fentry refuses rather
+    # than falls back). ATTACH_MODES lists them.
+    attach: str = "auto"
     # Filter names that are parameters, bound to the kernel's BTF
     # (`lang.bind`): name -> Named with its binding. None: not bound (yet).
     bindings: "dict[str, Named] | None" = field(default=None, compare=False)

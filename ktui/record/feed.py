@@ -30,6 +30,9 @@ class ProbeStatus:
     probe: Probe
     state: ProbeState
     reason: str = ""  # why it failed, one line
+    # the mechanism it runs on once attached: "kprobe", "kretprobe",
+    # "fentry", "fexit" ("" while pending, off or failed)
+    via: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,16 @@ class ProbeStats:
     hist: tuple[int, ...] = ()  # log2 latency slots in ns, record.histogram (return probes)
     errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
     top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first
+    # returns the kernel dropped (a kretprobe out of instances: maxactive);
+    # for a return probe, entries == returns seen + missed_returns + in flight
+    missed_returns: int = 0
+    # runs the kernel skipped because a BPF program was already running on
+    # that CPU (recursion), where the kernel reports it (fentry; kprobes 6.7+)
+    recursion_misses: int = 0
+    # BPF run-time statistics (BPF_ENABLE_STATS), only while asked for:
+    # time in the probe's programs and how many runs it was measured over
+    run_ns: int = 0
+    run_count: int = 0
 
 
 @dataclass(frozen=True)
