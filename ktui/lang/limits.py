@@ -44,6 +44,7 @@ FILTER_INT_MIN = -(2**63)  # an integer in a filter: s64 ...
 FILTER_INT_MAX = 2**64 - 1  # ... or u64, compared as such
 PID_MIN, PID_MAX = 1, 4 * 1024 * 1024  # PID_MAX_LIMIT on 64-bit kernels
 COUNT_MIN, COUNT_MAX = 1, 2**32 - 1  # sample and rate_limit end up as u32 in the kernel
+MAXACTIVE_MIN, MAXACTIVE_MAX = 1, 4096  # a kretprobe's instances: KRETPROBE_MAXACTIVE_MAX (trace_kprobe.c)
 MAX_ERRNO = 4095  # the kernel returns errors as -errno in [-MAX_ERRNO, -1] (include/linux/err.h)
 
 # ---------------------------------------------------------------- kernel buffers

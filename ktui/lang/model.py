@@ -380,6 +380,10 @@ class Probe:
     # else a kprobe), "kprobe" or "fentry" (forced; fentry refuses rather
     # than falls back). ATTACH_MODES lists them.
     attach: str = "auto"
+    # Instances of a return probe's kretprobe (calls it can follow at once,
+    # limits.MAXACTIVE_MIN..MAX); 0: the kernel's default. Returns past it
+    # are missed, and counted (ProbeStats.missed_returns).
+    maxactive: int = 0
     # Filter names that are parameters, bound to the kernel's BTF
     # (`lang.bind`): name -> Named with its binding. None: not bound (yet).
     bindings: "dict[str, Named] | None" = field(default=None, compare=False)
@@ -423,3 +427,6 @@ class ProbeSet:
     pid: int | None = None  # set-wide filters, applied in the kernel
     comm: str | None = None
     source: str | None = field(default=None, compare=False)  # file it came from
+    # the set's `maxactive:`, given to its return probes that set none (and
+    # to return probes added later); 0: the kernel's default
+    maxactive: int = 0

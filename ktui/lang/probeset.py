@@ -5,6 +5,7 @@ A probe set file looks like this (see probesets/ for real ones):
     name: vfs
     description: File reads and writes
     filter: {pid: 1234, comm: nginx}     # optional, applied in the kernel
+    maxactive: 64                        # optional: for every return probe
     probes:
       - spec: vfs_read:c:a3              # compact form, as on the command line
         label: read_size                 # optional, unique within the set
@@ -12,6 +13,8 @@ A probe set file looks like this (see probesets/ for real ones):
         enabled: true                    # optional (default true)
         sample: 10                       # optional: emit 1 event in N
         rate_limit: 1000                 # optional: max events/s per CPU
+        maxactive: 128                   # optional, return probes only:
+                                         # calls followed at once (1..4096)
       - function: vfs_write              # long form: function or address,
         kind: return                     # kind, and a list of fetches
         fetch: [retval:s64]
@@ -61,11 +64,11 @@ from ktui.lang.yamlnodes import (
     too_big,
 )
 
-TOP_KEYS = ("name", "description", "filter", "probes")
+TOP_KEYS = ("name", "description", "filter", "maxactive", "probes")
 SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
     "spec", "function", "address", "kind", "fetch",
-    "label", "filter", "enabled", "sample", "rate_limit",
+    "label", "filter", "enabled", "sample", "rate_limit", "maxactive",
 )
 KIND_WORDS = {
     "c": Kind.CALL, "call": Kind.CALL, "kprobe": Kind.CALL,
@@ -161,12 +164,18 @@ class _SetReader(NodeReader):
         if "filter" in items and not self.is_null(items["filter"][1]):
             set_filter = self.attempt(self.set_filter, items["filter"][1])
             pid, comm = (None, None) if set_filter is FAILED else set_filter
+        maxactive = 0
+        if "maxactive" in items and not self.is_null(items["maxactive"][1]):
+            maxactive = self.attempt(self.maxactive, items["maxactive"][1], "")
         if "probes" in items:
             probes = self.attempt(self.probes, items["probes"][1])
         if self.errors:
             return None  # collecting: the errors say what is wrong
-        return ProbeSet(name=name, description=description, probes=probes,
-                        pid=pid, comm=comm, source=self.source)
+        return ProbeSet(name=name, description=description, probes=with_set_maxactive(probes, maxactive),
+                        pid=pid, comm=comm, source=self.source, maxactive=maxactive)
+
+    def maxactive(self, node: Node, prefix: str) -> int:
+        return self.integer(node, "maxactive", prefix, limits.MAXACTIVE_MIN, limits.MAXACTIVE_MAX)
 
     def set_filter(self, node: Node) -> tuple[int | None, str | None]:
         items = self.mapping(node, SET_FILTER_KEYS, "filter", "")
@@ -309,6 +318,7 @@ class _SetReader(NodeReader):
             "enabled": lambda node: self.boolean(node, "enabled", prefix),
             "sample": lambda node: self.integer(node, "sample", prefix, limits.COUNT_MIN, limits.COUNT_MAX),
             "rate_limit": lambda node: self.integer(node, "rate_limit", prefix, limits.COUNT_MIN, limits.COUNT_MAX),
+            "maxactive": lambda node: self.maxactive(node, prefix),
         }
         errors_before = len(self.errors)
         changes: dict[str, object] = {}
@@ -318,6 +328,10 @@ class _SetReader(NodeReader):
                 if value is not FAILED:
                     changes[key] = value
         if probe is FAILED:
+            return FAILED
+        if "maxactive" in changes and probe.kind is not Kind.RETURN:
+            self.attempt(self.fail, items["maxactive"][0], "maxactive: only a return probe (:r) has one "
+                         "(the calls its kretprobe follows at once)", prefix)
             return FAILED
         probe = dataclasses.replace(probe, **changes)
         filter_node = items["filter"][1] if "filter" in changes else None
@@ -378,6 +392,14 @@ class _SetReader(NodeReader):
             return parse_filter(scalar.value)
         except SpecError as err:
             self.fail_inside(scalar, err, prefix + "filter: ")
+
+
+def with_set_maxactive(probes: tuple[Probe, ...], maxactive: int) -> tuple[Probe, ...]:
+    """The set's `maxactive:` given to each return probe that sets none."""
+    if not maxactive:
+        return probes
+    return tuple(dataclasses.replace(p, maxactive=maxactive)
+                 if p.kind is Kind.RETURN and not p.maxactive else p for p in probes)
 
 
 def _probe_prefix(number: int, node: Node) -> str:

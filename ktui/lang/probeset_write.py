@@ -27,6 +27,8 @@ def dumps_probeset(ps: ProbeSet) -> str:
     set_filter = {key: value for key, value in (("pid", ps.pid), ("comm", ps.comm)) if value is not None}
     if set_filter:
         document["filter"] = set_filter
+    if ps.maxactive:
+        document["maxactive"] = ps.maxactive
     probes = []
     for probe in ps.probes:
         entry: dict[str, object] = {"spec": probe.spec_text}
@@ -40,6 +42,10 @@ def dumps_probeset(ps: ProbeSet) -> str:
             entry["sample"] = probe.sample
         if probe.rate_limit is not None:
             entry["rate_limit"] = probe.rate_limit
+        # a return probe's 0 under a set's maxactive means the set's (as
+        # the session runs it): written as nothing, it loads as the set's
+        if probe.maxactive and probe.maxactive != ps.maxactive:
+            entry["maxactive"] = probe.maxactive
         probes.append(entry)
     document["probes"] = probes
     body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
