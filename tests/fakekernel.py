@@ -63,11 +63,69 @@ class FakeReader:
         self.closed = True
 
 
+class FakeReturnEvents:
+    """Tracefs kretprobes (kernel.kretprobe_events.ReturnEvents) for a
+    FakeLoader. Strict as the kernel is: an event is removed only when no fd
+    is open on it (the kernel says EBUSY), an fd opened only on an event that
+    exists. `missed[name]` is what kprobe_profile would report."""
+
+    def __init__(self, loader: "FakeLoader") -> None:
+        self.loader = loader
+        self.events: dict[str, tuple[str, int]] = {}  # name -> (symbol, maxactive)
+        self.on: dict[int, str] = {}  # perf fd -> event
+        self.missed: dict[str, int] = {}
+        self.removed: list[str] = []
+        self.stale: list[str] = []  # what sweep_stale finds
+        self.counted = 0  # kprobe_profile reads
+        self._numbers = itertools.count()
+
+    def create(self, symbol: str, maxactive: int = 0) -> str:
+        name = f"ktui_1_{next(self._numbers)}"
+        self.events[name] = (symbol, maxactive)
+        self.missed[name] = 0
+        return name
+
+    def open(self, name: str) -> int:
+        if name not in self.events:
+            raise Misuse(f"open of a removed event {name}")
+        fd = next(self.loader._fds)
+        with self.loader._lock:
+            self.loader.attached[fd] = -1
+        self.on[fd] = name
+        return fd
+
+    def attach(self, prog_fd: int, name: str) -> int:
+        fd = self.open(name)
+        self.loader.attached[fd] = prog_fd
+        return fd
+
+    def remove(self, name: str) -> bool:
+        if any(event == name and fd in self.loader.attached for fd, event in self.on.items()):
+            return False  # EBUSY: an fd is still open on it
+        self.events.pop(name, None)
+        self.removed.append(name)
+        return True
+
+    def remove_all(self) -> list[str]:
+        return [name for name in list(self.events) if not self.remove(name)]
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        self.counted += 1
+        return {name: (0, self.missed[name]) for name in self.events}
+
+    def sweep_stale(self) -> list[str]:
+        return list(self.stale)
+
+
 class FakeLoader:
     def generic_engine(self, **options):
         return None  # no generic engine: every probe goes through compile()
 
-    def __init__(self, per_drain: int = 0) -> None:
+    def return_events(self):
+        return self.returns
+
+    def __init__(self, per_drain: int = 0, tracefs: bool = True) -> None:
+        self.returns = FakeReturnEvents(self) if tracefs else None
         self.per_drain = per_drain
         self.compiled: list[FakeBPF] = []
         self.attached: dict[int, int] = {}  # perf fd -> program fd

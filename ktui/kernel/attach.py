@@ -21,8 +21,11 @@ class _AttachError(Exception):
 
 
 def attach_probe(loader: Loader, unit: Unit, local: int, probe: Probe,
-                 symbols: KernelSymbols, log_fd: int) -> tuple[list[int], str]:
-    """Attach probe `local` of `unit`: (its perf fds, "") or ([], why not)."""
+                 symbols: KernelSymbols, log_fd: int,
+                 attach_return=None) -> tuple[list[int], str]:
+    """Attach probe `local` of `unit`: (its perf fds, "") or ([], why not).
+    `attach_return(prog_fd) -> perf fd`: how a return probe's kretprobe is
+    made (its tracefs event, kretprobe_events); None: through the PMU."""
     reason = precheck(probe)
     if reason:
         return [], reason
@@ -36,7 +39,10 @@ def attach_probe(loader: Loader, unit: Unit, local: int, probe: Probe,
                     entry = loader.load(unit.bpf, unit.program.entry_fn(local))
                     fds.append(loader.attach(entry, symbol, offset, False, address))
                 fn = loader.load(unit.bpf, unit.program.probe_fn(local))
-                fds.append(loader.attach(fn, symbol, offset, retprobe, address))
+                if retprobe and attach_return is not None:
+                    fds.append(attach_return(fn))
+                else:
+                    fds.append(loader.attach(fn, symbol, offset, retprobe, address))
             except Exception as exc:
                 raise _AttachError(explain_attach_error(probe, exc, cap, symbols)) from exc
     except (_AttachError, OSError) as exc:

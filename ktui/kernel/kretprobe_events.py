@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 
 from ktui.kernel import kprobe_pmu
+from ktui.lang.limits import MAXACTIVE_MAX
 
 TRACEFS_ROOTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 GROUP = "ktui"
-MAXACTIVE_MAX = 4096  # KRETPROBE_MAXACTIVE_MAX in kernel/trace/trace_kprobe.c
 PERF_TYPE_TRACEPOINT = 2
 # what ktui writes as a symbol: a C identifier, `.`-suffixed clones
 # (`foo.isra.0`) and `module:function`; never whitespace or a `-`/`:` command

@@ -57,6 +57,12 @@ class Loader(Protocol):
 
     def open_reader(self, bpf: object, program: Program, options) -> Reader: ...
 
+    def return_events(self):
+        """The tracefs kretprobes of this process (kretprobe_events.
+        ReturnEvents: return probes with a maxactive and counted misses), or
+        None where no tracefs is mounted (return probes then take the PMU)."""
+        ...
+
     def read_stats(self, unit: "Unit") -> dict[int, ProbeStats]:
         """The in-kernel counters of the unit's live probes, by probe id."""
         ...
@@ -98,6 +104,12 @@ class BccLoader:
 
     def detach(self, fds: list[int]) -> None:
         kprobe_pmu.detach_all(fds)
+
+    def return_events(self):
+        from ktui.kernel.kretprobe_events import ReturnEvents, find_root
+
+        root = find_root()
+        return None if root is None else ReturnEvents(root)
 
     def open_reader(self, bpf, program: Program, options) -> Reader:
         size = program.layout.record_size

@@ -22,6 +22,13 @@ attached at once, behind a hand-assembled dispatcher that counts their hits
 while the generic program loads (from the cache, or compiled the first
 time, in the background). Probes it cannot run (a filter of more than six
 comparisons) are compiled into a unit as before.
+
+A return probe's kretprobe is a tracefs event (`kretprobe_events`) rather
+than a PMU kprobe: only there can its maxactive be set and its missed
+returns be read on every kernel. The event lives as long as the probe
+(switching it off closes the fd, the event stays disarmed), and is removed
+after its fd closes: when the probe is removed and when the session
+closes. Events a SIGKILLed ktui left are removed when the next one opens.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from ktui.kernel.loader import BccLoader, Loader
 from ktui.kernel.quiet import log_line, open_log
 from ktui.kernel.unit import Unit, compile_unit, start_reading
 from ktui.lang.bind import Kernel, bind_probe, needs_binding
-from ktui.lang.model import KtuiError, Probe, ProbeSet
+from ktui.lang.model import Kind, KtuiError, Probe, ProbeSet
 from ktui.record.feed import (
     EventBatch,
     FeedError,
@@ -106,6 +113,8 @@ class Session:
         self._slots: dict = {}  # probe id -> its generic engine Slot
         self.loaded = threading.Event()  # the generic program is in (or failed, or none is used)
         self.load_error = ""
+        self._returns = None  # the tracefs kretprobes (kretprobe_events.ReturnEvents), None: none
+        self._ret_events: dict[int, tuple[str, int]] = {}  # probe id -> (event, its maxactive)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -122,6 +131,7 @@ class Session:
         if self._log_fd < 0:
             self._log_fd = open_log(self.options.log_path)
         _raise_fd_limit()
+        self._open_return_events()
         probes = list(self.probeset.probes)
         ids = [self._new_id(p) for p in probes]
         try:
@@ -138,6 +148,19 @@ class Session:
         except BaseException:  # KeyboardInterrupt too: nothing stays attached
             self.close()
             raise
+
+    def _open_return_events(self) -> None:
+        """Where return probes' kretprobes come from; first, the events a
+        SIGKILLed ktui left behind go."""
+        self._returns = self.loader.return_events()
+        if self._returns is None:
+            log_line(self._log_fd, "ktui: no tracefs: return probes use the kprobe PMU "
+                     "(maxactive cannot be set, missed returns are not counted)")
+            return
+        stale = self._returns.sweep_stale()
+        if stale:
+            log_line(self._log_fd, f"ktui: removed {len(stale)} kretprobe event(s) left by "
+                     f"ktui processes that are gone: {' '.join(stale)}")
 
     def _open_compiled(self, probes: list[Probe], ids: list[int]) -> None:
         """Compile `probes` into one unit and attach them."""
@@ -257,6 +280,7 @@ class Session:
                 return
             self._closed = True
             self.detach_all()
+            self._remove_return_events()
             started = time.monotonic()
             units, self._units = self._units, ()
             for unit in units:
@@ -268,6 +292,15 @@ class Session:
                          f"(at {time.monotonic():.3f})")
                 os.close(self._log_fd)
                 self._log_fd = -1
+
+    def _remove_return_events(self) -> None:
+        """Every kretprobe event of the session, once its fds are closed."""
+        self._ret_events.clear()
+        if self._returns is None:
+            return
+        stayed = self._returns.remove_all()
+        if stayed and self._log_fd >= 0:
+            log_line(self._log_fd, f"ktui: kretprobe event(s) still busy, not removed: {' '.join(stayed)}")
 
     # ------------------------------------------------------------ compile
 
@@ -322,8 +355,10 @@ class Session:
             if pid_ in self._slots:
                 return self._attach_generic(pid_)
             unit, local = self._where[pid_]
-            fds, reason = attach_probe(self.loader, unit, local, self._probes[pid_],
-                                       self.symbols, self._log_fd)
+            attach_return, reason = self._return_event(pid_)
+            if not reason:
+                fds, reason = attach_probe(self.loader, unit, local, self._probes[pid_], self.symbols,
+                                           self._log_fd, attach_return and attach_return[0])
             if reason:
                 return self._set_status(pid_, ProbeState.FAILED, reason)
             self._fds[pid_] = fds
@@ -337,10 +372,13 @@ class Session:
         if slot.fds:
             return self._status[pid_]
         reason = precheck(probe)
+        opener = None
+        if not reason:
+            opener, reason = self._return_event(pid_)
         if not reason:
             symbol, offset, address = location(probe, self.symbols)
             try:
-                self._engine.attach(slot, symbol, offset, address)
+                self._engine.attach(slot, symbol, offset, address, opener and opener[1])
             except OSError as exc:
                 reason = explain_attach_error(probe, exc, None, self.symbols)
         if reason:
@@ -351,6 +389,40 @@ class Session:
         if self._engine.program is None:
             return self._set_status(pid_, ProbeState.LOADING)
         return self._set_status(pid_, ProbeState.ATTACHED)
+
+    def _return_event(self, pid_: int):
+        """For a return probe: ((attach(prog_fd) -> perf fd, open() -> perf
+        fd) of its tracefs kretprobe, made on first use, ""), or (None, why
+        not). (None, "") for a call probe, or when return probes take the PMU."""
+        from ktui.kernel.attach import precheck
+        from ktui.kernel.explain import explain_attach_error
+        from ktui.kernel.kretprobe_events import default_maxactive
+
+        probe = self._probes[pid_]
+        if probe.kind is not Kind.RETURN or precheck(probe):
+            return None, ""
+        maxactive = probe.maxactive or self.probeset.maxactive
+        if self._returns is None:
+            if maxactive:
+                return None, "maxactive needs tracefs (mount it on /sys/kernel/tracing)"
+            return None, ""
+        if pid_ not in self._ret_events:
+            try:
+                name = self._returns.create(str(probe.target.symbol), maxactive)
+            except OSError as exc:
+                reason = explain_attach_error(probe, exc, None, self.symbols)
+                log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
+                return None, reason
+            self._ret_events[pid_] = (name, maxactive or default_maxactive(_possible_cpus()))
+        name = self._ret_events[pid_][0]
+        returns = self._returns
+        return (lambda prog_fd: returns.attach(prog_fd, name), lambda: returns.open(name)), ""
+
+    def _drop_return_event(self, pid_: int) -> None:
+        """The probe is gone (its fds closed): so is its kretprobe event."""
+        event = self._ret_events.pop(pid_, None)
+        if event is not None and not self._returns.remove(event[0]):
+            log_line(self._log_fd, f"ktui: kretprobe event {event[0]} still busy, not removed")
 
     def _detach(self, pid_: int) -> None:
         if pid_ in self._slots:
@@ -405,7 +477,22 @@ class Session:
         engine = self._engine
         if engine is not None:
             out.update(engine.stats())
+        self._add_missed_returns(out)
         return StatsSnapshot(now, out)
+
+    def _add_missed_returns(self, out: dict[int, ProbeStats]) -> None:
+        """Each return probe's missed returns, as the kernel counted them:
+        one read of kprobe_profile for all of them."""
+        events = dict(self._ret_events)
+        if not events or self._returns is None:
+            return
+        try:
+            counts = self._returns.counts()
+        except OSError:
+            return
+        for pid_, (name, maxactive) in events.items():
+            if pid_ in out and name in counts:
+                out[pid_] = dataclasses.replace(out[pid_], missed_returns=counts[name][1], maxactive=maxactive)
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
         with self._lock:
@@ -480,6 +567,7 @@ class Session:
         with self._lock:
             if probe_id in self._slots:
                 self._engine.remove(self._slots.pop(probe_id))
+                self._drop_return_event(probe_id)
                 del self._probes[probe_id]
                 del self._status[probe_id]
                 self._sync_probeset()
@@ -487,6 +575,7 @@ class Session:
             if probe_id not in self._where:
                 raise FeedError(f"no probe {probe_id}")
             self._detach(probe_id)
+            self._drop_return_event(probe_id)
             unit, local = self._where.pop(probe_id)
             del self._probes[probe_id]
             del self._status[probe_id]
@@ -504,6 +593,12 @@ class Session:
         self.probeset = dataclasses.replace(
             self.probeset, probes=tuple(self._probes[i] for i in sorted(self._probes))
         )
+
+
+def _possible_cpus() -> int:
+    from ktui.kernel import bpfsys
+
+    return bpfsys.possible_cpus()
 
 
 def _raise_fd_limit() -> None:

@@ -100,6 +100,9 @@ class ProbeStats:
     # returns the kernel dropped (a kretprobe out of instances: maxactive);
     # for a return probe, entries == returns seen + missed_returns + in flight
     missed_returns: int = 0
+    # the kretprobe's instances (calls it follows at once) when its misses
+    # are counted; 0: not counted (a call probe, or no tracefs to count them)
+    maxactive: int = 0
     # runs the kernel skipped because a BPF program was already running on
     # that CPU (recursion), where the kernel reports it (fentry; kprobes 6.7+)
     recursion_misses: int = 0

@@ -6,8 +6,9 @@ instances).
 
 Each thread blocks in read() on its own eventfd (the kernel's
 eventfd_read, which nothing else in the test VM calls). The process prints
-"ready" once the threads are started, waits for SIGUSR1, writes each
-eventfd (every read returns 8), joins the threads and prints "done".
+"ready", waits for SIGUSR1, starts the threads, waits for SIGUSR1 again,
+writes each eventfd (every read returns 8), joins the threads and prints
+"done".
 Whether the threads are inside the function yet is for the test to see
 (a call probe's hits).
 """
@@ -23,9 +24,10 @@ def main() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # threads inherit the mask
     fds = [os.eventfd(0) for _ in range(count)]
     threads = [threading.Thread(target=os.eventfd_read, args=(fd,)) for fd in fds]
+    os.write(1, b"ready\n")
+    signal.sigwait({signal.SIGUSR1})
     for t in threads:
         t.start()
-    os.write(1, b"ready\n")
     signal.sigwait({signal.SIGUSR1})
     for fd in fds:
         os.eventfd_write(fd, 1)

@@ -155,24 +155,32 @@ class GenericEngine:
 
     # ------------------------------------------------------------ attach
 
-    def attach(self, slot: Slot, symbol: str | None, offset: int, address: int | None) -> None:
+    def attach(self, slot: Slot, symbol: str | None, offset: int, address: int | None,
+               open_return=None) -> None:
         """kprobe (and for a return probe, its entry kprobe first), linked
-        to the dispatcher with the slot's cookie. Raises OSError."""
+        to the dispatcher with the slot's cookie. `open_return() -> perf fd`
+        opens a return probe's kretprobe (its tracefs event, where misses
+        are counted: kretprobe_events); None: through the PMU. Raises OSError."""
         if slot.fds:
             return
         early = self.comm is None and slot.probe.filter is None
+        retprobe = slot.probe.kind is Kind.RETURN
+
+        def open_pmu(retprobe: bool):
+            return lambda: kprobe_pmu.open_kprobe(symbol, offset, retprobe, address)
+
         fds: list[int] = []
         try:
-            if slot.probe.kind is Kind.RETURN:
-                fds += self._link(slot.cookie(False) | abi.COOKIE_ENTRY, symbol, offset, False, address)
-            fds += self._link(slot.cookie(early), symbol, offset, slot.probe.kind is Kind.RETURN, address)
+            if retprobe:
+                fds += self._link(slot.cookie(False) | abi.COOKIE_ENTRY, open_pmu(False))
+            fds += self._link(slot.cookie(early), open_return if retprobe and open_return else open_pmu(retprobe))
         except BaseException:
             kprobe_pmu.detach_all(fds)
             raise
         slot.fds = fds
 
-    def _link(self, cookie: int, symbol, offset, retprobe, address) -> list[int]:
-        perf_fd = kprobe_pmu.open_kprobe(symbol, offset, retprobe, address)
+    def _link(self, cookie: int, open_event) -> list[int]:
+        perf_fd = open_event()
         try:
             link_fd = bpfsys.link_perf_event(self.dispatcher.prog_fd, perf_fd, cookie)
             kprobe_pmu.ioctl(perf_fd, kprobe_pmu.PERF_EVENT_IOC_ENABLE, 0)

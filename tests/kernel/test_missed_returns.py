@@ -1,0 +1,113 @@
+"""Missed returns are counted: more threads asleep in a function at once
+than its kretprobe has instances (maxactive), then woken. The kernel drops
+the returns past maxactive; ktui must report exactly how many, on both
+engines, and leave no tracefs event behind (not even after a SIGKILL, once
+the next ktui starts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ktui.kernel import bpfsys
+from ktui.kernel.kretprobe_events import default_maxactive, find_root
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import loads_probeset
+
+from .conftest import HERE
+
+THREADS = 12
+
+SET = """
+name: missed
+probes:
+  - spec: eventfd_read:c
+    label: entries
+  - spec: eventfd_read:r:retval
+    label: returns
+"""
+
+
+def ktui_events() -> list[str]:
+    text = (find_root() / "kprobe_events").read_text()
+    return [line for line in text.splitlines() if "ktui" in line]
+
+
+def wait_for(check, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("engine,maxactive", [("generic", 4), ("compiled", 4), ("generic", None)])
+def test_returns_past_maxactive_are_counted(engine, maxactive, tmp_path):
+    proc = subprocess.Popen([sys.executable, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        ps = dataclasses.replace(loads_probeset(SET), pid=proc.pid, maxactive=maxactive or 0)
+        with Session(ps, SessionOptions(engine=engine, cache_dir=tmp_path)) as s:
+            s.wait_loaded()
+            ids = {st.probe.name: i for i, st in s.statuses().items()}
+            assert all(st.reason == "" for st in s.statuses().values()), s.statuses()
+            os.kill(proc.pid, signal.SIGUSR1)  # the threads go to sleep in eventfd_read
+            wait_for(lambda: s.stats().probes[ids["entries"]].hits == THREADS, "every thread inside")
+            os.kill(proc.pid, signal.SIGUSR1)  # woken: every read returns 8
+            assert proc.stdout.readline() == b"done\n"
+            proc.wait(timeout=60)
+            s.detach_all()
+            events = []
+            for _ in range(3):
+                events += s.drain().events()
+            stats = s.stats().probes
+        entries, returns = stats[ids["entries"]], stats[ids["returns"]]
+        expected_max = maxactive or default_maxactive(bpfsys.possible_cpus())
+        assert entries.hits == THREADS
+        assert returns.maxactive == expected_max
+        assert returns.missed_returns > 0
+        assert returns.hits + returns.missed_returns == entries.hits
+        # all asleep at once: exactly maxactive of them had an instance
+        assert returns.missed_returns == THREADS - expected_max
+        mine = [e for e in events if e.probe_id == ids["returns"]]
+        assert len(mine) == returns.hits and all(e.values == (8,) for e in mine)
+        assert ktui_events() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+KEEP_OPEN = """
+import sys, time
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import loads_probeset
+ps = loads_probeset("name: k\\nprobes:\\n  - spec: eventfd_read:r\\n    maxactive: 3\\n")
+s = Session(ps, SessionOptions(engine="generic", cache_dir=sys.argv[1]))
+s.open()
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_sigkill_leaves_a_disarmed_event_the_next_start_removes(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", KEEP_OPEN, str(tmp_path)], stdout=subprocess.PIPE,
+                             cwd=str(Path(__file__).resolve().parents[2]))
+    try:
+        assert child.stdout.readline() == b"open\n"
+        assert [line for line in ktui_events() if f"ktui_{child.pid}_" in line], ktui_events()
+    finally:
+        child.kill()
+        child.wait()
+    left = ktui_events()
+    assert any(f"ktui_{child.pid}_" in line for line in left), left  # disarmed, still listed
+    ps = loads_probeset("name: next\nprobes:\n  - eventfd_read:c\n")
+    with Session(ps, SessionOptions(engine="generic", cache_dir=tmp_path)):
+        assert ktui_events() == []
+    assert ktui_events() == []
