@@ -13,13 +13,18 @@ Schema, version 2 (every object has "v": 2 and a "type"):
            2^(k-1) .. 2^k - 1 (record.histogram).
   summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe",
             "hits","emitted","lost","counted_only"}]}   (last line, on exit)
+  missed_returns, maxactive, recursion_misses (stats and summary): returns a
+  return probe's kretprobe dropped because more than maxactive calls were in
+  flight (the kernel's count; maxactive 0: not counted), and runs the kernel
+  skipped for recursion. For a return probe, entries == hits +
+  missed_returns (+ calls still in flight).
   counted_only: hits while the probe could only count (its program was still
   loading: no event was possible). For a probe with fetches,
   hits == emitted + lost + counted_only, exactly.
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-"counted_only" was added within version 2 (readers that ignore unknown keys
+"counted_only", "missed_returns", "maxactive" and "recursion_misses" were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -94,6 +99,8 @@ class NdjsonSink:
             probes.append({
                 "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "hits": s.hits,
                 "emitted": s.emitted, "lost": s.lost, "counted_only": s.counted_only,
+                "missed_returns": s.missed_returns, "maxactive": s.maxactive,
+                "recursion_misses": s.recursion_misses,
                 "errnos": {errno_name(k): v for k, v in s.errnos},
                 "top_comms": dict(s.top_comms), "hist": list(s.hist),
             })
@@ -110,5 +117,6 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
     for pid_, s in sorted((stats.probes if stats else {}).items()):
         probes.append({"probe_id": pid_, "probe": names.get(pid_, str(pid_)),
                        "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
-                       "counted_only": s.counted_only})
+                       "counted_only": s.counted_only, "missed_returns": s.missed_returns,
+                       "maxactive": s.maxactive, "recursion_misses": s.recursion_misses})
     return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}

@@ -185,6 +185,9 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
         probes[int(key)] = ProbeStats(
             probe_id=int(v["probe_id"]), hits=int(v["hits"]), lost=int(v["lost"]),
             emitted=int(v["emitted"]), counted_only=int(v.get("counted_only", 0)), hist=fit(v["hist"]),
+            # absent in recordings made before missed returns were counted
+            missed_returns=int(v.get("missed_returns", 0)), maxactive=int(v.get("maxactive", 0)),
+            recursion_misses=int(v.get("recursion_misses", 0)),
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
         )

@@ -118,10 +118,15 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     ]
     if stats is None:
         return tuple(cells + [_right("-", "dim")] * 6)
+    # returns the kernel missed (kretprobe out of instances) and recursion
+    # misses sit beside lost events: "lost+missed", details in the stats pane
+    missed = stats.missed_returns + stats.recursion_misses
+    lost = format_count(stats.lost) + (f"+{format_count(missed)}" if missed else "")
     cells += [
         _right(format_count(stats.hits)),
         _right("-" if line.rate is None else format_count(line.rate)),
-        _right(("⚠ " if line.losing else "") + format_count(stats.lost), "yellow bold" if line.losing else ("yellow" if stats.lost else "dim")),
+        _right(("⚠ " if line.losing else "") + lost,
+               "yellow bold" if line.losing else ("yellow" if stats.lost or missed else "dim")),
     ]
     if probe.kind is Kind.RETURN:
         errors = error_count(stats)

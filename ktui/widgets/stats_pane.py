@@ -116,11 +116,29 @@ def _head(view: ProbeView) -> Text:
         s = view.stats
         rate = "-" if view.rate is None else format_count(view.rate)
         text.append(f"\nhits {format_count(s.hits)}  rate {rate}/s  emitted {format_count(s.emitted)}  lost {format_count(s.lost)}")
+        for line, style in miss_lines(s):
+            text.append("\n" + line, style)
         if s.counted_only:
             text.append(f"\n{format_count(s.counted_only)} hits counted while its program loaded (no events)", "dim")
     if not probe.emits_events:
         text.append("\nstats only: no fetches, no events streamed", "dim")
     return text
+
+
+def miss_lines(s: ProbeStats) -> list[tuple[str, str]]:
+    """What the kernel dropped without running the probe, with what to do:
+    a kretprobe out of instances misses the longest calls, so latency reads
+    low unless it is said."""
+    out = []
+    if s.maxactive:
+        if s.missed_returns:
+            out.append((f"{format_count(s.missed_returns)} returns missed (maxactive {s.maxactive}): "
+                        "raise maxactive: in the probe set", "yellow bold"))
+        else:
+            out.append((f"0 returns missed (maxactive {s.maxactive})", "dim"))
+    if s.recursion_misses:
+        out.append((f"{format_count(s.recursion_misses)} runs missed (recursion)", "yellow"))
+    return out
 
 
 def _body(view: ProbeView, bar_width: int) -> Text:
