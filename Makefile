@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The kernel matrix: the whole kernel suite on Debian bookworm's stock 6.1,
 # and on 6.12 (bookworm backports), whose compiles take twice as long under
-# emulation, the pipeline's core tests, the generic engine's and ktui list's., missed returns probesets/memory.yaml names 6.1's
+# emulation, the pipeline's core tests, the generic engine's, missed returns' and ktui list's. probesets/memory.yaml names 6.1's
 # allocator functions, which 6.10+ renamed (*_noprof): it is 6.1-only.
 KERNEL_MAIN ?= $(shell ls /boot/vmlinuz-6.1.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
 KERNEL_NEXT ?= $(shell ls /boot/vmlinuz-6.12.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
