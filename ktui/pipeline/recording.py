@@ -155,8 +155,13 @@ class Recorder:
             if not isinstance(part, RecordBatch):
                 continue
             unit = self._unit(part.decoder)
-            data = part.records.tobytes()
-            self._chunk(b"EVTS", _UNIT.pack(unit) + data)
+            # The records' own memory goes to the file: no bytes object per
+            # batch, no concatenation (a flood's batches are megabytes).
+            records = np.ascontiguousarray(part.records)
+            body = memoryview(records).cast("B")
+            self.file.write(_CHUNK.pack(b"EVTS", _UNIT.size + body.nbytes))
+            self.file.write(_UNIT.pack(unit))
+            self.file.write(body)
             self.events += len(part)
         self.file.flush()
 
