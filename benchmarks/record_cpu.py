@@ -87,7 +87,17 @@ def fake_engine(probe, reader) -> GenericEngine:
     return engine
 
 
-def run(events: int, per_drain: int, ring_bytes: int, profile: bool) -> dict:
+class NoSink:
+    """--sink none: the reader alone (what writing the file adds is the difference)."""
+
+    def on_batch(self, batch) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def run(events: int, per_drain: int, ring_bytes: int, profile: bool, sink: str = "file") -> dict:
     probe = parse_spec(SPEC)
     record_size = HEADER_SIZE + 8
     ring = FakeRing(ring_bytes, record_size)
@@ -102,7 +112,7 @@ def run(events: int, per_drain: int, ring_bytes: int, profile: bool) -> dict:
     template["pid"] = template["tid"] = 4242
     template["comm"] = b"workload"
     out = tempfile.mktemp(prefix="ktui-record-cpu-", dir=os.environ.get("TMPDIR", "/tmp"))
-    recorder = Recorder(out, ProbeSet("bench", probes=(probe,)), overwrite=True)
+    recorder = Recorder(out, ProbeSet("bench", probes=(probe,)), overwrite=True) if sink == "file" else NoSink()
     cpu = 0.0
     written = 0
     prof = cProfile.Profile() if profile else None
@@ -127,9 +137,10 @@ def run(events: int, per_drain: int, ring_bytes: int, profile: bool) -> dict:
         t0 = time.process_time()
         recorder.close()
         cpu += time.process_time() - t0
-        size = os.path.getsize(out)
+        size = os.path.getsize(out) if sink == "file" else 0
     finally:
-        os.unlink(out)
+        if os.path.exists(out):
+            os.unlink(out)
     if prof:
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(18)
     return {"events": written, "per_drain": per_drain, "cpu_s": cpu,
@@ -142,10 +153,12 @@ def main(argv=None) -> int:
     ap.add_argument("--per-drain", type=int, default=3500,
                     help="records between drains (a 1M flood at ~350k/s, drained every 10 ms)")
     ap.add_argument("--ring-bytes", type=int, default=8 << 20)
+    ap.add_argument("--sink", choices=("file", "none"), default="file",
+                    help="file: the Recorder (default); none: the reader alone")
     ap.add_argument("--profile", action="store_true", help="cProfile the consumer (stderr)")
     args = ap.parse_args(argv)
-    res = run(args.events, args.per_drain, args.ring_bytes, args.profile)
-    print(f"record reader: {res['events']} events, {res['per_drain']} per drain: "
+    res = run(args.events, args.per_drain, args.ring_bytes, args.profile, args.sink)
+    print(f"record reader, sink {args.sink}: {res['events']} events, {res['per_drain']} per drain: "
           f"{res['cpu_s']:.3f} s CPU, {res['us_per_event']:.3f} us/event, {res['file_bytes']} bytes")
     return 0
 
