@@ -266,7 +266,7 @@ class GenericEngine:
         tags = np.asarray(self._tags, dtype=np.uint32)
         probe = records["probe"]
         if len(tags) == 1:  # one probe so far (a flood's usual case): one pass less
-            records["probe"] = np.where(probe == tags[0], 0, 1).astype(np.uint32)
+            records["probe"] = probe != tags[0]  # 0: the probe, 1: unknown (skipped)
             return decoder.batch(records)
         found = np.searchsorted(tags, probe)
         found = np.minimum(found, max(len(tags) - 1, 0))
