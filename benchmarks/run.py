@@ -203,6 +203,8 @@ def analyse(vm: dict, host: dict) -> dict:
         row("2 streaming", f"{name} slowdown", ss.get(name), "{:.2f}x")
         row("2 streaming", f"{name} CPU s during the flood and its catch-up", e.get("cpu_rounds_s"), "{:.2f}",
             f"launch to exit {e['cpu_s']:.1f} s" if e.get("cpu_s") is not None else "")
+        row("2 streaming", f"{name} CPU us per delivered event", e.get("cpu_us_per_event"), "{:.2f}",
+            "its own CPU (reader, decoding, writing) over what it delivered")
         row("2 streaming", f"{name} peak RSS MiB", None if e.get("maxrss_kb") is None else e["maxrss_kb"] / 1024,
             "{:.0f}")
     kr = stream.get("ktui_record", {})
@@ -216,6 +218,9 @@ def analyse(vm: dict, host: dict) -> dict:
     row("2 streaming", "ktui record slowdown / bpftrace printf", r)
     goal("ktui record slowdown <= bpftrace printf's", None if r is None else r <= 1.0,
          f"ratio {r:.2f}" if r else "not measured")
+    us = kr.get("cpu_us_per_event")
+    goal("ktui record's reader at most 0.5 us of CPU per event (issue 13)", None if us is None else us <= 0.5,
+         f"{us:.2f} us per event, file writing included" if us is not None else "not measured")
     rss_k = [stream.get(k, {}).get("maxrss_kb") for k in ("ktui_record", "ktui_stream")]
     rss_t = stream.get("trace_bpfcc", {}).get("maxrss_kb")
     if rss_t and all(rss_k):

@@ -359,6 +359,9 @@ class Suite:
                                            f'kprobe:vfs_read /pid == {p}/ {{ printf("%d\\n", arg2); }}'],
              str(self.out_dir / "stream-bpftrace.out")),
         ]
+        if self.args.streaming_tools:  # e.g. ktui_record,bpftrace_printf
+            wanted = self.args.streaming_tools.split(",")
+            tools = [t for t in tools if t[0] in wanted]
         self.baseline(n, 1, "stream:before")
         for name, argv_of, out in tools:
             w = Workload(self.wl, "rounds", str(n), "1")
@@ -402,7 +405,11 @@ class Suite:
                 text = err + Path(out).read_text(errors="replace")
                 entry["lost"] = sum(int(x) for x in re.findall(r"Lost (\d+) events", text))
             self.results["streaming"][name] = entry
-            self.note(f"{name}: delivered {entry.get('delivered')} lost {entry.get('lost')} of {n}, "
+            if entry.get("delivered"):
+                entry["cpu_us_per_event"] = entry["cpu_rounds_s"] / entry["delivered"] * 1e6
+            self.note(f"{name}: cpu {entry['cpu_rounds_s']:.2f} s "
+                      f"({entry.get('cpu_us_per_event', float('nan')):.2f} us/event delivered), "
+                      f"delivered {entry.get('delivered')} lost {entry.get('lost')} of {n}, "
                       f"{entry['ns'][0] / n:.0f} ns/read, rss {entry['maxrss_kb']} KiB, "
                       f"exit {entry['exit_s']:.2f}s")
             self.baseline(n, 1, f"stream:after {name}")
@@ -609,6 +616,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=100_000, help="reads per round, stats-only part")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--flood", type=int, default=1_000_000, help="reads in the streaming flood")
+    ap.add_argument("--streaming-tools", default="",
+                    help="streaming tools to run, e.g. ktui_record,bpftrace_printf (default all)")
     ap.add_argument("--cases", default="", help="startup cases to run, e.g. ktui:1,ktui:20 (default all)")
     ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing")
     suite = Suite(ap.parse_args())

@@ -64,7 +64,8 @@ class RingBufReader:
         )
 
     def drain(self, max_records: int | None = None) -> np.ndarray:
-        """Copy out every committed record; returns a (n,) array of V<record_size>."""
+        """Copy out every committed record; returns a (n,) array of V<record_size>,
+        a fresh copy the caller owns (it may view and modify it in place)."""
         cons = int(self._cons_pos[0])
         prod = int(self._prod_pos[0])
         avail = prod - cons
@@ -75,6 +76,9 @@ class RingBufReader:
         if max_records is not None:
             count = min(count, max_records)
         if avail % self.stride == 0 or max_records is not None:
+            records = self._drain_whole(cons, start, count)
+            if records is not None:
+                return records
             slots = np.frombuffer(self._data, dtype=self._slot_dtype, count=count, offset=start)
             lens = slots["len"]
             # A record still being written (BUSY) ends what we may read now.
@@ -91,6 +95,22 @@ class RingBufReader:
         else:  # records of another size are in the ring: walk the headers
             return self._drain_walk(cons, prod)
         self._cons_pos[0] = new_cons
+        return records
+
+    def _drain_whole(self, cons: int, start: int, count: int) -> np.ndarray | None:
+        """The flood's case, in two numpy passes: every one of `count` slots
+        committed, none discarded, all of our size (one comparison of the
+        length words says all three), then one strided copy of the records.
+        None when any slot is otherwise: the caller takes the careful path."""
+        if not count:
+            return None
+        words = self.stride // 4
+        lens = np.frombuffer(self._data, dtype=np.uint32, count=count * words, offset=start)[::words]
+        if not (lens == self.record_size).all():
+            return None
+        slots = np.frombuffer(self._data, dtype=self._slot_dtype, count=count, offset=start)
+        records = slots["record"].copy()
+        self._cons_pos[0] = cons + count * self.stride
         return records
 
     def _drain_walk(self, cons: int, prod: int) -> np.ndarray:
@@ -128,10 +148,13 @@ class RingBufReader:
         start = cons & (self.data_size - 1)
         avail = prod - cons
         if avail % self.stride == 0:
-            count = avail // self.stride
-            lens = np.frombuffer(self._data, dtype=self._slot_dtype, count=count, offset=start)["len"]
-            if not np.any(lens & BUSY_BIT) and np.all((lens & ~DISCARD_BIT) == self.record_size):
-                records = self.drain()
+            records = self._drain_whole(cons, start, avail // self.stride)
+            if records is None:  # BUSY or DISCARD among them: drain() sorts it out
+                lens = np.frombuffer(self._data, dtype=self._slot_dtype, count=avail // self.stride,
+                                     offset=start)["len"]
+                if np.all((lens & ~(BUSY_BIT | DISCARD_BIT)) == self.record_size):
+                    records = self.drain()
+            if records is not None:
                 return [(self.record_size, records)] if len(records) else []
         return [(size, records) for size, records in self._walk(cons, prod) if len(records)]
 

@@ -11,6 +11,7 @@ the guest console (interactive).
     KTUI_VM_QEMU_OPTS  QEMU options (default: -accel tcg,thread=single;
                        set but empty: QEMU's multi-threaded TCG)
     KTUI_VM_VERBOSE=1  the guest kernel's messages go to the console log
+    KTUI_VM_CPUS       the guest's CPUs (default 2; 1 for a one-CPU guest)
     KTUI_VM_TIMEOUT    seconds before the VM is stopped (default 2400)
 
 Exit status: COMMAND's; 2 when the VM cannot start here; 3 when the guest

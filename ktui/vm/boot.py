@@ -84,8 +84,11 @@ class Machine:
         if not (MODULES / kernel / "build").is_dir():
             raise VmError(f"headers for {kernel} missing (apt-get install linux-headers-{kernel})")
         opts = os.environ.get("KTUI_VM_QEMU_OPTS", DEFAULT_QEMU_OPTS)  # set but empty: none
+        cpus = os.environ.get("KTUI_VM_CPUS", "2")
+        if not cpus.isdigit() or int(cpus) < 1:
+            raise VmError(f"KTUI_VM_CPUS={cpus!r}: a number of CPUs, 1 or more")
         return cls(kernel=kernel, cwd=cwd, rwdirs=rwdirs, qemu_opts=opts or None,
-                   verbose=os.environ.get("KTUI_VM_VERBOSE", "0") == "1")
+                   verbose=os.environ.get("KTUI_VM_VERBOSE", "0") == "1", cpus=int(cpus))
 
     def vng_args(self) -> list[str]:
         """vng and its options, up to (not including) what runs inside."""

@@ -269,12 +269,17 @@ class GenericEngine:
         import numpy as np
 
         decoder = self._decoder(size)
-        records = raw.view(decoder.dtype).copy() if raw.dtype != decoder.dtype else raw
-        tags = np.asarray(self._tags, dtype=np.uint64)
-        found = np.searchsorted(tags, records["probe"])
+        # The reader's drain is a fresh copy of ours: rewritten in place.
+        records = raw.view(decoder.dtype) if raw.dtype != decoder.dtype else raw
+        tags = np.asarray(self._tags, dtype=np.uint32)
+        probe = records["probe"]
+        if len(tags) == 1:  # one probe so far (a flood's usual case): one pass less
+            records["probe"] = probe != tags[0]  # 0: the probe, 1: unknown (skipped)
+            return decoder.batch(records)
+        found = np.searchsorted(tags, probe)
         found = np.minimum(found, max(len(tags) - 1, 0))
         known = len(tags) > 0
-        valid = (tags[found] == records["probe"]) if known else np.zeros(len(records), bool)
+        valid = (tags[found] == probe) if known else np.zeros(len(records), bool)
         records["probe"] = np.where(valid, found, len(tags))  # unknown: skipped by the decoder
         return decoder.batch(records)
 
