@@ -70,6 +70,9 @@ class SessionOptions:
     # and the headless commands say False: their probes count from the
     # first moment, and events follow when the generic program is in.
     wait_loaded: bool = True
+    # the kernel's BPF run-time statistics from the start (--cost; the
+    # dashboard switches them with a key): see runstats
+    timing: bool = False
 
 
 ENGINES = ("auto", "generic", "compiled")
@@ -106,6 +109,9 @@ class Session:
         self._slots: dict = {}  # probe id -> its generic engine Slot
         self.loaded = threading.Event()  # the generic program is in (or failed, or none is used)
         self.load_error = ""
+        from ktui.kernel.runstats import RunTimeStats
+
+        self._timing = RunTimeStats(self.loader.enable_run_stats)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -125,6 +131,11 @@ class Session:
         probes = list(self.probeset.probes)
         ids = [self._new_id(p) for p in probes]
         try:
+            if self.options.timing:
+                try:
+                    self.set_timing(True)
+                except FeedError as exc:
+                    raise KtuiError(f"--cost: {exc}") from None
             self._engine = self._start_engine()
             if self._engine is not None:
                 ids = self._open_generic(ids)
@@ -263,6 +274,7 @@ class Session:
                 unit.close(self.loader, self._log_fd)
             if self._engine is not None:
                 self._engine.close()
+            self._timing.close()
             if self._log_fd >= 0:  # not opened when open() was never called
                 log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
                          f"(at {time.monotonic():.3f})")
@@ -399,13 +411,33 @@ class Session:
 
     def stats(self) -> StatsSnapshot:
         now = time.monotonic()
+        timed = self._timing.on
         out: dict[int, ProbeStats] = {}
         for unit in self._units:
-            out.update(unit.read_stats(self.loader))
+            out.update(unit.read_stats(self.loader, timed))
         engine = self._engine
         if engine is not None:
-            out.update(engine.stats())
-        return StatsSnapshot(now, out)
+            out.update(engine.stats(timed))
+        # off meanwhile: what was read may have stopped growing partway
+        return StatsSnapshot(now, out, timed=timed and self._timing.on)
+
+    @property
+    def timing(self) -> bool:
+        return self._timing.on
+
+    def set_timing(self, on: bool) -> None:
+        """BPF run-time statistics on or off (runstats): FeedError if the
+        kernel refuses them."""
+        with self._lock:
+            if self._closed and on:
+                raise FeedError("the session is closed")
+            try:
+                self._timing.set(on)
+            except OSError as exc:
+                raise FeedError(f"the kernel refused BPF run-time statistics ({exc.strerror or exc}; "
+                                "they need Linux 5.8 and CAP_SYS_ADMIN)") from None
+            if self._log_fd >= 0:
+                log_line(self._log_fd, f"ktui: BPF run-time statistics {'on' if on else 'off'}")
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
         with self._lock:

@@ -175,6 +175,7 @@ class Recorder:
 def stats_to_json(stats: StatsSnapshot) -> dict:
     return {
         "time": stats.time,
+        "timed": stats.timed,
         "probes": {str(k): dataclasses.asdict(v) for k, v in stats.probes.items()},
     }
 
@@ -187,8 +188,10 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             emitted=int(v["emitted"]), counted_only=int(v.get("counted_only", 0)), hist=fit(v["hist"]),
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
+            recursion_misses=int(v.get("recursion_misses", 0)),
+            run_ns=int(v.get("run_ns", 0)), run_count=int(v.get("run_count", 0)),
         )
-    return StatsSnapshot(float(obj.get("time", 0.0)), probes)
+    return StatsSnapshot(float(obj.get("time", 0.0)), probes, timed=bool(obj.get("timed", False)))
 
 
 @dataclass
