@@ -134,5 +134,10 @@ def cost_fields(stats: ProbeStats, cost: ProbeCost | None) -> dict:
     """A probe's "cost" object: its cumulative run counters, and what the
     last interval cost (null when unknown)."""
     return {"run_ns": stats.run_ns, "run_count": stats.run_count,
-            "ns_per_hit": None if cost is None or cost.ns_per_hit is None else round(cost.ns_per_hit, 1),
-            "cpu_percent": None if cost is None else round(cost.cpu_percent, 4)}
+            "ns_per_hit": None if cost is None or cost.ns_per_hit is None else _digits(cost.ns_per_hit),
+            "cpu_percent": None if cost is None else _digits(cost.cpu_percent)}
+
+
+def _digits(x: float) -> float:
+    """Four significant digits: what the clock reads mean, at any scale."""
+    return float(f"{x:.4g}")

@@ -2,9 +2,11 @@
 per probe, exact run counts, recursion misses where the kernel counts
 them, and the statistics never left on, however ktui ends.
 
-/proc/sys/kernel/bpf_stats_enabled reads 1 while any BPF_ENABLE_STATS fd
-(or the sysctl itself) holds the statistics on: 0 before and after each
-test says ktui let go of its fd.
+Whether the kernel times programs is asked of the kernel itself
+(`timing_on`): a trivial program of the test's own runs once through
+BPF_PROG_TEST_RUN, and its run count grows only while the statistics are
+on. (/proc/sys/kernel/bpf_stats_enabled does not tell: it reads back only
+what was written to it, not the BPF_ENABLE_STATS fds; seen in the VM.)
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,6 @@ from ktui.kernel import bpfsys
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-STATS_ENABLED = Path("/proc/sys/kernel/bpf_stats_enabled")
 KTUI = [sys.executable, "-m", "ktui"]
 # A system call nothing else in the VM makes while a test runs: every run
 # of its probes is the test's own (and ktui's process is included).
@@ -33,8 +33,32 @@ SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
            "while True:\n    os.read(fd, 7)\n    time.sleep(0.005)\n")
 
 
+BPF_PROG_TYPE_SOCKET_FILTER = 1
+BPF_PROG_TEST_RUN = 10
+RETURN_0 = bytes.fromhex("b700000000000000") + bytes.fromhex("9500000000000000")  # r0 = 0; exit
+
+
+def timing_on() -> bool:
+    """Does the kernel time BPF programs right now? A socket filter that
+    returns 0 runs once on 64 bytes; its run count grows only if so."""
+    import ctypes
+    import struct
+
+    fd = bpfsys.prog_load(RETURN_0, prog_type=BPF_PROG_TYPE_SOCKET_FILTER, name="stats_probe")
+    try:
+        data = ctypes.create_string_buffer(64)
+        attr = bpfsys._attr()
+        # test: prog_fd, retval, data_size_in, data_size_out, data_in, data_out, repeat
+        struct.pack_into("<IIIIQQI", attr, 0, fd, 0, 64, 0, ctypes.addressof(data), 0, 1)
+        bpfsys._bpf(BPF_PROG_TEST_RUN, attr, "running a test program")
+        return bpfsys.prog_run(fd).run_cnt > 0
+    finally:
+        os.close(fd)
+
+
 def stats_enabled() -> int:
-    return int(STATS_ENABLED.read_text())
+    """1 while the kernel times BPF programs (anyone's doing), else 0."""
+    return int(timing_on())
 
 
 def calls(n: int) -> None:
