@@ -71,8 +71,7 @@ class MainScreen(Screen[None]):
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
         Binding("t", "timing", "Cost", id="cost", show=False,
-                tooltip="Each probe's own cost (ns/hit, share of a CPU) from the kernel's BPF run-time "
-                        "statistics; they slow every BPF program on the machine while on"),
+                tooltip="Each probe's cost (ns/hit, CPU share); slows every BPF program while on"),
     ]
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (NARROW_BELOW, "-wide")]
     COMMANDS = {DashboardCommands}
