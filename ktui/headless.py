@@ -229,8 +229,12 @@ def _print_summary(summary: dict) -> None:
     print(f"ktui: {summary['events']} events", file=sys.stderr)
     for p in summary["probes"]:
         counted = (f", counted while loading {p['counted_only']}" if p.get("counted_only") else "")
-        print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}{counted}",
-              file=sys.stderr)
+        missed = f", recursion misses {p['recursion_misses']}" if p.get("recursion_misses") else ""
+        cost = ""
+        if p.get("run_count"):
+            cost = f", cost {p['run_ns'] / p['run_count']:.0f} ns/hit over {p['run_count']} runs"
+        print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}{missed}{counted}"
+              f"{cost}", file=sys.stderr)
 
 
 def _stdout_to_devnull() -> None:

@@ -102,6 +102,7 @@ class FakeFeed:
         self.calls: list[tuple] = []  # (method, args...) of every control call
         self.decoded = 0  # Event objects built so far
         self.detached = False  # detach_all(): no event or hit after it
+        self.timing = False  # set_timing(True): stats carry run_ns/run_count
         self.closed = False
         self._clock = clock
         self._fake_time = 100.0
@@ -144,7 +145,7 @@ class FakeFeed:
             self._fake_time += self.stats_interval
             now = self._fake_time
         return StatsSnapshot(
-            time=now, probes={pid: self._probe_stats(pid) for pid in self._statuses}
+            time=now, probes={pid: self._probe_stats(pid) for pid in self._statuses}, timed=self.timing
         )
 
     def system_info(self) -> SystemInfo:
@@ -175,6 +176,13 @@ class FakeFeed:
         for table in (self._statuses, self._hits, self._lost, self._emitted):
             del table[probe_id]
         self._sync_probeset()
+
+    def set_timing(self, on: bool) -> None:
+        """Timed stats: every probe's program ran once per hit, 250 ns each."""
+        self.calls.append(("set_timing", on))
+        if self.replay:
+            raise FeedError("this is a replay: no program runs to time (record with --cost)")
+        self.timing = on
 
     def detach_all(self) -> None:
         self.calls.append(("detach_all",))
@@ -226,8 +234,10 @@ class FakeFeed:
             errnos = tuple((e, n) for e, n in zip(ERRNOS, split) if n)
         comms = spread(hits, (5, 4, 3, 2, 1))
         top = tuple((c, n) for c, n in zip(COMMS, comms) if n)
+        timed = {"run_ns": 250 * hits, "run_count": hits} if self.timing else {}
         return ProbeStats(
             probe_id,
+            **timed,
             hits=hits,
             lost=self._lost[probe_id],
             emitted=self._emitted[probe_id],

@@ -12,11 +12,13 @@ time to run, so a missing lock shows up as a `Misuse` within a few rounds.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 
 import numpy as np
 
+from ktui.kernel.bpfsys import ProgRun
 from ktui.record.feed import ProbeStats
 
 USE_TIME = 0.0002  # seconds a drain or a stats read holds the reader or maps
@@ -130,6 +132,7 @@ class FakeLoader:
         self.compiled: list[FakeBPF] = []
         self.attached: dict[int, int] = {}  # perf fd -> program fd
         self.detached = 0
+        self.timing_fds = 0  # BPF_ENABLE_STATS fds handed out
         self._fds = itertools.count(1000)
         self._lock = threading.Lock()  # the fake's own books, not the session's
 
@@ -174,3 +177,11 @@ class FakeLoader:
         if bpf.freed:
             raise Misuse("program freed twice")
         bpf.freed = True
+
+    def prog_runs(self, prog_fds: list[int]) -> list[ProgRun]:
+        """Each program: 10 runs, 1000 ns, 1 recursion miss."""
+        return [ProgRun(1000, 10, 1) for _ in prog_fds]
+
+    def enable_run_stats(self) -> int:
+        self.timing_fds += 1
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)

@@ -35,10 +35,13 @@ def attach_probe(loader: Loader, unit: Unit, local: int, probe: Probe,
         with captured_stderr(log_fd) as cap:
             try:
                 retprobe = probe.kind is Kind.RETURN
+                progs = []
                 if retprobe:
                     entry = loader.load(unit.bpf, unit.program.entry_fn(local))
+                    progs.append(entry)
                     fds.append(loader.attach(entry, symbol, offset, False, address))
                 fn = loader.load(unit.bpf, unit.program.probe_fn(local))
+                progs.insert(0, fn)  # the probe's own runs first (runstats.probe_runs)
                 if retprobe and attach_return is not None:
                     fds.append(attach_return(fn))
                 else:
@@ -51,6 +54,8 @@ def attach_probe(loader: Loader, unit: Unit, local: int, probe: Probe,
         loader.detach(fds)
         log_line(log_fd, f"ktui: {probe.spec_text}: {reason}")
         return [], reason
+    with unit.lock:
+        unit.progs[local] = progs
     return fds, ""
 
 

@@ -15,6 +15,7 @@ import ctypes
 import ctypes.util
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 SYS_BPF = 321  # x86-64
@@ -211,9 +212,45 @@ def map_info(fd: int) -> dict:
             "max_entries": max_entries, "flags": flags, "name": name}
 
 
+# struct bpf_prog_info (include/uapi/linux/bpf.h), up to recursion_misses:
+# run_time_ns @192, run_cnt @200 (5.1+), recursion_misses @208 (5.12+).
+# A kernel older than a field leaves it zero (it copies only what it has).
+PROG_INFO_SIZE = 216
+_PROG_RUN = struct.Struct("<QQQ")
+_PROG_RUN_AT = 192
+
+
+@dataclass(frozen=True)
+class ProgRun:
+    """What the kernel counts of one program's runs: time and runs while
+    BPF_ENABLE_STATS is on (summed over CPUs, since the program was loaded),
+    and runs skipped because a BPF program was already running on that CPU."""
+
+    run_time_ns: int = 0
+    run_cnt: int = 0
+    recursion_misses: int = 0
+
+
+def parse_prog_run(info: bytes) -> ProgRun:
+    """The run counters out of a struct bpf_prog_info."""
+    return ProgRun(*_PROG_RUN.unpack_from(info, _PROG_RUN_AT))
+
+
+def prog_run(fd: int) -> ProgRun:
+    """The run counters of the program `fd` (BPF_OBJ_GET_INFO_BY_FD). Every
+    pointer and count of the info stays zero: the kernel copies no arrays."""
+    info = ctypes.create_string_buffer(PROG_INFO_SIZE)
+    attr = _attr()
+    struct.pack_into("<IIQ", attr, 0, fd, len(info), ctypes.addressof(info))
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "reading a program's info")
+    return parse_prog_run(info.raw)
+
+
 def enable_stats() -> int:
     """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): the kernel times every BPF
-    program while the returned fd is open (closing it, or dying, stops it)."""
+    program while the returned fd is open (closing it, or dying, stops it).
+    The kernel makes it close-on-exec: a child that runs a program does not
+    keep the statistics on."""
     attr = _attr()
     struct.pack_into("<I", attr, 0, 0)  # BPF_STATS_RUN_TIME
     return _bpf(BPF_ENABLE_STATS, attr, "enabling BPF run-time statistics")

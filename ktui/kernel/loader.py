@@ -1,8 +1,9 @@
 """What a Session asks of the kernel side, as one small object.
 
-A live session is bookkeeping around seven requests: compile a program,
+A live session is bookkeeping around a few requests: compile a program,
 load one of its functions, attach it as a kprobe, close perf fds, open the
-reader of its event buffer, read its stats maps, free it. `BccLoader` makes
+reader of its event buffer, read its stats maps and its programs' run
+counters, free it; and keep the run-time statistics on (runstats). `BccLoader` makes
 them through bcc and the kprobe PMU (`kprobe_pmu`). Session takes the loader
 as an argument so host tests can give it a fake kernel side
 (tests/fakekernel.py) and run its locking and bookkeeping without root.
@@ -22,6 +23,7 @@ from ktui.record.feed import ProbeStats
 if TYPE_CHECKING:
     import numpy as np
 
+    from ktui.kernel.bpfsys import ProgRun
     from ktui.kernel.unit import Unit
 
 BPF_PROG_TYPE_KPROBE = 2
@@ -69,6 +71,15 @@ class Loader(Protocol):
 
     def free(self, bpf: object, log_fd: int) -> None:
         """Unload the programs and maps (after the unit's reader closed)."""
+        ...
+
+    def prog_runs(self, prog_fds: list[int]) -> list["ProgRun"]:
+        """The kernel's run counters of each program (runstats)."""
+        ...
+
+    def enable_run_stats(self) -> int:
+        """The fd that keeps the kernel's BPF run-time statistics on while
+        it is open (runstats.RunTimeStats); OSError if refused."""
         ...
 
     def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
@@ -130,6 +141,16 @@ class BccLoader:
     def free(self, bpf, log_fd: int) -> None:
         with captured_stderr(log_fd):
             bpf.cleanup()
+
+    def prog_runs(self, prog_fds: list[int]) -> list["ProgRun"]:
+        from ktui.kernel.bpfsys import prog_run
+
+        return [prog_run(fd) for fd in prog_fds]
+
+    def enable_run_stats(self) -> int:
+        from ktui.kernel.bpfsys import enable_stats
+
+        return enable_stats()
 
     def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
         from ktui.kernel.generic.engine import GenericEngine, kernel_has_cookies

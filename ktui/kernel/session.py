@@ -77,6 +77,9 @@ class SessionOptions:
     # and the headless commands say False: their probes count from the
     # first moment, and events follow when the generic program is in.
     wait_loaded: bool = True
+    # the kernel's BPF run-time statistics from the start (--cost; the
+    # dashboard switches them with a key): see runstats
+    timing: bool = False
 
 
 ENGINES = ("auto", "generic", "compiled")
@@ -115,6 +118,9 @@ class Session:
         self.load_error = ""
         self._returns = None  # the tracefs kretprobes (kretprobe_events.ReturnEvents), None: none
         self._ret_events: dict[int, tuple[str, int]] = {}  # probe id -> (event, its maxactive)
+        from ktui.kernel.runstats import RunTimeStats
+
+        self._timing = RunTimeStats(self.loader.enable_run_stats)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -135,6 +141,11 @@ class Session:
         probes = list(self.probeset.probes)
         ids = [self._new_id(p) for p in probes]
         try:
+            if self.options.timing:
+                try:
+                    self.set_timing(True)
+                except FeedError as exc:
+                    raise KtuiError(f"--cost: {exc}") from None
             self._engine = self._start_engine()
             if self._engine is not None:
                 ids = self._open_generic(ids)
@@ -287,6 +298,7 @@ class Session:
                 unit.close(self.loader, self._log_fd)
             if self._engine is not None:
                 self._engine.close()
+            self._timing.close()
             if self._log_fd >= 0:  # not opened when open() was never called
                 log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
                          f"(at {time.monotonic():.3f})")
@@ -471,14 +483,34 @@ class Session:
 
     def stats(self) -> StatsSnapshot:
         now = time.monotonic()
+        timed = self._timing.on
         out: dict[int, ProbeStats] = {}
         for unit in self._units:
-            out.update(unit.read_stats(self.loader))
+            out.update(unit.read_stats(self.loader, timed))
         engine = self._engine
         if engine is not None:
-            out.update(engine.stats())
+            out.update(engine.stats(timed))
         self._add_missed_returns(out)
-        return StatsSnapshot(now, out)
+        # off meanwhile: what was read may have stopped growing partway
+        return StatsSnapshot(now, out, timed=timed and self._timing.on)
+
+    @property
+    def timing(self) -> bool:
+        return self._timing.on
+
+    def set_timing(self, on: bool) -> None:
+        """BPF run-time statistics on or off (runstats): FeedError if the
+        kernel refuses them."""
+        with self._lock:
+            if self._closed and on:
+                raise FeedError("the session is closed")
+            try:
+                self._timing.set(on)
+            except OSError as exc:
+                raise FeedError(f"the kernel refused BPF run-time statistics ({exc.strerror or exc}; "
+                                "they need Linux 5.8 and CAP_SYS_ADMIN)") from None
+            if self._log_fd >= 0:
+                log_line(self._log_fd, f"ktui: BPF run-time statistics {'on' if on else 'off'}")
 
     def _add_missed_returns(self, out: dict[int, ProbeStats]) -> None:
         """Each return probe's missed returns, as the kernel counted them:

@@ -37,6 +37,9 @@ class Unit:
     live: set[int] = field(default_factory=set)  # local indices not removed
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     closed: bool = False  # set under `lock`; then reader and maps are off limits
+    # local index -> its program fds once attached (bcc owns them; they live
+    # as long as the unit): the probe's own first, see runstats.probe_runs
+    progs: dict[int, list[int]] = field(default_factory=dict)
 
     def drain_raw(self):
         """Every record in the buffer, or None (no reader yet, or closed)."""
@@ -45,12 +48,23 @@ class Unit:
                 return None
             return self.reader.drain()
 
-    def read_stats(self, loader: Loader) -> dict:
-        """The live probes' counters; nothing once closed."""
+    def read_stats(self, loader: Loader, timed: bool = False) -> dict:
+        """The live probes' counters, with their programs' run counters
+        (run time and runs only while `timed`); nothing once closed."""
+        import dataclasses
+
+        from ktui.kernel.runstats import probe_runs
+
         with self.lock:
             if self.closed:
                 return {}
-            return loader.read_stats(self)
+            out = loader.read_stats(self)
+            for local, fds in self.progs.items():
+                probe_id = self.ids[local]
+                if local in self.live and probe_id in out:
+                    out[probe_id] = dataclasses.replace(out[probe_id],
+                                                        **probe_runs(loader.prog_runs(fds), timed))
+            return out
 
     def drop(self, local: int) -> bool:
         """Forget a removed probe; True when it was the last one."""

@@ -163,6 +163,18 @@ def _three_digits(x: float) -> str:
 _COUNT_UNITS = ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k"))
 
 
+def format_cpu_share(percent: float | None) -> str:
+    """A share of one CPU in percent: `0.42%`, `12.5%`, `<0.01%` for a
+    probe that ran but costs less than a ten-thousandth of a CPU."""
+    if percent is None:
+        return "-"
+    if percent == 0:
+        return "0%"
+    if percent < 0.01:
+        return "<0.01%"
+    return f"{percent:.2f}%" if percent < 10 else f"{percent:.1f}%"
+
+
 def format_count(n: int | float) -> str:
     """A counter or rate short enough for a table cell: `98765`, `2.5`,
     `123.5k`, `12.35M`."""

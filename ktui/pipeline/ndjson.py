@@ -6,17 +6,24 @@ Schema, version 2 (every object has "v": 2 and a "type"):
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
   stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
-            "lost","counted_only","errnos":{"EBADF":N},"top_comms":{"comm":N},"hist":[...]}]}
+            "lost","recursion_misses","counted_only","errnos":{"EBADF":N},
+            "top_comms":{"comm":N},"hist":[...]}]}
            (cumulative, read from the kernel's maps every --interval seconds)
+           With --cost each probe also has "cost": {"run_ns":N,"run_count":N,
+           "ns_per_hit":X|null,"cpu_percent":X|null}: run_ns/run_count
+           cumulative while the statistics were on, the other two over the
+           last interval (null on the first line, or when it did not run).
            "hist": [] for a call probe; for a return probe 65 counts of
            latencies in ns, slot 0 holding 0 and slot k >= 1 holding
            2^(k-1) .. 2^k - 1 (record.histogram).
   summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe",
-            "hits","emitted","lost","counted_only"}]}   (last line, on exit)
+            "hits","emitted","lost","counted_only","missed_returns","maxactive",
+            "recursion_misses"}]}   (last line, on exit; with --cost also "run_ns" and "run_count")
   missed_returns, maxactive, recursion_misses (stats and summary): returns a
   return probe's kretprobe dropped because more than maxactive calls were in
   flight (the kernel's count; maxactive 0: not counted), and runs the kernel
-  skipped for recursion. For a return probe, entries == hits +
+  skipped because a BPF program was already running on that CPU (counted by
+  kernels 6.7+ for kprobes; 0 before). For a return probe, entries == hits +
   missed_returns (+ calls still in flight).
   counted_only: hits while the probe could only count (its program was still
   loading: no event was possible). For a probe with fetches,
@@ -24,7 +31,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-"counted_only", "missed_returns", "maxactive" and "recursion_misses" were added within version 2 (readers that ignore unknown keys
+"counted_only", "missed_returns", "maxactive", "recursion_misses" and "cost" were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -35,7 +42,8 @@ import json
 from typing import Callable, TextIO
 
 from ktui.pipeline.format import errno_name
-from ktui.record.feed import EventBatch, Feed, StatsSnapshot
+from ktui.pipeline.rates import ProbeCost, probe_cost
+from ktui.record.feed import EventBatch, Feed, ProbeStats, StatsSnapshot
 
 SCHEMA_VERSION = 2
 
@@ -90,20 +98,23 @@ class NdjsonSink:
             self.out.flush()
 
     def on_stats(self, stats: StatsSnapshot) -> None:
-        self._last_stats = stats
+        prev, self._last_stats = self._last_stats, stats
         if not self.with_stats:
             return
         names = {k: st.probe.name for k, st in self.feed.statuses().items()}
         probes = []
         for pid_, s in sorted(stats.probes.items()):
-            probes.append({
+            line = {
                 "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "hits": s.hits,
                 "emitted": s.emitted, "lost": s.lost, "counted_only": s.counted_only,
                 "missed_returns": s.missed_returns, "maxactive": s.maxactive,
                 "recursion_misses": s.recursion_misses,
                 "errnos": {errno_name(k): v for k, v in s.errnos},
                 "top_comms": dict(s.top_comms), "hist": list(s.hist),
-            })
+            }
+            if stats.timed:
+                line["cost"] = cost_fields(s, probe_cost(prev, stats, pid_))
+            probes.append(line)
         self.out.write(json.dumps({"v": SCHEMA_VERSION, "type": "stats", "probes": probes}) + "\n")
         self.out.flush()
 
@@ -115,8 +126,24 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
     names = {k: st.probe.name for k, st in feed.statuses().items()}
     probes = []
     for pid_, s in sorted((stats.probes if stats else {}).items()):
-        probes.append({"probe_id": pid_, "probe": names.get(pid_, str(pid_)),
-                       "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
-                       "counted_only": s.counted_only, "missed_returns": s.missed_returns,
-                       "maxactive": s.maxactive, "recursion_misses": s.recursion_misses})
+        line = {"probe_id": pid_, "probe": names.get(pid_, str(pid_)),
+                "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
+                "counted_only": s.counted_only, "missed_returns": s.missed_returns,
+                "maxactive": s.maxactive, "recursion_misses": s.recursion_misses}
+        if stats.timed:
+            line.update(run_ns=s.run_ns, run_count=s.run_count)
+        probes.append(line)
     return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}
+
+
+def cost_fields(stats: ProbeStats, cost: ProbeCost | None) -> dict:
+    """A probe's "cost" object: its cumulative run counters, and what the
+    last interval cost (null when unknown)."""
+    return {"run_ns": stats.run_ns, "run_count": stats.run_count,
+            "ns_per_hit": None if cost is None or cost.ns_per_hit is None else _digits(cost.ns_per_hit),
+            "cpu_percent": None if cost is None else _digits(cost.cpu_percent)}
+
+
+def _digits(x: float) -> float:
+    """Four significant digits: what the clock reads mean, at any scale."""
+    return float(f"{x:.4g}")

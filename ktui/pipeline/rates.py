@@ -8,6 +8,7 @@ No Textual or Rich here.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ktui.record.feed import ProbeStats, StatsSnapshot
@@ -44,6 +45,43 @@ def rates(prev: StatsSnapshot | None, cur: StatsSnapshot, field: str = "hits") -
         r = rate(prev, cur, probe_id, field)
         if r is not None:
             out[probe_id] = r
+    return out
+
+
+@dataclass(frozen=True)
+class ProbeCost:
+    """One probe's own cost between two timed snapshots (runstats): the
+    BPF program body only, not the kprobe trap, trampoline or return hook."""
+
+    ns_per_hit: float | None  # time per run of the probe; None: it did not run
+    cpu_percent: float  # its run time per wall-clock time: 100 = one whole CPU
+
+
+def probe_cost(prev: StatsSnapshot | None, cur: StatsSnapshot, probe_id: int) -> ProbeCost | None:
+    """The probe's cost from the growth of run_ns and run_count, or None
+    when it cannot be known: a snapshot that was not timed (the statistics
+    were off, so its run fields are 0, not a count), the probe missing
+    from one, or no time between them. Only two timed snapshots: one taken
+    while off would make all the time since the programs were loaded look
+    like one interval's."""
+    if prev is None or not (prev.timed and cur.timed):
+        return None
+    dt = cur.time - prev.time
+    before, now = prev.probes.get(probe_id), cur.probes.get(probe_id)
+    if dt <= 0 or before is None or now is None:
+        return None
+    ns = counter_delta(before.run_ns, now.run_ns)
+    runs = counter_delta(before.run_count, now.run_count)
+    return ProbeCost(ns / runs if runs else None, 100.0 * ns / (dt * 1e9))
+
+
+def costs(prev: StatsSnapshot | None, cur: StatsSnapshot) -> dict[int, ProbeCost]:
+    """`probe_cost()` for every probe of `cur` whose cost is known."""
+    out = {}
+    for probe_id in cur.probes:
+        c = probe_cost(prev, cur, probe_id)
+        if c is not None:
+            out[probe_id] = c
     return out
 
 

@@ -152,6 +152,11 @@ class ReplayFeed:
     async def remove_probe(self, probe_id: int) -> None:
         raise FeedError("this is a replay: probes cannot be removed (no kernel)")
 
+    timing = False  # nothing runs: a timed recording's costs are in its snapshots
+
+    def set_timing(self, on: bool) -> None:
+        raise FeedError("this is a replay: no program runs to time (record with --cost)")
+
     def detach_all(self) -> None:
         """Nothing is attached: a recording only has what it holds."""
 

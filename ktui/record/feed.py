@@ -107,7 +107,9 @@ class ProbeStats:
     # that CPU (recursion), where the kernel reports it (fentry; kprobes 6.7+)
     recursion_misses: int = 0
     # BPF run-time statistics (BPF_ENABLE_STATS), only while asked for:
-    # time in the probe's programs and how many runs it was measured over
+    # time in the probe's programs (both halves of a return probe) and how
+    # many runs it was measured over (a return probe's: its returns).
+    # Cumulative while the statistics are on; 0 in a snapshot not `timed`
     run_ns: int = 0
     run_count: int = 0
 
@@ -116,6 +118,9 @@ class ProbeStats:
 class StatsSnapshot:
     time: float  # time.monotonic() when read
     probes: dict[int, ProbeStats] = field(default_factory=dict)
+    # the BPF run-time statistics were on (run_ns/run_count hold something):
+    # a cost needs two timed snapshots (pipeline.rates.probe_cost)
+    timed: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,17 @@ class Feed(Protocol):
         ...
 
     async def remove_probe(self, probe_id: int) -> None: ...
+
+    def set_timing(self, on: bool) -> None:
+        """The kernel's BPF run-time statistics on or off (each probe's own
+        cost; they slow every BPF program while on). FeedError where there
+        are none to switch: a replay, a kernel before 5.8, no privilege."""
+        ...
+
+    @property
+    def timing(self) -> bool:
+        """The run-time statistics are on (set_timing)."""
+        ...
 
     def detach_all(self) -> None:
         """Detach every probe, keeping what they wrote: once this returns no

@@ -26,7 +26,7 @@ from textual.widgets import DataTable
 
 from ktui.lang.model import Probe, ProbeSet
 from ktui.pipeline.format import Symbolize
-from ktui.pipeline.rates import RateHistory, drop_percent, lost_growing, rates, totals
+from ktui.pipeline.rates import ProbeCost, RateHistory, costs, drop_percent, lost_growing, rates, totals
 from ktui.record.feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
 from ktui.screens.browse_model import FunctionIndex, running_kernel_catalog
 from ktui.screens.browser import BrowserScreen
@@ -70,6 +70,8 @@ class MainScreen(Screen[None]):
         Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
+        Binding("t", "timing", "Cost", id="cost", show=False,
+                tooltip="Each probe's cost (ns/hit, CPU share); slows every BPF program while on"),
     ]
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (NARROW_BELOW, "-wide")]
     COMMANDS = {DashboardCommands}
@@ -111,6 +113,7 @@ class MainScreen(Screen[None]):
         self.statuses: dict[int, ProbeStatus] = {}
         self.snapshot: StatsSnapshot | None = None
         self.rates: dict[int, float] = {}
+        self.costs: dict[int, ProbeCost] = {}  # each probe's own, while timed
         self.losing: set[int] = set()
         self.history = RateHistory()
         self._warned_lost: set[int] = set()
@@ -168,6 +171,7 @@ class MainScreen(Screen[None]):
         if snapshot is not None:
             prev, self.snapshot = self.snapshot, snapshot
             self.rates = rates(prev, snapshot)
+            self.costs = costs(prev, snapshot)
             self.history.push_all(self.rates)
             self.losing = {i for i in snapshot.probes if lost_growing(prev, snapshot, i)}
             self._warn_lost(statuses)
@@ -185,9 +189,10 @@ class MainScreen(Screen[None]):
         stats = self.snapshot.probes if self.snapshot is not None else {}
         self.table.set_lines(
             [
-                ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing)
+                ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing, self.costs.get(i))
                 for i in self.order
-            ]
+            ],
+            timed=self.timed,
         )
         self._show_selected()
         self._show_status()
@@ -211,8 +216,16 @@ class MainScreen(Screen[None]):
         probe_id = status.probe_id
         stats = self.snapshot.probes.get(probe_id) if self.snapshot is not None else None
         self.query_one(StatsPane).show(
-            ProbeView(status, stats, self.rates.get(probe_id), tuple(self.history.series(probe_id)))
+            ProbeView(status, stats, self.rates.get(probe_id), tuple(self.history.series(probe_id)),
+                      self.timed, self.costs.get(probe_id))
         )
+
+    @property
+    def timed(self) -> bool:
+        """The cost shows: the statistics are on (a live feed) or were on
+        when the snapshot was taken (a replay of a timed recording)."""
+        return bool(getattr(self.feed, "timing", False)) or (
+            self.snapshot is not None and self.snapshot.timed)
 
     def _show_status(self) -> None:
         sums = totals(self.snapshot) if self.snapshot is not None else None
@@ -260,6 +273,8 @@ class MainScreen(Screen[None]):
             return self.events.paused
         if action == "stats":
             return self.narrow
+        if action == "timing":
+            return self.info.buffer != "replay"  # a recording's programs are gone
         return True
 
     # ------------------------------------------------------------ actions
@@ -409,6 +424,24 @@ class MainScreen(Screen[None]):
 
     def action_clear(self) -> None:
         self.events.clear()
+
+    def action_timing(self) -> None:
+        """The kernel's run-time statistics on or off; the screen says what
+        they measure and what they cost while on."""
+        on = not getattr(self.feed, "timing", False)
+        try:
+            self.feed.set_timing(on)
+        except (FeedError, AttributeError) as err:
+            self.notify(str(err) or "this feed has no run-time statistics", title="cost", severity="error")
+            return
+        if on:
+            self.notify("each probe's own cost from the next stats reads: ns/hit and share of a CPU of its "
+                        "BPF program (not the kprobe trap or return hook). Every BPF program on this machine "
+                        "runs slower until t switches it off.", title="cost on", severity="warning", timeout=8)
+        else:
+            self.costs = {}
+            self.notify("run-time statistics off", title="cost off")
+        self.refresh_probes()
 
     def action_stats(self) -> None:
         """Narrow window: the stats pane under the events, or folded away."""

@@ -8,6 +8,10 @@ At narrow widths (issue 15: at 80 columns p50/p99 were cut off at the
 edge) columns give way by priority, see `fit_columns`: errors, p99 and p50
 go, the state and lost columns narrow, and the name, state, hits and rate of
 every probe always show.
+
+While the run-time statistics are on (the `t` key) two columns say what
+each probe's own BPF program costs: time per hit and share of a CPU. They
+are the first to give way, and are not there at all while timing is off.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from ktui.lang.model import Kind
-from ktui.pipeline.format import format_count, format_latency
-from ktui.pipeline.rates import error_count, percentile
+from ktui.pipeline.format import format_count, format_cpu_share, format_latency
+from ktui.pipeline.rates import ProbeCost, error_count, percentile
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
 
 # (key, header, width); the name column is sized to the names, see NAME_WIDTH
@@ -30,6 +34,8 @@ COLUMNS = (
     ("state", "state", 22),
     ("hits", "hits", 8),
     ("rate", "rate/s", 8),
+    ("cost", "ns/hit", 7),  # only while timed
+    ("cpu", "cpu%", 6),  # only while timed
     ("lost", "lost", 8),
     ("p50", "p50", 7),
     ("p99", "p99", 7),
@@ -43,6 +49,8 @@ CELL_PADDING = 1  # DataTable's default, on each side of every column
 NARROWING = (
     ("name", 28),  # long specs as names: cut, they end in an ellipsis
     ("state", 18),
+    ("cpu", None),
+    ("cost", None),
     ("errors", None),
     ("p99", None),
     ("p50", None),
@@ -56,6 +64,7 @@ NARROWING = (
     ("state", 8),
 )
 KEYS = tuple(key for key, _, _ in COLUMNS)
+TIMED_ONLY = ("cost", "cpu")
 MARKERS = {
     ProbeState.ATTACHED: Text("●", "green"),
     ProbeState.PENDING: Text("◌", "yellow"),
@@ -75,17 +84,19 @@ class ProbeLine:
     stats: ProbeStats | None = None
     rate: float | None = None
     losing: bool = False  # lost grew since the previous stats read
+    cost: ProbeCost | None = None  # its own cost over the last stats interval (timed)
 
     @property
     def probe_id(self) -> int:
         return self.status.probe_id
 
 
-def fit_columns(name_width: int, available: int) -> tuple[tuple[str, str, int], ...]:
+def fit_columns(name_width: int, available: int, timed: bool = False) -> tuple[tuple[str, str, int], ...]:
     """The columns to show, as (key, header, width), in a table `available`
     cells wide: all of them when they fit, else narrowed by NARROWING until
-    they do (or nothing is left to give)."""
-    widths = {key: name_width if width is None else width for key, _, width in COLUMNS}
+    they do (or nothing is left to give). The cost columns only when `timed`."""
+    widths = {key: name_width if width is None else width for key, _, width in COLUMNS
+              if timed or key not in TIMED_ONLY}
 
     def total() -> int:
         return sum(w + 2 * CELL_PADDING for w in widths.values())
@@ -117,7 +128,8 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
         Text(state, STATE_STYLES[status.state], overflow="ellipsis", no_wrap=True),
     ]
     if stats is None:
-        return tuple(cells + [_right("-", "dim")] * 6)
+        return tuple(cells + [_right("-", "dim")] * 8)
+    cost = line.cost
     # returns the kernel missed (kretprobe out of instances) and recursion
     # misses sit beside lost events: "lost+missed", details in the stats pane
     missed = stats.missed_returns + stats.recursion_misses
@@ -125,6 +137,8 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     cells += [
         _right(format_count(stats.hits)),
         _right("-" if line.rate is None else format_count(line.rate)),
+        _right("-" if cost is None else format_latency(cost.ns_per_hit), "dim" if cost is None else ""),
+        _right("-" if cost is None else format_cpu_share(cost.cpu_percent), "dim" if cost is None else ""),
         _right(("⚠ " if line.losing else "") + lost,
                "yellow bold" if line.losing else ("yellow" if stats.lost or missed else "dim")),
     ]
@@ -158,12 +172,13 @@ class ProbeTable(DataTable):
         self._name_width = 0
         self._columns: tuple[tuple[str, str, int], ...] = ()
         self._lines: list[ProbeLine] = []
+        self._timed = False  # the cost columns are there
 
     def on_mount(self) -> None:
         self.border_title = "probes"
 
     def on_resize(self) -> None:
-        if self._lines and self._fit(self._name_width) != self._columns:
+        if self._lines and self._fit(self._name_width, self._timed) != self._columns:
             self._rebuild(self._lines, self._name_width)
 
     @property
@@ -171,11 +186,11 @@ class ProbeTable(DataTable):
         """The keys of the columns on screen now."""
         return tuple(key for key, _, _ in self._columns)
 
-    def _fit(self, name_width: int) -> tuple[tuple[str, str, int], ...]:
+    def _fit(self, name_width: int, timed: bool) -> tuple[tuple[str, str, int], ...]:
         # The border takes 2 cells; a vertical scrollbar, when the rows do
         # not fit, takes its own width (the region below excludes it).
         available = self.scrollable_content_region.width if self.size.width else 10_000
-        return fit_columns(name_width, available)
+        return fit_columns(name_width, available, timed)
 
     @property
     def selected_id(self) -> int | None:
@@ -191,12 +206,14 @@ class ProbeTable(DataTable):
         if probe_id in self._ids:
             self.move_cursor(row=self._ids.index(probe_id))
 
-    def set_lines(self, lines: list[ProbeLine]) -> None:
+    def set_lines(self, lines: list[ProbeLine], timed: bool = False) -> None:
+        """`timed`: the run-time statistics are on (the cost columns show)."""
+        self._timed = timed
         ids = [line.probe_id for line in lines]
         names = [len(line.status.probe.name) for line in lines]
         width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
         self._lines = list(lines)
-        if ids != self._ids or width != self._name_width or self._fit(width) != self._columns:
+        if ids != self._ids or width != self._name_width or self._fit(width, timed) != self._columns:
             self._rebuild(lines, width)
             return
         shown = set(self.shown_columns)
@@ -212,7 +229,7 @@ class ProbeTable(DataTable):
         keep = self.selected_id
         old_row = self.cursor_row
         self.clear(columns=True)
-        self._columns = self._fit(name_width)
+        self._columns = self._fit(name_width, self._timed)
         for key, header, width in self._columns:
             label = Text(header, justify="right") if width > 1 and key not in ("name", "state") else header
             self.add_column(label, key=key, width=width)

@@ -1,5 +1,7 @@
 """Numbers for the probe under the table cursor: rate sparkline, the log2
-latency histogram as bcc's funclatency prints it, errnos and top comms."""
+latency histogram as bcc's funclatency prints it, errnos and top comms.
+While the run-time statistics are on (`t`), the probe's own cost, with
+what that measures and what it costs the machine."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from textual.content import Content
 from textual.widgets import Sparkline, Static
 
 from ktui.lang.model import Kind
-from ktui.pipeline.format import errno_name, format_count, format_latency, printable
-from ktui.pipeline.rates import error_count, hist_lines, percentile
+from ktui.pipeline.format import errno_name, format_count, format_cpu_share, format_latency, printable
+from ktui.pipeline.rates import ProbeCost, error_count, hist_lines, percentile
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
 
 TOP_N = 6
@@ -27,6 +29,8 @@ class ProbeView:
     stats: ProbeStats | None
     rate: float | None
     history: tuple[float, ...]
+    timed: bool = False  # the run-time statistics are on
+    cost: ProbeCost | None = None  # over the last stats interval (needs two timed reads)
 
 
 class StatsPane(VerticalScroll):
@@ -122,6 +126,9 @@ def _head(view: ProbeView) -> Text:
             text.append(f"\n{format_count(s.counted_only)} hits counted while its program loaded (no events)", "dim")
     if not probe.emits_events:
         text.append("\nstats only: no fetches, no events streamed", "dim")
+    if view.timed:
+        text.append("\n" + cost_line(view.cost), "bold")
+        text.append(f"\n{COST_NOTE}", "dim")
     return text
 
 
@@ -139,6 +146,19 @@ def miss_lines(s: ProbeStats) -> list[tuple[str, str]]:
     if s.recursion_misses:
         out.append((f"{format_count(s.recursion_misses)} runs missed (recursion)", "yellow"))
     return out
+
+
+COST_NOTE = ("times its BPF program only, not the kprobe trap or return hook; "
+             "slows every BPF program on this machine while on (t: off)")
+
+
+def cost_line(cost: ProbeCost | None) -> str:
+    """`cost 1.25us/hit  0.42% of a CPU`, or what is missing."""
+    if cost is None:
+        return "cost: measuring (two stats reads)"
+    if cost.ns_per_hit is None:
+        return "cost: no runs in the last interval"
+    return f"cost {format_latency(cost.ns_per_hit)}/hit  {format_cpu_share(cost.cpu_percent)} of a CPU"
 
 
 def _body(view: ProbeView, bar_width: int) -> Text:

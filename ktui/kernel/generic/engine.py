@@ -1,7 +1,9 @@
 """The generic engine: every probe of a session in one program, by plan.
 
 A probe here is a slot: its plan in ktui_plans, its counters at its index,
-its kprobe(s) linked to the dispatcher with a cookie naming the slot. The
+its kprobe(s) linked to dispatcher programs of its own (one per kprobe,
+see dispatch.py: so the kernel's run-time statistics and recursion misses
+are the probe's) with a cookie naming the slot. The
 dispatcher tail-calls the program routed to the slot (the generic program,
 once it is loaded) and counts hits itself until then. So a probe is live
 the moment it is attached, and adding, editing or removing one is a plan
@@ -23,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ktui.kernel import bpfsys, kprobe_pmu
+from ktui.kernel.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
@@ -60,6 +63,9 @@ class Slot:
     probe_id: int  # the session's id for it
     entry_block: int | None
     fds: list[int] = field(default_factory=list)  # perf and link fds while attached
+    # its dispatcher programs, for as long as the slot lives: [return or
+    # call, entry half (return probes)]; the first one's runs are the probe's
+    progs: list[int] = field(default_factory=list)
 
     @property
     def tag(self) -> int:
@@ -113,6 +119,13 @@ class GenericEngine:
             slot = Slot(index, gen, probe, probe_id, block)
             build_plan(probe, gen=gen, record_size=max(needed, self.record_size),
                        entry_block=block or 0)  # NotGeneric before anything is taken
+            halves = 2 if probe.kind is Kind.RETURN else 1
+            try:
+                for half in range(halves):
+                    slot.progs.append(self.dispatcher.load(f"ktui_d{index}{'e' if half else ''}"))
+            except BaseException:
+                _close_all(slot.progs)
+                raise
             self._next = index + 1
             self._gens[index] = gen
             self.slots[index] = slot
@@ -152,6 +165,8 @@ class GenericEngine:
             self.slots.pop(slot.index, None)
             if slot.entry_block is not None:
                 self._blocks.discard(slot.entry_block)
+            progs, slot.progs = slot.progs, []
+            _close_all(progs)  # nothing links to them now
 
     # ------------------------------------------------------------ attach
 
@@ -172,17 +187,18 @@ class GenericEngine:
         fds: list[int] = []
         try:
             if retprobe:
-                fds += self._link(slot.cookie(False) | abi.COOKIE_ENTRY, open_pmu(False))
-            fds += self._link(slot.cookie(early), open_return if retprobe and open_return else open_pmu(retprobe))
+                fds += self._link(slot.progs[1], slot.cookie(False) | abi.COOKIE_ENTRY, open_pmu(False))
+            fds += self._link(slot.progs[0], slot.cookie(early),
+                              open_return if retprobe and open_return else open_pmu(retprobe))
         except BaseException:
             kprobe_pmu.detach_all(fds)
             raise
         slot.fds = fds
 
-    def _link(self, cookie: int, open_event) -> list[int]:
+    def _link(self, prog_fd: int, cookie: int, open_event) -> list[int]:
         perf_fd = open_event()
         try:
-            link_fd = bpfsys.link_perf_event(self.dispatcher.prog_fd, perf_fd, cookie)
+            link_fd = bpfsys.link_perf_event(prog_fd, perf_fd, cookie)
             kprobe_pmu.ioctl(perf_fd, kprobe_pmu.PERF_EVENT_IOC_ENABLE, 0)
         except BaseException:
             os.close(perf_fd)
@@ -311,18 +327,21 @@ class GenericEngine:
             decoder = self._decoders[size] = Decoder(layout, probes, ids)
         return decoder
 
-    def stats(self) -> dict[int, ProbeStats]:
-        """Counters of every slot, by the session's probe id."""
+    def stats(self, timed: bool = False) -> dict[int, ProbeStats]:
+        """Counters of every slot, by the session's probe id; with `timed`
+        (the run-time statistics are on) run_ns and run_count too."""
         import numpy as np
 
         with self._lock:
             slots = dict(self.slots)
+            runs = {i: self._runs(s, timed) for i, s in slots.items()}
         if not slots:
             return {}
         count = max(slots) + 1
         early = self._sum_counters(self.dispatcher.early_fd, count, np)
         if self.program is None:
-            return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i]), counted_only=int(early[i]))
+            return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i]), counted_only=int(early[i]),
+                                           **runs[i])
                     for i, s in slots.items()}
         hits = self._sum_counters(self._map("ktui_hits"), count, np)
         emitted = self._sum_counters(self._map("ktui_emitted"), count, np)
@@ -340,8 +359,16 @@ class GenericEngine:
                 hist=hist,
                 errnos=tuple(sorted(errnos.get(i, {}).items(), key=lambda kv: -kv[1])),
                 top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
+                **runs[i],
             )
         return out
+
+    @staticmethod
+    def _runs(slot: Slot, timed: bool) -> dict[str, int]:
+        """The kernel's counts of the slot's own programs (see dispatch.py):
+        run time of both halves of a return probe, runs of its return half
+        (one per return, as `hits`), recursion misses of both."""
+        return probe_runs([bpfsys.prog_run(fd) for fd in slot.progs], timed)
 
     def _sum_counters(self, fd: int, count: int, np):
         raw = bpfsys.array_lookup_all(fd, count, 8 * self._ncpus)
@@ -386,6 +413,9 @@ class GenericEngine:
             for slot in self.slots.values():
                 slot.fds = []
             kprobe_pmu.detach_all(fds)
+            for slot in self.slots.values():
+                progs, slot.progs = slot.progs, []
+                _close_all(progs)
             self.dispatcher.close()
             if self.reader is not None:
                 self.reader.close()
@@ -394,3 +424,11 @@ class GenericEngine:
                 self.program.close()
                 self.program = None
 
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
