@@ -230,6 +230,8 @@ def _print_summary(summary: dict) -> None:
     for p in summary["probes"]:
         counted = (f", counted while loading {p['counted_only']}" if p.get("counted_only") else "")
         missed = f", recursion misses {p['recursion_misses']}" if p.get("recursion_misses") else ""
+        if p.get("missed_returns"):
+            missed = f", returns missed {p['missed_returns']} (maxactive {p.get('maxactive', 0)})" + missed
         cost = ""
         if p.get("run_count"):
             cost = f", cost {p['run_ns'] / p['run_count']:.0f} ns/hit over {p['run_count']} runs"

@@ -211,7 +211,6 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             recursion_misses=int(v.get("recursion_misses", 0)),
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
-            recursion_misses=int(v.get("recursion_misses", 0)),
             run_ns=int(v.get("run_ns", 0)), run_count=int(v.get("run_count", 0)),
         )
     return StatsSnapshot(float(obj.get("time", 0.0)), probes, timed=bool(obj.get("timed", False)))
