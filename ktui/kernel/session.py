@@ -118,6 +118,9 @@ class Session:
         self.load_error = ""
         self._returns = None  # the tracefs kretprobes (kretprobe_events.ReturnEvents), None: none
         self._ret_events: dict[int, tuple[str, int]] = {}  # probe id -> (event, its maxactive)
+        # misses of a return probe's earlier events: switching it off removes
+        # its event (off means gone from the kernel), its count lives on here
+        self._missed_before: dict[int, tuple[int, int]] = {}  # probe id -> (missed, maxactive)
         from ktui.kernel.runstats import RunTimeStats
 
         self._timing = RunTimeStats(self.loader.enable_run_stats)
@@ -436,6 +439,20 @@ class Session:
         if event is not None and not self._returns.remove(event[0]):
             log_line(self._log_fd, f"ktui: kretprobe event {event[0]} still busy, not removed")
 
+    def _retire_return_event(self, pid_: int) -> None:
+        """Switched off: its kretprobe event goes too (a disarmed event still
+        sits in the kernel's kprobe list), its missed returns so far kept."""
+        event = self._ret_events.get(pid_)
+        if event is None or self._returns is None:
+            return
+        try:
+            missed = self._returns.counts().get(event[0], (0, 0))[1]
+        except OSError:
+            missed = 0
+        before = self._missed_before.get(pid_, (0, 0))[0]
+        self._missed_before[pid_] = (before + missed, event[1])
+        self._drop_return_event(pid_)
+
     def _detach(self, pid_: int) -> None:
         if pid_ in self._slots:
             self._engine.detach(self._slots[pid_])
@@ -516,15 +533,22 @@ class Session:
         """Each return probe's missed returns, as the kernel counted them:
         one read of kprobe_profile for all of them."""
         events = dict(self._ret_events)
-        if not events or self._returns is None:
-            return
-        try:
-            counts = self._returns.counts()
-        except OSError:
-            return
-        for pid_, (name, maxactive) in events.items():
-            if pid_ in out and name in counts:
-                out[pid_] = dataclasses.replace(out[pid_], missed_returns=counts[name][1], maxactive=maxactive)
+        before = dict(self._missed_before)
+        counts: dict[str, tuple[int, int]] = {}
+        if events and self._returns is not None:
+            try:
+                counts = self._returns.counts()
+            except OSError:
+                pass
+        for pid_ in set(events) | set(before):
+            if pid_ not in out:
+                continue
+            missed, maxactive = before.get(pid_, (0, 0))
+            if pid_ in events and events[pid_][0] in counts:
+                missed += counts[events[pid_][0]][1]
+                maxactive = events[pid_][1]
+            if maxactive:
+                out[pid_] = dataclasses.replace(out[pid_], missed_returns=missed, maxactive=maxactive)
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
         with self._lock:
@@ -536,6 +560,7 @@ class Session:
             if enabled:
                 return self._attach(probe_id)
             self._detach(probe_id)
+            self._retire_return_event(probe_id)
             return self._set_status(probe_id, ProbeState.OFF)
 
     async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:

@@ -61,13 +61,18 @@ def test_session_makes_one_event_per_return_probe_and_counts_misses():
         assert stats[names["vfs_write:r"]].missed_returns == 7
         assert stats[names["vfs_write:r"]].maxactive == 4
         assert stats[names["vfs_read:c"]].maxactive == 0
-        # off and on again: the same event, its count kept
+        # off: its event leaves the kernel (off means gone); on: a new
+        # event, and the misses of the old one still count
         s.set_enabled_now(names["vfs_write:r"], False)
+        assert ev_write in loader.returns.removed and ev_write not in loader.returns.events
+        assert s.stats().probes[names["vfs_write:r"]].missed_returns == 7
         s.set_enabled_now(names["vfs_write:r"], True)
         assert len(loader.returns.events) == 2
-        assert s.stats().probes[names["vfs_write:r"]].missed_returns == 7
+        ev_new = next(n for n, v in loader.returns.events.items() if v[0] == "vfs_write")
+        loader.returns.missed[ev_new] = 2
+        assert s.stats().probes[names["vfs_write:r"]].missed_returns == 9
         s.remove_probe_now(names["vfs_write:r"])
-        assert ev_write in loader.returns.removed and ev_write not in loader.returns.events
+        assert ev_new in loader.returns.removed and ev_new not in loader.returns.events
     finally:
         s.close()
     assert loader.returns.events == {} and loader.attached == {}
