@@ -84,12 +84,73 @@ def workload():
         w.close()
 
 
+def _live_descendants(root: int) -> list[tuple[int, str]]:
+    """Every process below `root` that has not exited yet (zombies are done)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        # comm may hold spaces and parentheses: the fields start after the last ')'
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            children.setdefault(int(ppid), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            try:
+                cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+            except OSError:
+                continue
+            found.append((pid, cmd.replace(b"\0", b" ").decode(errors="replace").strip()))
+            todo.append(pid)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_child_outlives_its_test():
+    """A test that fails halfway must not leave its ktui running: its probes
+    would still be attached when the next tests count what the kernel holds,
+    and one failure would turn into a dozen. Whatever is left is killed, and
+    the test that left it errors, naming it."""
+    yield
+    # A session's generic-program compile (a child that dies with us) may
+    # still run behind a module-scoped session: it is not a leftover.
+    left = [(pid, cmd) for pid, cmd in _live_descendants(os.getpid())
+            if "generic.compile_child" not in cmd]
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid, _ in left:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # not our direct child: its own parent (killed too) or init reaps it
+    if left:
+        pytest.fail("left running after the test (killed): " + "; ".join(c for _, c in left))
+
+
 def kprobe_entries() -> list[str]:
     """Every kprobe the kernel has registered, whoever made it."""
     return [ln for ln in KPROBE_LIST.read_text().splitlines() if ln.strip()]
 
 
+def bpftool(*args: str) -> str:
+    """bpftool's output. It exits 255 when an object it was listing went away
+    mid-listing (a probe detaching as we look): ask again, a few times."""
+    for _ in range(5):
+        out = subprocess.run(["bpftool", *args], capture_output=True, text=True)
+        if out.returncode == 0:
+            return out.stdout
+    raise AssertionError(f"bpftool {' '.join(args)}: exit {out.returncode}: {out.stderr.strip()}")
+
+
 def ktui_bpf_programs() -> list[str]:
     """Names of loaded BPF programs that are ours (ktui_p*/ktui_e*)."""
-    out = subprocess.run(["bpftool", "prog", "list"], capture_output=True, text=True, check=True)
+    out = subprocess.CompletedProcess([], 0, stdout=bpftool("prog", "list"))
     return re.findall(r"\bname (ktui_\w+)", out.stdout)
