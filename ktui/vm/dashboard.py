@@ -23,9 +23,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from ktui.vm.boot import Machine, host_env
+from ktui.vm.boot import Machine, host_env, stop_process_group
 from ktui.vm.guest import ktui_argv, setup_lines
 from ktui.vm.guestrun import GuestFiles
+from ktui.vm.terminal import kept_terminal
 
 TMUX_SOCKET = "/run/ktui-vm.tmux"  # the guest's tmpfs, not the default under /tmp
 
@@ -62,17 +63,19 @@ def guest_script(argv: list[str], workload: bool, cwd: Path, files: GuestFiles) 
 
 def run_dashboard(machine: Machine, files: GuestFiles) -> int:
     """vng's status; the guest console is this terminal (its size, its TERM).
-    On an exception (Ctrl-C before the guest took the terminal, a stop
-    signal) vng is stopped before it is raised on."""
-    proc = subprocess.Popen([*machine.vng_args(), "--shell", str(files.script)], cwd=machine.cwd,
-                            env=host_env())
-    try:
-        return proc.wait()
-    except BaseException:
-        proc.terminate()
+
+    vng, virtme-run and QEMU get a session of their own (QEMU is a child of
+    virtme-run, which a SIGTERM to vng alone left running with the
+    terminal): on an exception (Ctrl-C before QEMU took the terminal, a
+    stop signal) the whole group is stopped before it is raised on, and the
+    terminal's settings are put back either way. Outside our session the
+    terminal is still theirs to read and write (no job control applies to a
+    terminal that is not one's controlling terminal)."""
+    with kept_terminal(0):
+        proc = subprocess.Popen([*machine.vng_args(), "--shell", str(files.script)], cwd=machine.cwd,
+                                env=host_env(), start_new_session=True)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
+            return proc.wait()
+        except BaseException:
+            stop_process_group(proc)
+            raise
