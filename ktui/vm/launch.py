@@ -17,7 +17,7 @@ from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED
 from ktui.kernel.quiet import default_log_path
 from ktui.vm import dashboard, headless
 from ktui.vm.boot import Machine, VmError
-from ktui.vm.guest import DASHBOARDS, run_dir
+from ktui.vm.guest import DASHBOARDS, run_dir, shared_dirs
 from ktui.vm.guestrun import GuestFiles, OutputPump, final_status, keep_guest_log, print_output
 from ktui.vm.signals import Stopped, stop_signals_raise
 from ktui.vm.sweep import GUEST_FILE, sweep_stale
@@ -28,7 +28,7 @@ def run_in_vm(argv: list[str], kernel: str | None = None, workload: bool = True)
     cwd = Path.cwd()
     rundir = run_dir()
     rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    writable = (rundir,) if cwd == Path("/") else (rundir, cwd)
+    writable = (rundir, *shared_dirs(cwd))
     try:
         machine = Machine.from_env(kernel, cwd=cwd, rwdirs=writable)
     except VmError as exc:
