@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ktui.exits import EXIT_USAGE
+from ktui.exits import EXIT_INTERRUPTED, EXIT_USAGE
 from ktui.vm.boot import Machine, VmError, run_command, run_shell
 from ktui.vm.signals import Stopped, stop_signals_raise
 
@@ -59,6 +59,9 @@ def main(argv: list[str]) -> int:
     except Stopped as stop:
         print(f"vm: {stop}: the VM is down", file=sys.stderr)
         return stop.status
+    except KeyboardInterrupt:  # one line, not a traceback
+        print("vm: interrupted: the VM is down", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

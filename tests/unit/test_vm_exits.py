@@ -94,3 +94,18 @@ def test_python_m_ktui_vm_sweeps_vmout_and_leaves_nothing_on_sigterm(kernel, tmp
     assert "the VM is down" in capfd.readouterr().err
     assert sorted(p.name for p in vmout.iterdir()) == ["e2e-screen.txt"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_python_m_ktui_vm_on_ctrl_c_is_one_line_and_leaves_nothing(kernel, tmp_path, capfd):
+    vmout = tmp_path / "work" / ".vmout"
+    # a shell that started us in the background ignores SIGINT: give the
+    # test the handler a terminal's Ctrl-C meets
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _when(tmp_path / "started", lambda: os.kill(os.getpid(), signal.SIGINT))
+        rc = vm_main(["--kernel", kernel, "--", f"touch {tmp_path}/started; sleep 300"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert rc == 130
+    assert capfd.readouterr().err.splitlines()[-1] == "vm: interrupted: the VM is down"
+    assert list(vmout.iterdir()) == []
