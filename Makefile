@@ -22,12 +22,13 @@ install-test:
 	@bash scripts/install.sh --test
 
 # On a kernel with kprobes: the dashboard, as root. On a machine like our CI
-# (no kprobes, lockdown), ktui says so and runs the dashboard in a VM.
-run: install
+# (no kprobes, lockdown), ktui says so and runs the dashboard in a VM. One
+# install.sh either way (with --vm for the VM rig): two in a row ran pip twice.
+run:
 	@if [ -e /sys/bus/event_source/devices/kprobe/type ]; then \
-		exec $(VENV)/bin/ktui $(ARGS); \
+		bash scripts/install.sh && exec $(VENV)/bin/ktui $(ARGS); \
 	else \
-		echo "make run: this kernel has no kprobes; starting the dashboard in a throwaway VM (ktui vm)"; \
+		echo "make run: this kernel has no kprobes; the dashboard will run in a throwaway VM (ktui vm)"; \
 		bash scripts/install.sh --vm && exec $(VENV)/bin/ktui vm $(ARGS); \
 	fi
 

@@ -50,16 +50,25 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; 
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 
-extras=""
-[ "$want_test" = 1 ] && extras="[test]"
-stamp=.venv/.ktui-installed
-[ "$want_test" = 1 ] && stamp="$stamp-test"
-[ "$want_vm" = 1 ] && stamp="$stamp-vm"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "install: pip install ktui${extras} (editable)"
-    pkgs=(-e ".${extras}")
-    # virtme-ng boots the throwaway VM (ktui vm, the kernel tests).
-    [ "$want_vm" = 1 ] && pkgs+=(virtme-ng==1.42)
-    .venv/bin/pip install -q --disable-pip-version-check "${pkgs[@]}"
-    touch "$stamp"
+# What pip installs, each part with its own stamp, so a later call with more
+# options installs only what it adds: `make run` on a machine without
+# kprobes ran install.sh and then install.sh --vm, and the second one pip
+# installed ktui all over again (its stamp named both options).
+base_stamp=.venv/.ktui-installed
+pkgs=()
+if [ ! -f "$base_stamp" ] || [ pyproject.toml -nt "$base_stamp" ]; then
+    rm -f .venv/.ktui-installed-*  # a new pyproject.toml: every part again
+    [ "$want_test" = 1 ] && pkgs+=(-e ".[test]") || pkgs+=(-e .)
+elif [ "$want_test" = 1 ] && [ ! -f "$base_stamp-test" ]; then
+    pkgs+=(-e ".[test]")
 fi
+# virtme-ng boots the throwaway VM (ktui vm, the kernel tests).
+[ "$want_vm" = 1 ] && [ ! -f "$base_stamp-vm" ] && pkgs+=(virtme-ng==1.42)
+if [ "${#pkgs[@]}" -gt 0 ]; then
+    echo "install: pip install ${pkgs[*]}"
+    .venv/bin/pip install -q --disable-pip-version-check "${pkgs[@]}"
+    touch "$base_stamp"
+    [ "$want_test" = 1 ] && touch "$base_stamp-test"
+    [ "$want_vm" = 1 ] && touch "$base_stamp-vm"
+fi
+exit 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from ktui.lang.model import ProbeSet, ProbeSetError
+from ktui.lang.save_place import why_not_kept
 
 
 HEADER = "# ktui probe set\n"
@@ -66,7 +67,7 @@ def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
         raise ProbeSetError("refusing to save: the path is a symbolic link", source=target)
     if os.path.isdir(target):
         raise ProbeSetError("cannot save: the path is a directory", source=target)
-    why = why_not_replace(target)
+    why = why_not_kept(target) or why_not_replace(target)
     if why is not None:
         raise ProbeSetError(f"refusing to save: {why}; write to another path", source=target)
     directory = os.path.dirname(target) or "."

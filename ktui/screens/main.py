@@ -33,7 +33,7 @@ from ktui.screens.browser import BrowserScreen
 from ktui.screens.commands import DashboardCommands
 from ktui.screens.confirm import ConfirmDialog
 from ktui.screens.event_detail import EventDetailScreen
-from ktui.screens.path_dialog import PathDialog
+from ktui.screens.path_dialog import PathDialog, proposed_write_path
 from ktui.screens.probe_check import ProbeCheck
 from ktui.screens.probe_dialog import ProbeDialog
 from ktui.screens.probe_ops import ProbeOps, ReplaceFailed, is_on
@@ -401,7 +401,7 @@ class MainScreen(Screen[None]):
             self.notify("\n".join(loaded.problems), title=f"{name}: problems", severity="warning", timeout=10)
 
     def action_write(self) -> None:
-        value = self.save_path or DEFAULT_SAVE_PATH
+        value = proposed_write_path(self.save_path, DEFAULT_SAVE_PATH)
         self.app.push_screen(PathDialog("write", self._submit_write, value=value))
 
     async def _submit_write(self, path: str) -> None:

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
 from ktui.lang.probeset_write import why_not_replace
+from ktui.lang.save_place import where_it_lands, why_not_kept
 from ktui.screens.dialog import Dialog
 
 SubmitPath = Callable[[str], Awaitable[None]]
@@ -29,11 +30,45 @@ def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
         return Text("" if exists else "no such file", "dim" if exists else "yellow")
     if os.path.isdir(path):
         return Text("that is a directory", "yellow")
+    lost = why_not_kept(path)
+    if lost is not None:
+        return Text(f"will not be written: {lost}", "red")
     if exists or os.path.lexists(path):
         why = why_not_replace(path)
         if why is not None:
             return Text(f"will not be replaced: {why}", "red")
     return Text("exists: it will be replaced" if exists else "new file", "yellow" if exists else "dim")
+
+
+def path_where(path: str, mode: Literal["open", "write"]) -> Text:
+    """Where a written file ends up (absolute; in `ktui vm`, whether the
+    host keeps it), so a save never lands somewhere unexpected."""
+    path = path.strip()
+    if mode != "write" or not path:
+        return Text("")
+    return Text(where_it_lands(path), "dim")
+
+
+def proposed_write_path(save_path: str | None, default: str) -> str:
+    """What the write dialog proposes: the probe set's own file, unless a
+    save there would be refused (a set shipped with ktui, a recording or any
+    other file that is not a probe set, a path the VM does not share); then
+    a file of the same name in the current directory, or DEFAULT. So the
+    dialog never opens on a file it would not write (in `ktui vm`, the
+    shipped probesets/default.yaml was proposed and Enter overwrote it)."""
+    def writable(path: str) -> bool:
+        return not os.path.isdir(path) and why_not_kept(path) is None and why_not_replace(path) is None
+
+    if not save_path:
+        return default
+    if writable(save_path):
+        return save_path
+    name = os.path.basename(save_path)
+    beside = os.path.join(".", name)
+    # (in save_path's own folder `beside` is save_path: not writable either)
+    if name.endswith((".yaml", ".yml")) and writable(beside):
+        return beside
+    return default
 
 
 class PathDialog(Dialog):
@@ -50,6 +85,7 @@ class PathDialog(Dialog):
             yield Label("path of a YAML probe set", classes="field-label")
             yield Input(self._value, placeholder="./probes.yaml", id="path")
             yield Static(id="path-hint", classes="hint")
+            yield Static(id="path-where", classes="hint")
             yield Static(id="submit-problem")
             yield self.keys_line(f"enter: {verb}   esc: cancel")
 
@@ -65,6 +101,7 @@ class PathDialog(Dialog):
 
     def _show_hint(self, value: str) -> None:
         self.query_one("#path-hint", Static).update(path_hint(value, self.mode))
+        self.query_one("#path-where", Static).update(path_where(value, self.mode))
 
     @on(Input.Submitted, "#path")
     def _submitted(self, event: Input.Submitted) -> None:

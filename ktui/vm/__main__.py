@@ -23,8 +23,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ktui.exits import EXIT_USAGE
+from ktui.exits import EXIT_INTERRUPTED, EXIT_USAGE
 from ktui.vm.boot import Machine, VmError, run_command, run_shell
+from ktui.vm.signals import Stopped, stop_signals_raise
 
 
 def main(argv: list[str]) -> int:
@@ -48,10 +49,19 @@ def main(argv: list[str]) -> int:
         machine = Machine.from_env(kernel, cwd=cwd, rwdirs=(cwd,))
         if shell:
             return run_shell(machine, Path(command))
-        return run_command(machine, command, rundir=cwd / ".vmout")
+        # SIGTERM and SIGHUP unwind like a Ctrl-C: the VM goes down and the
+        # run's files in .vmout/ go with it (a killed run left them there)
+        with stop_signals_raise():
+            return run_command(machine, command, rundir=cwd / ".vmout")
     except VmError as exc:
         print(f"vm: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Stopped as stop:
+        print(f"vm: {stop}: the VM is down", file=sys.stderr)
+        return stop.status
+    except KeyboardInterrupt:  # one line, not a traceback
+        print("vm: interrupted: the VM is down", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

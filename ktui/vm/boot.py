@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.exits import EXIT_ENVIRONMENT
+from ktui.vm.sweep import RUN_FILE, sweep_stale
 
 # Single-threaded TCG by default (KTUI_VM_QEMU_OPTS overrides; set it empty
 # for QEMU's multi-threaded TCG). Under multi-threaded TCG, putting a kprobe
@@ -153,6 +154,7 @@ def run_command(machine: Machine, command: str, rundir: Path,
     console log goes to stderr and the status is 3."""
     timeout = timeout if timeout is not None else float(os.environ.get("KTUI_VM_TIMEOUT", DEFAULT_TIMEOUT_S))
     files = RunFiles.in_dir(rundir)
+    sweep_stale(rundir, RUN_FILE)  # what runs killed outright left
     files.status.unlink(missing_ok=True)
     inner = (f"{guest_prelude(machine.cwd)}; ( {command} ) > {shlex.quote(str(files.output))} 2>&1; "
              f"echo $? > {shlex.quote(str(files.status))}")

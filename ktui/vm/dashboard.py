@@ -5,7 +5,8 @@ vm/boot.py boots the kernel under software emulation with the host's root
 filesystem shared read-only, so the ktui that runs this (its interpreter,
 its venv, bcc, the headers) runs inside too, from the same directory; the
 dashboard gets the guest console as its terminal, at the host terminal's
-size. A small background workload gives it something to show. The current
+size, which follows the host terminal's when it is resized (resize.py).
+A small background workload gives it something to show. The current
 directory is writable too, so a probe set saved in the dashboard is there
 after the VM is gone.
 
@@ -18,14 +19,15 @@ on the host after the VM is down (they flashed and were cleared before).
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
 
-from ktui.vm.boot import Machine, host_env
+from ktui.vm.boot import Machine, host_env, stop_process_group
 from ktui.vm.guest import ktui_argv, setup_lines
 from ktui.vm.guestrun import GuestFiles
+from ktui.vm.resize import guest_lines, host_terminal_size, size_follows_host
+from ktui.vm.terminal import kept_terminal
 
 TMUX_SOCKET = "/run/ktui-vm.tmux"  # the guest's tmpfs, not the default under /tmp
 
@@ -35,15 +37,11 @@ def guest_script(argv: list[str], workload: bool, cwd: Path, files: GuestFiles) 
     status = f"echo $? > {shlex.quote(str(files.status))}"
     # -J joins the lines the terminal's width wrapped; -S -: from the pane's start
     capture = f"tmux -S {TMUX_SOCKET} capture-pane -p -J -S - > {shlex.quote(str(files.stderr))}"
-    try:  # the guest's serial console does not learn the host terminal's size
-        size = os.get_terminal_size()
-        stty = f"stty rows {size.lines} cols {size.columns} 2>/dev/null; unset COLUMNS LINES"
-    except OSError:
-        stty = ""
     return "\n".join([
         "#!/bin/bash",
-        stty,
         *setup_lines(cwd, workload),
+        # the guest's serial console does not learn the host terminal's size
+        guest_lines(files.size, TMUX_SOCKET, host_terminal_size()),
         # The dashboard runs in tmux inside the guest, on a private socket.
         # Written straight to the guest console, its output stalled mid-frame
         # after some seconds (keys unanswered, the VM still up); through tmux,
@@ -62,17 +60,19 @@ def guest_script(argv: list[str], workload: bool, cwd: Path, files: GuestFiles) 
 
 def run_dashboard(machine: Machine, files: GuestFiles) -> int:
     """vng's status; the guest console is this terminal (its size, its TERM).
-    On an exception (Ctrl-C before the guest took the terminal, a stop
-    signal) vng is stopped before it is raised on."""
-    proc = subprocess.Popen([*machine.vng_args(), "--shell", str(files.script)], cwd=machine.cwd,
-                            env=host_env())
-    try:
-        return proc.wait()
-    except BaseException:
-        proc.terminate()
+
+    vng, virtme-run and QEMU get a session of their own (QEMU is a child of
+    virtme-run, which a SIGTERM to vng alone left running with the
+    terminal): on an exception (Ctrl-C before QEMU took the terminal, a
+    stop signal) the whole group is stopped before it is raised on, and the
+    terminal's settings are put back either way. Outside our session the
+    terminal is still theirs to read and write (no job control applies to a
+    terminal that is not one's controlling terminal)."""
+    with kept_terminal(0), size_follows_host(files.size):
+        proc = subprocess.Popen([*machine.vng_args(), "--shell", str(files.script)], cwd=machine.cwd,
+                                env=host_env(), start_new_session=True)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
+            return proc.wait()
+        except BaseException:
+            stop_process_group(proc)
+            raise

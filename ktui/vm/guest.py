@@ -10,11 +10,13 @@ throwaway overlay.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
 
 from ktui.kernel.quiet import default_log_path
+from ktui.lang.save_place import SHARED_ENV
 from ktui.vm.boot import guest_prelude
 from ktui.vm.guestrun import GuestFiles
 
@@ -35,6 +37,14 @@ DASHBOARDS = frozenset({"run", "replay"})
 def run_dir() -> Path:
     """Where `ktui vm` keeps what the guest needs to see (and may write)."""
     return default_log_path().parent / "vm"
+
+
+def shared_dirs(cwd: Path) -> tuple[Path, ...]:
+    """The user's folders the guest may write and the host keeps: the
+    current directory (not /: the whole host writable). Told to ktui in the
+    guest (KTUI_VM_SHARED), which refuses to save anywhere else: the rest
+    is a throwaway overlay."""
+    return () if cwd == Path("/") else (cwd,)
 
 
 def _has_option(args: list[str], name: str) -> bool:
@@ -61,4 +71,6 @@ def setup_lines(cwd: Path, workload: bool) -> list[str]:
     # The guest's home is read-only: the generic program's cache lives in the
     # run directory, so a second `ktui vm` on the same kernel starts warm.
     cache = shlex.quote(str(run_dir() / "cache"))
-    return [guest_prelude(cwd), f"export XDG_CACHE_HOME={cache}", WORKLOAD if workload else ""]
+    shared = shlex.quote(os.pathsep.join(str(d) for d in shared_dirs(cwd)))
+    return [guest_prelude(cwd), f"export XDG_CACHE_HOME={cache}", f"export {SHARED_ENV}={shared}",
+            WORKLOAD if workload else ""]

@@ -38,15 +38,17 @@ class GuestFiles:
     log: Path
     stop: Path
     console: Path
+    size: Path  # the host terminal's size, for the dashboard (resize.py)
 
     @classmethod
     def in_dir(cls, rundir: Path, tag: str | int | None = None) -> GuestFiles:
         stem = rundir / f"ktui-vm-{tag if tag is not None else os.getpid()}"
         return cls(*(stem.with_suffix(ext) for ext in (".sh", ".status", ".out", ".err", ".log", ".stop",
-                                                      ".console")))
+                                                      ".console", ".size")))
 
     def all(self) -> tuple[Path, ...]:
-        return (self.script, self.status, self.stdout, self.stderr, self.log, self.stop, self.console)
+        return (self.script, self.status, self.stdout, self.stderr, self.log, self.stop, self.console,
+                self.size, self.size.with_suffix(".size.tmp"))
 
     def remove(self) -> None:
         for f in self.all():

@@ -17,9 +17,10 @@ from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED
 from ktui.kernel.quiet import default_log_path
 from ktui.vm import dashboard, headless
 from ktui.vm.boot import Machine, VmError
-from ktui.vm.guest import DASHBOARDS, run_dir
+from ktui.vm.guest import DASHBOARDS, run_dir, shared_dirs
 from ktui.vm.guestrun import GuestFiles, OutputPump, final_status, keep_guest_log, print_output
 from ktui.vm.signals import Stopped, stop_signals_raise
+from ktui.vm.sweep import GUEST_FILE, sweep_stale
 
 
 def run_in_vm(argv: list[str], kernel: str | None = None, workload: bool = True) -> int:
@@ -27,7 +28,7 @@ def run_in_vm(argv: list[str], kernel: str | None = None, workload: bool = True)
     cwd = Path.cwd()
     rundir = run_dir()
     rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    writable = (rundir,) if cwd == Path("/") else (rundir, cwd)
+    writable = (rundir, *shared_dirs(cwd))
     try:
         machine = Machine.from_env(kernel, cwd=cwd, rwdirs=writable)
     except VmError as exc:
@@ -35,6 +36,9 @@ def run_in_vm(argv: list[str], kernel: str | None = None, workload: bool = True)
         return EXIT_ENVIRONMENT
     on_console = argv[0] in DASHBOARDS
     files = GuestFiles.in_dir(rundir)
+    log_dir = default_log_path().parent
+    # runs killed outright (SIGKILL) left their files: their logs are kept
+    sweep_stale(rundir, GUEST_FILE, lambda pid: keep_guest_log(GuestFiles.in_dir(rundir, pid), log_dir))
     pump = OutputPump(files.stdout, sys.stdout.buffer)
     try:
         with stop_signals_raise():
@@ -57,5 +61,5 @@ def run_in_vm(argv: list[str], kernel: str | None = None, workload: bool = True)
         print("ktui vm: stopped; the VM is down", file=sys.stderr)
         return stop.status if isinstance(stop, Stopped) else EXIT_INTERRUPTED
     finally:
-        keep_guest_log(files, default_log_path().parent)
+        keep_guest_log(files, log_dir)
         files.remove()

@@ -12,7 +12,7 @@ from ktui.record.feed import ProbeState
 from ktui.screens.main import MainScreen
 from ktui.screens.path_dialog import PathDialog
 
-from .conftest import SIZE, Notes, make_app, make_feed
+from .conftest import SIZE, Notes, demo_probeset, make_app, make_feed
 from .test_probes import cell, names
 
 GOOD = """\
@@ -142,3 +142,43 @@ async def test_writing_over_a_recording_is_refused_and_it_survives(tmp_path):
         assert isinstance(app.screen, PathDialog)
         assert "refusing to save: it is not a probe set" in submit_problem(app)
     assert recording.read_bytes() == body
+
+
+async def test_in_the_vm_w_proposes_a_kept_file_and_says_where_it_lands(tmp_path, monkeypatch):
+    """Issue 15, in `ktui vm`: `w` proposed the shipped probesets/default.yaml,
+    and a path under the guest's /tmp was written and lost with the VM,
+    without a word. Now the dialog proposes a file of that name where the
+    host keeps it, says so, and refuses a path it does not keep."""
+    from ktui.lang.save_place import SHARED_ENV
+    from ktui.lang.shipped import default_set
+
+    shared = tmp_path / "checkout"
+    shared.mkdir()
+    monkeypatch.setenv(SHARED_ENV, str(shared))
+    monkeypatch.chdir(shared)
+    shipped = default_set()
+    before = shipped.read_bytes()
+    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(shipped))))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w")
+        dialog = app.screen
+        assert dialog.query_one("#path", Input).value == "./default.yaml"
+        where = str(dialog.query_one("#path-where").render())
+        assert where == f"written to {shared}/default.yaml, on the host too (shared with the VM)"
+        lost = tmp_path / "mine.yaml"  # the guest's overlay
+        dialog.query_one("#path", Input).value = str(lost)
+        await pilot.pause()
+        assert "be lost when it stops" in str(dialog.query_one("#path-hint").render())
+        assert str(dialog.query_one("#path-where").render()) == f"{lost} is inside the VM only"
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, PathDialog) and "refusing to save" in submit_problem(app)
+        assert not lost.exists()
+        dialog.query_one("#path", Input).value = "./default.yaml"
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+    assert load_probeset(shared / "default.yaml").name == "demo"
+    assert shipped.read_bytes() == before
