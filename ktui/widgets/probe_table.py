@@ -17,8 +17,10 @@ are the first to give way, and are not there at all while timing is off.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from ktui.lang.model import Kind
@@ -155,6 +157,12 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
 
 
 class ProbeTable(DataTable):
+    # Home/End move the cursor to the first/last probe (DataTable's own
+    # home/end scroll sideways only, and ctrl+home is not what users try).
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First probe", show=False),
+        Binding("end", "scroll_bottom", "Last probe", show=False),
+    ]
     DEFAULT_CSS = """
     ProbeTable {
         height: auto;
