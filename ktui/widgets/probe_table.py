@@ -181,6 +181,7 @@ class ProbeTable(DataTable):
         self._columns: tuple[tuple[str, str, int], ...] = ()
         self._lines: list[ProbeLine] = []
         self._timed = False  # the cost columns are there
+        self._sort: tuple[str, str] | None = None  # (column, arrow) the rows are sorted by
 
     def on_mount(self) -> None:
         self.border_title = "probes"
@@ -214,14 +215,19 @@ class ProbeTable(DataTable):
         if probe_id in self._ids:
             self.move_cursor(row=self._ids.index(probe_id))
 
-    def set_lines(self, lines: list[ProbeLine], timed: bool = False) -> None:
-        """`timed`: the run-time statistics are on (the cost columns show)."""
+    def set_lines(self, lines: list[ProbeLine], timed: bool = False, sort: tuple[str, str] | None = None) -> None:
+        """`timed`: the run-time statistics are on (the cost columns show).
+        `sort`: (column key, arrow) the lines are sorted by, marked in its
+        header and the title."""
         self._timed = timed
         ids = [line.probe_id for line in lines]
         names = [len(line.status.probe.name) for line in lines]
         width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
         self._lines = list(lines)
-        if ids != self._ids or width != self._name_width or self._fit(width, timed) != self._columns:
+        resorted = sort != self._sort
+        self._sort = sort
+        if (resorted or ids != self._ids or width != self._name_width
+                or self._fit(width, timed) != self._columns):
             self._rebuild(lines, width)
             return
         shown = set(self.shown_columns)
@@ -239,6 +245,8 @@ class ProbeTable(DataTable):
         self.clear(columns=True)
         self._columns = self._fit(name_width, self._timed)
         for key, header, width in self._columns:
+            if self._sort is not None and key == self._sort[0]:
+                header = _marked(header, self._sort[1], width)
             label = Text(header, justify="right") if width > 1 and key not in ("name", "state") else header
             self.add_column(label, key=key, width=width)
         self._ids = [line.probe_id for line in lines]
@@ -253,4 +261,12 @@ class ProbeTable(DataTable):
             self.move_cursor(row=self._ids.index(keep), animate=False)
         elif self._ids:
             self.move_cursor(row=min(old_row, len(self._ids) - 1), animate=False)
-        self.border_title = f"probes {len(self._ids)}"
+        self.border_title = f"probes {len(self._ids)}" + (
+            f", by {self._sort[0]} {self._sort[1]}" if self._sort is not None else "")
+
+
+def _marked(header: str, arrow: str, width: int) -> str:
+    """A sorted column's header with its arrow, within the column's width."""
+    if width <= 1:
+        return arrow
+    return (header[: width - 1] if len(header) >= width else header) + arrow
