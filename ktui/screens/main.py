@@ -305,6 +305,13 @@ class MainScreen(Screen[None]):
         if status is not None:
             self._set_enabled(status, not is_on(status))
 
+    @on(ProbeTable.MarkClicked)
+    def _mark_clicked(self, message: ProbeTable.MarkClicked) -> None:
+        """The mouse's space: the same switch, through the same worker."""
+        status = self.statuses.get(message.probe_id)
+        if status is not None:
+            self._set_enabled(status, not is_on(status))
+
     @work(group="feed")
     async def _set_enabled(self, status: ProbeStatus, enabled: bool) -> None:
         try:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import DataTable
 
 from ktui.lang.model import Kind
@@ -183,8 +185,31 @@ class ProbeTable(DataTable):
         self._timed = False  # the cost columns are there
         self._sort: tuple[str, str] | None = None  # (column, arrow) the rows are sorted by
 
+    class MarkClicked(Message):
+        """A click on a probe's on/off mark: switch that probe."""
+
+        def __init__(self, probe_id: int) -> None:
+            super().__init__()
+            self.probe_id = probe_id
+
     def on_mount(self) -> None:
         self.border_title = "probes"
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on the mark in the first column switches the probe (the
+        screen does it as space would); a click anywhere else on a row
+        selects it, as DataTable does."""
+        meta = event.style.meta
+        row, column = meta.get("row"), meta.get("column")
+        if not isinstance(row, int) or not isinstance(column, int) or not 0 <= row < len(self._ids):
+            return
+        if 0 <= column < len(self._columns) and self._columns[column][0] == "on":
+            self.move_cursor(row=row, animate=False)
+            self.post_message(self.MarkClicked(self._ids[row]))
+            # DataTable's own click would also "select" a highlighted row
+            # (Enter: go to the events): a switch is all this click asks.
+            event.prevent_default()
+            event.stop()
 
     def on_resize(self) -> None:
         if self._lines and self._fit(self._name_width, self._timed) != self._columns:
