@@ -43,6 +43,7 @@ from ktui.widgets.event_window import DEFAULT_WINDOW
 from ktui.widgets.footer import KtuiFooter
 from ktui.widgets.probe_sort import TIMED_ONLY, Sort
 from ktui.widgets.probe_table import ProbeLine, ProbeTable
+from ktui.widgets.scrollbars import whole_cell_scrollbars
 from ktui.widgets.stats_pane import ProbeView, StatsPane
 from ktui.widgets.status_line import StatusLine, Totals
 
@@ -140,6 +141,7 @@ class MainScreen(Screen[None]):
         for note in self.info.notes:
             self.notify(note, severity="warning", timeout=8)
         self.refresh_probes()
+        whole_cell_scrollbars(self.table, self.query_one(EventLog), self.query_one(StatsPane))
         self.table.focus()
         self.ready = True
 

@@ -151,8 +151,14 @@ class EventLog(ScrollView, can_focus=True):
     def _update_virtual_size(self) -> None:
         self.virtual_size = Size(0, len(self.window))  # lines fit the width: no horizontal scroll
         if self.cursor == len(self.window) - 1:
-            # follow the tail, after the next layout
-            self.scroll_end(animate=False, x_axis=False, force=True)
+            # Follow the tail now when the height is known (after the next
+            # layout left the view a row short now and then: a screen taken
+            # in between, or a dialog opened, showed it so).
+            height = self.scrollable_content_region.height
+            if height:
+                self.scroll_to(y=max(0, len(self.window) - height), animate=False, immediate=True, force=True)
+            else:
+                self.scroll_end(animate=False, x_axis=False, force=True)
 
     # ------------------------------------------------------------ cursor
 
