@@ -32,6 +32,7 @@ from ktui.screens.browse_match import DEFAULT_CAP
 from ktui.screens.browse_model import TYPE_CYCLE, Choice, Detail, FunctionIndex, Functions, spec_text
 from ktui.screens.probe_dialog import FieldProblem, SubmitProbe, build_probe, caret_text
 from ktui.widgets.footer import KtuiFooter
+from ktui.widgets.scrollbars import whole_cell_scrollbars
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class BrowserScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#query", Input).focus()
         self.query_one("#matches", OptionList).can_focus = True
+        whole_cell_scrollbars(self.query_one("#matches", OptionList), self.query_one("#choices", SelectionList))
         if self.functions is not None:
             self._ready(self.functions)
         else:

@@ -41,7 +41,9 @@ from ktui.widgets.event_log import EventLog
 from ktui.widgets.event_pane import EventPane
 from ktui.widgets.event_window import DEFAULT_WINDOW
 from ktui.widgets.footer import KtuiFooter
+from ktui.widgets.probe_sort import TIMED_ONLY, Sort
 from ktui.widgets.probe_table import ProbeLine, ProbeTable
+from ktui.widgets.scrollbars import whole_cell_scrollbars
 from ktui.widgets.stats_pane import ProbeView, StatsPane
 from ktui.widgets.status_line import StatusLine, Totals
 
@@ -70,6 +72,10 @@ class MainScreen(Screen[None]):
         Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
+        Binding("S", "sort", "Sort", id="sort", show=False,
+                tooltip="Sort the probes by the next column (again: the next one; then as added)"),
+        Binding("I", "invert_sort", "Invert sort", id="invert-sort", show=False,
+                tooltip="Sort the other way round (a click on a column header sorts by it)"),
         Binding("t", "timing", "Cost", id="cost", show=False,
                 tooltip="Each probe's cost (ns/hit, CPU share); slows every BPF program while on"),
     ]
@@ -109,7 +115,8 @@ class MainScreen(Screen[None]):
         self.window = window
         self.meta: ProbeSet = feed.probeset  # name, description, source of what was last opened
         self.save_path = probeset_path or feed.probeset.source
-        self.order: list[int] = []  # probe ids in table order: rows keep their place
+        self.order: list[int] = []  # probe ids in the order added: rows keep their place
+        self.sort = Sort()  # the table shows `order` sorted by this
         self.statuses: dict[int, ProbeStatus] = {}
         self.snapshot: StatsSnapshot | None = None
         self.rates: dict[int, float] = {}
@@ -134,6 +141,7 @@ class MainScreen(Screen[None]):
         for note in self.info.notes:
             self.notify(note, severity="warning", timeout=8)
         self.refresh_probes()
+        whole_cell_scrollbars(self.table, self.query_one(EventLog), self.query_one(StatsPane))
         self.table.focus()
         self.ready = True
 
@@ -187,13 +195,13 @@ class MainScreen(Screen[None]):
         self.order = [i for i in self.order if i in known] + sorted(known.difference(self.order))
         self.history.retain(known)
         stats = self.snapshot.probes if self.snapshot is not None else {}
-        self.table.set_lines(
-            [
-                ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing, self.costs.get(i))
-                for i in self.order
-            ],
-            timed=self.timed,
-        )
+        lines = [ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing, self.costs.get(i))
+                 for i in self.order]
+        if self.sort.key in TIMED_ONLY and not self.timed:
+            self.sort = Sort()  # its column is gone
+        # The table keeps the cursor on the same probe when rows move.
+        self.table.set_lines(self.sort.apply(lines), timed=self.timed,
+                             sort=(self.sort.key, self.sort.arrow()) if self.sort.key else None)
         self._show_selected()
         self._show_status()
         self._refresh_bindings_if_changed()
@@ -250,6 +258,21 @@ class MainScreen(Screen[None]):
         self._show_selected()
         self._refresh_bindings_if_changed()
 
+    @on(DataTable.HeaderSelected, "#probes")
+    def _header_clicked(self, message: DataTable.HeaderSelected) -> None:
+        """A click on a column header sorts by it (again: the other way)."""
+        self._sort_by(self.sort.by(str(message.column_key.value)))
+
+    def action_sort(self) -> None:
+        self._sort_by(self.sort.next(self.timed))
+
+    def action_invert_sort(self) -> None:
+        self._sort_by(self.sort.inverted())
+
+    def _sort_by(self, sort: Sort) -> None:
+        self.sort = sort
+        self.refresh_probes(self.statuses)
+
     @on(DataTable.RowSelected, "#probes")
     def _probe_selected(self) -> None:
         """Enter on a probe: go to its events."""
@@ -281,6 +304,13 @@ class MainScreen(Screen[None]):
 
     def action_toggle(self) -> None:
         status = self.selected
+        if status is not None:
+            self._set_enabled(status, not is_on(status))
+
+    @on(ProbeTable.MarkClicked)
+    def _mark_clicked(self, message: ProbeTable.MarkClicked) -> None:
+        """The mouse's space: the same switch, through the same worker."""
+        status = self.statuses.get(message.probe_id)
         if status is not None:
             self._set_enabled(status, not is_on(status))
 

@@ -16,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ktui.widgets.scrollbars import whole_cell_scrollbars
+
 ResultT = TypeVar("ResultT")
 
 
@@ -39,6 +41,10 @@ class ModalFrame(ModalScreen[ResultT]):
         & .keys-line { color: $text-muted; margin-top: 1; }
     }
     """
+
+    def on_mount(self) -> None:
+        for box in self.query(".modal-frame"):
+            whole_cell_scrollbars(box)
 
     def frame(self, title: str = "") -> Widget:
         """The box to compose into: `with self.frame("title"): yield ...`."""

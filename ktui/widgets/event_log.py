@@ -35,6 +35,7 @@ _ERRNO = re.compile(r"\(E[A-Z0-9]+\)")
 # Column widths never shrink while rows live, so lines do not jump sideways;
 # they are capped so one long comm or name cannot push the values away.
 _MAX_TASK, _MAX_NAME = 24, 24
+WHEEL_LINES = 3  # rows per wheel notch, as terminals scroll text
 
 
 class EventLog(ScrollView, can_focus=True):
@@ -150,8 +151,14 @@ class EventLog(ScrollView, can_focus=True):
     def _update_virtual_size(self) -> None:
         self.virtual_size = Size(0, len(self.window))  # lines fit the width: no horizontal scroll
         if self.cursor == len(self.window) - 1:
-            # follow the tail, after the next layout
-            self.scroll_end(animate=False, x_axis=False, force=True)
+            # Follow the tail now when the height is known (after the next
+            # layout left the view a row short now and then: a screen taken
+            # in between, or a dialog opened, showed it so).
+            height = self.scrollable_content_region.height
+            if height:
+                self.scroll_to(y=max(0, len(self.window) - height), animate=False, immediate=True, force=True)
+            else:
+                self.scroll_end(animate=False, x_axis=False, force=True)
 
     # ------------------------------------------------------------ cursor
 
@@ -198,6 +205,33 @@ class EventLog(ScrollView, can_focus=True):
             self._move(index)
             if event.chain == 2:
                 self.action_select()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._wheel(-WHEEL_LINES)
+        event.prevent_default()
+        event.stop()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._wheel(WHEEL_LINES)
+        event.prevent_default()
+        event.stop()
+
+    def _wheel(self, lines: int) -> None:
+        """Scroll the rows and keep the cursor on a row in view: scrolled
+        up, the cursor leaves the last row, so new events no longer pull the
+        view back to the tail (Textual's own wheel scroll was undone by the
+        next poll); scrolled to the bottom, it follows again."""
+        count, height = len(self.window), max(1, self.scrollable_content_region.height)
+        if not count:
+            return
+        bottom = max(0, count - height)
+        top = max(0, min(int(self.scroll_y) + lines, bottom))
+        if lines > 0 and top == bottom:
+            self.cursor = count - 1
+        else:
+            self.cursor = max(top, min(self.cursor, top + height - 1, count - 1))
+        self.scroll_to(y=top, animate=False, immediate=True, force=True)
+        self.refresh()
 
     def on_focus(self) -> None:
         self._cache.clear()

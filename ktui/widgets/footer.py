@@ -1,4 +1,4 @@
-"""Textual's Footer without its slow leak.
+"""Textual's Footer without its slow leak, and without half a key.
 
 Footer.compose binds every FooterKey to the footer's `compact` reactive
 (data_bind), and Textual drops the watchers of removed nodes only when that
@@ -12,16 +12,70 @@ the first change makes Textual prune the watchers whose node is closing, as
 it does on any change, and the second restores the value before anything is
 drawn. Only public API: the `compact` reactive. (The watcher list itself is
 private to Textual; tests/ui/test_footer.py counts the live keys.)
+
+Textual's footer also lays its keys out in a row and cuts the row at the
+screen's edge, mid-label (issue 15: `? Hel` at 80 columns with the event
+pane focused). Here the keys that do not fit whole are left out instead,
+the last ones first, except quit and help, which always stay.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from textual.app import ComposeResult
+from textual.widget import Widget
 from textual.widgets import Footer
+
+ALWAYS = ("q", "question_mark")  # quit and help: how to get out, how to learn the rest
+# Cells a key takes beyond its key and description, from Footer's CSS
+# (8.2.8, pinned in tests/ui/test_textual_pins.py): one cell of padding each
+# side of the key and one after the description; the command palette's key
+# docked right adds its padding and its border.
+KEY_EXTRA, PALETTE_EXTRA = 3, 2
+
+
+def fitting(widths: list[int], keep: list[bool], available: int) -> list[bool]:
+    """Which keys to show: all when they fit, else leave out the last ones
+    that are not kept until the rest fit."""
+    shown = [True] * len(widths)
+    for i in reversed(range(len(widths))):
+        if sum(w for w, s in zip(widths, shown) if s) <= available:
+            break
+        if not keep[i]:
+            shown[i] = False
+    return shown
 
 
 class KtuiFooter(Footer):
+    def __init__(self) -> None:
+        super().__init__()
+        self._fitted_width = 0
+
+    def compose(self) -> ComposeResult:
+        widgets = list(super().compose())
+        # FooterKey lives in a private Textual module: known by its fields.
+        if not all(hasattr(w, "key_display") and hasattr(w, "description") for w in widgets):
+            yield from widgets  # binding groups (not used by ktui): as Textual draws them
+            return
+        self._fitted_width = width = self.size.width
+        keys = [w for w in widgets if not w.has_class("-command-palette")]
+        palette = [w for w in widgets if w.has_class("-command-palette")]
+        if width:
+            width -= sum(_cells(w) + PALETTE_EXTRA for w in palette)
+        shown = fitting([_cells(w) for w in keys], [w.key in ALWAYS for w in keys], width) if width else []
+        yield from (w for w, show in zip(keys, shown or [True] * len(keys)) if show)
+        yield from palette
+
+    def on_resize(self) -> None:
+        if self.size.width != self._fitted_width:
+            self.call_after_refresh(self.recompose)
+
     async def recompose(self) -> None:
         await super().recompose()
         compact = self.compact
         self.compact = not compact
         self.compact = compact
+
+
+def _cells(key: Widget) -> int:
+    return cell_len(key.key_display) + cell_len(key.description) + KEY_EXTRA  # type: ignore[attr-defined]

@@ -17,8 +17,12 @@ are the first to give way, and are not there at all while timing is off.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import DataTable
 
 from ktui.lang.model import Kind
@@ -155,6 +159,12 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
 
 
 class ProbeTable(DataTable):
+    # Home/End move the cursor to the first/last probe (DataTable's own
+    # home/end scroll sideways only, and ctrl+home is not what users try).
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First probe", show=False),
+        Binding("end", "scroll_bottom", "Last probe", show=False),
+    ]
     DEFAULT_CSS = """
     ProbeTable {
         height: auto;
@@ -173,9 +183,33 @@ class ProbeTable(DataTable):
         self._columns: tuple[tuple[str, str, int], ...] = ()
         self._lines: list[ProbeLine] = []
         self._timed = False  # the cost columns are there
+        self._sort: tuple[str, str] | None = None  # (column, arrow) the rows are sorted by
+
+    class MarkClicked(Message):
+        """A click on a probe's on/off mark: switch that probe."""
+
+        def __init__(self, probe_id: int) -> None:
+            super().__init__()
+            self.probe_id = probe_id
 
     def on_mount(self) -> None:
         self.border_title = "probes"
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on the mark in the first column switches the probe (the
+        screen does it as space would); a click anywhere else on a row
+        selects it, as DataTable does."""
+        meta = event.style.meta
+        row, column = meta.get("row"), meta.get("column")
+        if not isinstance(row, int) or not isinstance(column, int) or not 0 <= row < len(self._ids):
+            return
+        if 0 <= column < len(self._columns) and self._columns[column][0] == "on":
+            self.move_cursor(row=row, animate=False)
+            self.post_message(self.MarkClicked(self._ids[row]))
+            # DataTable's own click would also "select" a highlighted row
+            # (Enter: go to the events): a switch is all this click asks.
+            event.prevent_default()
+            event.stop()
 
     def on_resize(self) -> None:
         if self._lines and self._fit(self._name_width, self._timed) != self._columns:
@@ -206,14 +240,19 @@ class ProbeTable(DataTable):
         if probe_id in self._ids:
             self.move_cursor(row=self._ids.index(probe_id))
 
-    def set_lines(self, lines: list[ProbeLine], timed: bool = False) -> None:
-        """`timed`: the run-time statistics are on (the cost columns show)."""
+    def set_lines(self, lines: list[ProbeLine], timed: bool = False, sort: tuple[str, str] | None = None) -> None:
+        """`timed`: the run-time statistics are on (the cost columns show).
+        `sort`: (column key, arrow) the lines are sorted by, marked in its
+        header and the title."""
         self._timed = timed
         ids = [line.probe_id for line in lines]
         names = [len(line.status.probe.name) for line in lines]
         width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
         self._lines = list(lines)
-        if ids != self._ids or width != self._name_width or self._fit(width, timed) != self._columns:
+        resorted = sort != self._sort
+        self._sort = sort
+        if (resorted or ids != self._ids or width != self._name_width
+                or self._fit(width, timed) != self._columns):
             self._rebuild(lines, width)
             return
         shown = set(self.shown_columns)
@@ -231,6 +270,8 @@ class ProbeTable(DataTable):
         self.clear(columns=True)
         self._columns = self._fit(name_width, self._timed)
         for key, header, width in self._columns:
+            if self._sort is not None and key == self._sort[0]:
+                header = _marked(header, self._sort[1], width)
             label = Text(header, justify="right") if width > 1 and key not in ("name", "state") else header
             self.add_column(label, key=key, width=width)
         self._ids = [line.probe_id for line in lines]
@@ -245,4 +286,12 @@ class ProbeTable(DataTable):
             self.move_cursor(row=self._ids.index(keep), animate=False)
         elif self._ids:
             self.move_cursor(row=min(old_row, len(self._ids) - 1), animate=False)
-        self.border_title = f"probes {len(self._ids)}"
+        self.border_title = f"probes {len(self._ids)}" + (
+            f", by {self._sort[0]} {self._sort[1]}" if self._sort is not None else "")
+
+
+def _marked(header: str, arrow: str, width: int) -> str:
+    """A sorted column's header with its arrow, within the column's width."""
+    if width <= 1:
+        return arrow
+    return (header[: width - 1] if len(header) >= width else header) + arrow

@@ -1,5 +1,8 @@
 """Numbers for the probe under the table cursor: rate sparkline, the log2
 latency histogram as bcc's funclatency prints it, errnos and top comms.
+The pane takes focus (tab) and scrolls (arrows, page keys, Home/End, the
+wheel), so the errnos and top comms under a tall histogram are always
+reachable (issue 15: at 120x35 they were cut off, out of reach).
 While the run-time statistics are on (`t`), the probe's own cost, with
 what that measures and what it costs the machine."""
 
@@ -39,6 +42,7 @@ class StatsPane(VerticalScroll):
         border: round $border-blurred;
         border-title-color: $text-primary;
         padding: 0 1;
+        &:focus { border: round $border; }
         & > Static { width: 100%; }
         & > .label { color: $text-muted; margin-top: 1; }
         & > Sparkline { height: 3; margin: 0 0; }
@@ -50,7 +54,6 @@ class StatsPane(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.view: ProbeView | None = None
-        self.can_focus = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="stats-head")

@@ -41,6 +41,10 @@ def settle(app):
             await pilot.pause(0.01)
         polls(app, 5)
         await pilot.pause()
+        # the event pane follows its tail after the next layout: let it land,
+        # or a dialog opened next may catch it one row short (a flaky row)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
         app.clear_notifications()
 
     return run_before
