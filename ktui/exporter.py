@@ -72,6 +72,8 @@ def parse_listen(text: str) -> Listen:
         address = ipaddress.ip_address(host)
     except ValueError:
         raise ValueError(f"{host!r} is not an IP address (ADDR:PORT, e.g. {DEFAULT_LISTEN})") from None
+    if address.version == 6 and not text.startswith("["):
+        raise ValueError(f"write an IPv6 address in brackets: [{host}]:{port_text}")
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise ValueError(f"port {port_text!r} is not a number from 1 to 65535")
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
