@@ -76,7 +76,7 @@ class Prom:
 
     def samples(self, selector: str) -> list[tuple[float, float]]:
         """The raw samples of the one series `selector` picks, oldest first."""
-        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": f"{selector}[10m]"})
+        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": f"{selector}[1h]"})
         body = json.loads(get(url))
         assert body["status"] == "success", body
         result = body["data"]["result"]
