@@ -7,6 +7,7 @@
     ktui stream FILE | -e SPEC... | --from REC   NDJSON events + stats on stdout
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
+    ktui export FILE... [--listen ADDR:PORT]   the sets' counters as Prometheus metrics
     ktui vm [ARGS...]                        ktui ARGS inside a throwaway VM (default: the dashboard)
 
 Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
@@ -43,6 +44,7 @@ Examples:
   ktui record probesets/vfs.yaml -o vfs.ktrec   (Ctrl-C stops)
   ktui replay vfs.ktrec
   ktui stream --from vfs.ktrec > vfs.ndjson
+  ktui export probesets/vfs.yaml         Prometheus metrics on http://127.0.0.1:9436/metrics
 
 \b
 Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
@@ -446,6 +448,62 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
     _stderr_apart()
     _leave(run_record(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache, cost), output, interval,
                       duration, force=force))
+
+
+def _parse_listen(ctx, param, value):
+    from ktui.exporter import parse_listen
+
+    try:
+        return parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _export_loader(files, specs, pid, comm):
+    """What `ktui export` loads, now and on each SIGHUP: the set, and the
+    name of the set each probe comes from (its `set` label). Raises KtuiError."""
+
+    def load():
+        sets = {}
+        for f in files:
+            one = load_inputs((f,), (), pid, comm)
+            for p in one.probes:
+                sets.setdefault(p.name, one.name)
+        combined = load_inputs(files, specs, pid, comm)
+        return combined, {p.name: sets.get(p.name, "command line") for p in combined.probes}
+
+    return load
+
+
+@main.command("export")
+@click.argument("files", nargs=-1, type=click.Path())
+@probe_options
+@click.option("--listen", default="127.0.0.1:9436", show_default=True, callback=_parse_listen,
+              metavar="ADDR:PORT",
+              help="Where to serve /metrics ([ADDR]:PORT for IPv6). Loopback by default: "
+                   "--listen 0.0.0.0:PORT serves every network, and the metrics reveal the names "
+                   "of the processes that hit the probes (the comm label) and which kernel "
+                   "functions this host traces.")
+def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, cost, listen):
+    """Serve the probe sets' in-kernel counters as Prometheus metrics.
+
+    Each scrape of http://ADDR:PORT/metrics reads the BPF maps once: hits,
+    emitted and lost events, missed returns, errno counts, the latency
+    histogram of return probes and the top task names (README: "Exporting
+    to Prometheus"). SIGTERM or SIGINT detach every probe and exit 0;
+    SIGHUP reloads the files (a file that does not load keeps the running
+    set and logs why)."""
+    from ktui.exporter import run_export
+
+    load = _export_loader(files, specs, pid, comm)
+    try:
+        loaded = load()
+    except KtuiError as exc:
+        _fail(str(exc), EXIT_INVALID)
+    _preflight_or_exit(print_warnings=True)
+    _stderr_apart()
+    _leave(run_export(loaded, load, _session_options(buffer, buffer_pages, log_path, engine, no_cache, cost),
+                      listen))
 
 
 @main.command("replay")

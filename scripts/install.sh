@@ -22,6 +22,11 @@ apt_pkgs=(python3-venv python3-bpfcc bpfcc-tools python3-numpy linux-headers-amd
 if apt-cache show "linux-headers-$(uname -r)" >/dev/null 2>&1; then
     apt_pkgs+=("linux-headers-$(uname -r)")
 fi
+if [ "$want_test" = 1 ]; then
+    # tests/kernel/test_export.py scrapes `ktui export` with a real Prometheus
+    # (the guest shares this root filesystem, so it finds the binary there).
+    apt_pkgs+=(prometheus)
+fi
 if [ "$want_vm" = 1 ]; then
     # The VM rig: a stock Debian kernel booted under software emulation.
     apt_pkgs+=(qemu-system-x86 linux-image-amd64 linux-image-6.12-amd64

@@ -38,7 +38,7 @@ def _percpu_hist(table, key: int) -> tuple[int, ...]:
 def read_unit_stats(unit) -> dict[int, ProbeStats]:
     bpf = unit.bpf
     hits_t, emit_t, lost_t = bpf[b"ktui_hits"], bpf[b"ktui_emitted"], bpf[b"ktui_lost"]
-    hist_t = bpf[b"ktui_hist"]
+    hist_t, sum_t = bpf[b"ktui_hist"], bpf[b"ktui_lat_sum"]
     errnos: dict[int, list[tuple[int, int]]] = {}
     for k, v in bpf[b"ktui_errnos"].items():
         errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
@@ -54,8 +54,10 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
     for local in sorted(unit.live):
         probe = unit.program.probes[local]
         hist: tuple[int, ...] = ()
+        latency_sum = 0
         if probe.kind is Kind.RETURN:
             hist = _percpu_hist(hist_t, local)
+            latency_sum = _percpu_sum(sum_t, local)
         pid_ = unit.ids[local]
         out[pid_] = ProbeStats(
             probe_id=pid_,
@@ -63,6 +65,7 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
             lost=_percpu_sum(lost_t, local),
             emitted=_percpu_sum(emit_t, local),
             hist=hist,
+            latency_sum_ns=latency_sum,
             errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
             top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
         )

@@ -212,6 +212,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
             run_ns=int(v.get("run_ns", 0)), run_count=int(v.get("run_count", 0)),
+            latency_sum_ns=int(v.get("latency_sum_ns", 0)),  # absent before the kernel kept it
         )
     return StatsSnapshot(float(obj.get("time", 0.0)), probes, timed=bool(obj.get("timed", False)))
 

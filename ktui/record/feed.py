@@ -95,6 +95,9 @@ class ProbeStats:
     # For a probe that emits, hits == emitted + lost + counted_only.
     counted_only: int = 0
     hist: tuple[int, ...] = ()  # log2 latency slots in ns, record.histogram (return probes)
+    # exact sum of the latencies `hist` counts, in ns (return probes): what a
+    # Prometheus histogram's _sum needs, which log2 slots cannot give
+    latency_sum_ns: int = 0
     errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
     top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first
     # returns the kernel dropped (a kretprobe out of instances: maxactive);

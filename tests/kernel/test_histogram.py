@@ -8,7 +8,9 @@ read one octave off shows here as every count one slot away."""
 
 from __future__ import annotations
 
-from ktui.kernel.session import Session
+import pytest
+
+from ktui.kernel.session import Session, SessionOptions
 from ktui.pipeline.rates import percentile
 from ktui.record.histogram import HIST_SLOTS, slot_bounds, slot_of
 
@@ -28,12 +30,14 @@ def slot_holding(ns: int) -> int:
     return found[0]
 
 
-def test_histogram_equals_the_exact_latencies_of_the_same_returns(workload):
+# both engines keep the histogram, and the exact sum beside it
+@pytest.mark.parametrize("engine", ["generic", "compiled"])
+def test_histogram_equals_the_exact_latencies_of_the_same_returns(workload, engine):
     w = workload([SHAPE])
     # a fetch, so every return is an event with its latency; no sample or
     # rate limit, and the default buffer holds them all (lost must be 0)
     text = "name: h\nprobes:\n  - spec: vfs_read:r:retval\n    label: ret\n"
-    with Session(probe_set(text, w.pid)) as s:
+    with Session(probe_set(text, w.pid), SessionOptions(engine=engine)) as s:
         w.run_phase()
         events = drain_all(s)
         stats = s.stats().probes[0]
@@ -44,6 +48,8 @@ def test_histogram_equals_the_exact_latencies_of_the_same_returns(workload):
     for ns in latencies:
         rebuilt[slot_holding(ns)] += 1
     assert list(stats.hist) == rebuilt
+    # the kernel's exact sum (a Prometheus histogram's _sum): to the nanosecond
+    assert stats.latency_sum_ns == sum(latencies)
     assert len([c for c in rebuilt if c]) >= 3, "the workload should spread over several slots"
     # the median the dashboard shows lies in the slot of the true median
     median = sorted(latencies)[(len(latencies) - 1) // 2]

@@ -66,6 +66,7 @@ def test_a_histogram_is_one_lookup_summed_over_cpus():
     tables = {
         b"ktui_hits": PerCpuTable(counters), b"ktui_emitted": PerCpuTable(counters),
         b"ktui_lost": PerCpuTable(counters), b"ktui_hist": hist,
+        b"ktui_lat_sum": PerCpuTable({1: [1000, 2**40, 7], 2: [5, 0, 0]}),
         b"ktui_errnos": HashTable([]), b"ktui_comms": HashTable([]),
     }
     unit = fake_unit(["vfs_read:c:a3", "vfs_read:r:retval", "vfs_write:r"], tables)
@@ -77,6 +78,9 @@ def test_a_histogram_is_one_lookup_summed_over_cpus():
     assert stats[9].hist == tuple(4 if k == 5 else 1 if k == 6 else 0 for k in range(HIST_SLOTS))
     assert stats[7].hist == ()
     assert stats[8].hits == 11
+    # the exact latency sum, summed over CPUs; none for a call probe
+    assert stats[8].latency_sum_ns == 1000 + 2**40 + 7
+    assert stats[9].latency_sum_ns == 5 and stats[7].latency_sum_ns == 0
 
 
 def test_removed_probes_are_not_read():
@@ -85,6 +89,7 @@ def test_removed_probes_are_not_read():
     tables = {
         b"ktui_hits": PerCpuTable(counters), b"ktui_emitted": PerCpuTable(counters),
         b"ktui_lost": PerCpuTable(counters), b"ktui_hist": hist,
+        b"ktui_lat_sum": PerCpuTable({}),
         b"ktui_errnos": HashTable([]), b"ktui_comms": HashTable([]),
     }
     unit = fake_unit(["vfs_read:r", "vfs_write:r"], tables)

@@ -250,7 +250,7 @@ class GenericEngine:
         if self.program is None:
             return
         for name in ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window",
-                     "ktui_hist", "ktui_comms_drop"):
+                     "ktui_hist", "ktui_lat_sum", "ktui_comms_drop"):
             spec = self.program.specs[name]
             bpfsys.map_update(self._map(name), key, bytes(self._percpu_size(spec["value_size"])))
         if self._gens[index] <= 1:
@@ -346,6 +346,7 @@ class GenericEngine:
         hits = self._sum_counters(self._map("ktui_hits"), count, np)
         emitted = self._sum_counters(self._map("ktui_emitted"), count, np)
         lost = self._sum_counters(self._map("ktui_lost"), count, np)
+        latency_sums = self._sum_counters(self._map("ktui_lat_sum"), count, np)
         errnos = self._errnos()
         comms = self._comms()
         out = {}
@@ -357,6 +358,7 @@ class GenericEngine:
                 probe_id=slot.probe_id, hits=int(early[i] + hits[i]), emitted=int(emitted[i]), lost=int(lost[i]),
                 counted_only=int(early[i]),
                 hist=hist,
+                latency_sum_ns=int(latency_sums[i]) if hist else 0,
                 errnos=tuple(sorted(errnos.get(i, {}).items(), key=lambda kv: -kv[1])),
                 top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
                 **runs[i],

@@ -67,6 +67,8 @@ BPF_PERCPU_ARRAY(ktui_lost, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_sampled, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_MAX_PROBES);
+/* exact sum of a return probe's latencies (ns): a histogram's _sum */
+BPF_PERCPU_ARRAY(ktui_lat_sum, u64, KTUI_MAX_PROBES);
 BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
 BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_MAX_PROBES);
@@ -303,6 +305,9 @@ static __always_inline void ktui_account_return(u32 slot, u64 latency, u64 rc)
         if (s < KTUI_HIST_SLOTS)
             h->slots[s]++;
     }
+    u64 *sum = ktui_lat_sum.lookup(&slot);
+    if (sum)
+        *sum += latency;
     s64 err = (s64)rc;
     /* int-returning functions leave the upper half of rax zero */
     if (err >= 0 && (rc >> 32) == 0)

@@ -63,6 +63,8 @@ BPF_PERCPU_ARRAY(ktui_lost, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_sampled, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_NPROBES);
+/* exact sum of a return probe's latencies (ns): a histogram's _sum */
+BPF_PERCPU_ARRAY(ktui_lat_sum, u64, KTUI_NPROBES);
 BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
 BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_NPROBES);
@@ -126,6 +128,9 @@ static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)
     u32 slot = ktui_log2_slot(latency);
     if (hist && slot < KTUI_HIST_SLOTS)
         hist->slot[slot]++;
+    u64 *sum = ktui_lat_sum.lookup(&probe);
+    if (sum)
+        *sum += latency;
     s64 err = (s64)rc;
     /* int-returning functions leave the upper half of rax zero */
     if (err >= 0 && (rc >> 32) == 0)

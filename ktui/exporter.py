@@ -1,0 +1,245 @@
+"""`ktui export`: a probe set's in-kernel counters as Prometheus metrics.
+
+The HTTP socket is bound first (a port in use or an address this machine
+does not have fails before anything is compiled), then the probes are
+attached, then /metrics is served from a thread. Each scrape reads the BPF
+maps once (pipeline.prometheus); nothing is counted per event in Python.
+Probes with fetches emit events: they are drained and dropped (export is
+for counting sets).
+
+Signals: SIGINT and SIGTERM detach every probe and exit 0 (it runs under
+systemd); SIGHUP loads the probe set file(s) again and applies the
+difference (a probe whose definition changed is removed and added again, so
+its counters restart, which Prometheus reads as a counter reset). A file
+that does not load keeps the running set and logs one line on stderr.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
+from ktui.lang.model import Kind, KtuiError, ProbeSet
+from ktui.record.feed import FeedError, ProbeState, ProbeStats
+
+DEFAULT_LISTEN = "127.0.0.1:9436"
+DRAIN_INTERVAL = 0.1  # seconds: events of probes with fetches are dropped this often
+
+# (the probe set, probe name -> the name of the set it came from)
+Loaded = tuple[ProbeSet, dict[str, str]]
+
+
+class ListenError(Exception):
+    """The metrics socket cannot be opened; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+    family: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if self.family == socket.AF_INET6 else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_listen(text: str) -> Listen:
+    """`ADDR:PORT` (`[ADDR]:PORT` for IPv6), ADDR a numeric IP address.
+    Raises ValueError with a one-line reason."""
+    if text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ValueError(f"{text!r} is not [ADDR]:PORT")
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise ValueError(f"{text!r} is not ADDR:PORT")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{host!r} is not an IP address (ADDR:PORT, e.g. {DEFAULT_LISTEN})") from None
+    if address.version == 6 and not text.startswith("["):
+        raise ValueError(f"write an IPv6 address in brackets: [{host}]:{port_text}")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"port {port_text!r} is not a number from 1 to 65535")
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return Listen(str(address), int(port_text), family)
+
+
+def _handler(render: Callable[[], tuple[bytes, str]]):
+    class MetricsHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.split("?", 1)[0] == "/metrics":
+                body, content_type = render()
+                self._reply(200, body, content_type)
+            elif self.path == "/":
+                self._reply(200, b'<html><body><a href="/metrics">/metrics</a></body></html>\n',
+                            "text/html; charset=utf-8")
+            else:
+                self._reply(404, b"not found\n", "text/plain; charset=utf-8")
+
+        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format, *args) -> None:  # noqa: A002 - no line per scrape on stderr
+            pass
+
+    return MetricsHandler
+
+
+def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]]) -> ThreadingHTTPServer:
+    """The bound, listening HTTP server (not serving yet), or ListenError."""
+
+    class Server(ThreadingHTTPServer):
+        address_family = listen.family
+        daemon_threads = True
+
+    try:
+        return Server((listen.host, listen.port), _handler(render))
+    except OSError as exc:
+        reasons = {errno.EADDRINUSE: "address already in use",
+                   errno.EACCES: "permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)",
+                   errno.EADDRNOTAVAIL: "no such address on this machine"}
+        reason = reasons.get(exc.errno, exc.strerror or str(exc))
+        raise ListenError(f"--listen {listen}: {reason}", EXIT_ENVIRONMENT) from None
+
+
+class Exporter:
+    """The running set: what a scrape shows, and SIGHUP's reload."""
+
+    def __init__(self, session, loaded: Loaded, load: Callable[[], Loaded]) -> None:
+        self.session = session
+        self.probeset, self.sets = loaded
+        self.load = load
+        self._lock = threading.Lock()  # a scrape never sees half a reload
+
+    def views(self):
+        from ktui.pipeline.prometheus import ProbeView
+
+        with self._lock:
+            stats = self.session.stats().probes
+            out = []
+            for pid_, st in sorted(self.session.statuses().items()):
+                name = st.probe.name
+                out.append(ProbeView(
+                    name=name, set=self.sets.get(name, self.probeset.name),
+                    is_return=st.probe.kind is Kind.RETURN,
+                    attached=st.state in (ProbeState.ATTACHED, ProbeState.LOADING),
+                    stats=stats.get(pid_, ProbeStats(pid_))))
+            return out
+
+    def reload(self) -> None:
+        """Load the files again and apply the difference; a file that does
+        not load leaves everything as it is."""
+        try:
+            probeset, sets = self.load()
+        except KtuiError as exc:
+            print(f"ktui: reload: {exc}; keeping the running probe set", file=sys.stderr, flush=True)
+            return
+        with self._lock:
+            wanted = {p.name: p for p in probeset.probes}
+            running = {st.probe.name: (pid_, st.probe) for pid_, st in self.session.statuses().items()}
+            for name, (pid_, probe) in running.items():
+                if wanted.get(name) != probe:
+                    self.session.remove_probe_now(pid_)
+            added = 0
+            for name, probe in wanted.items():
+                if name in running and running[name][1] == probe:
+                    continue
+                try:
+                    status = self.session.add_probe_now(probe)
+                except FeedError as exc:
+                    print(f"ktui: reload: {name}: {exc}", file=sys.stderr, flush=True)
+                    continue
+                if status.reason:
+                    print(f"ktui: reload: {name}: {status.reason}", file=sys.stderr, flush=True)
+                added += 1
+            removed = sum(1 for name, (_, probe) in running.items() if wanted.get(name) != probe)
+            self.probeset, self.sets = probeset, sets
+        print(f"ktui: reloaded: {len(wanted)} probes ({added} added, {removed} removed)",
+              file=sys.stderr, flush=True)
+
+
+class _Signals:
+    """Flags only: the main loop acts on them (no lock is taken in a handler)."""
+
+    def __init__(self) -> None:
+        self.stop = False
+        self.reload = False
+        self._old: dict = {}
+
+    def __enter__(self) -> "_Signals":
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._old[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum, frame) -> None:
+        if signum == signal.SIGHUP:
+            self.reload = True
+        else:
+            self.stop = True
+
+
+def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: Listen, *,
+               open_feed=None) -> int:
+    """`ktui export`. `load` reads the probe set files again (SIGHUP);
+    `open_feed(ps, options)` as in headless.run_stream (tests pass a fake)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+    from ktui.headless import _open_session_or_status
+    from ktui.pipeline.prometheus import ProbeCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    try:
+        server = open_server(listen, lambda: (generate_latest(registry), CONTENT_TYPE_LATEST))
+    except ListenError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return exc.code
+    try:
+        session = (open_feed or _open_session_or_status)(loaded[0], options)
+        if isinstance(session, int):
+            return session
+        try:
+            with _Signals() as signals:
+                exporter = Exporter(session, loaded, load)
+                registry.register(ProbeCollector(exporter.views))
+                threading.Thread(target=server.serve_forever, name="ktui-metrics", daemon=True).start()
+                print(f"ktui: serving metrics on http://{listen}/metrics", file=sys.stderr, flush=True)
+                while not signals.stop:
+                    if signals.reload:
+                        signals.reload = False
+                        exporter.reload()
+                    session.drain()  # events of probes with fetches: not exported
+                    time.sleep(DRAIN_INTERVAL)
+                server.shutdown()
+        except KeyboardInterrupt:  # a signal in the instant before our handlers
+            pass
+        finally:
+            session.close()
+        print("ktui: probes detached", file=sys.stderr, flush=True)
+        return EXIT_OK
+    finally:
+        server.server_close()

@@ -1,0 +1,191 @@
+"""`ktui export` scraped by a real Prometheus (Debian's `prometheus`,
+installed by scripts/install.sh --test), all inside the guest.
+
+A workload makes a known number of vfs_read calls (and opens); the test
+asks Prometheus's HTTP API for the raw samples it scraped (a range
+selector, never increase(), which extrapolates) and requires the counters
+to have grown by exactly that many, and the latency histogram's _count by
+exactly the number of returns. Then SIGHUP: a changed file adds a probe
+that shows in the metrics and counts exactly, a bad file keeps the running
+set. Then SIGTERM: exit 0 and no kprobe left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from .conftest import kprobe_entries
+from .test_exit_paths import check_clean, wait_for
+
+KTUI = [sys.executable, "-m", "ktui"]
+READS, BADREADS, OPENS, READS_AFTER_RELOAD = 40, 5, 3, 10
+SET = """name: exp
+probes:
+  - spec: vfs_read:c
+    label: calls
+  - spec: vfs_read:r
+    label: rets
+"""
+SET_WITH_OPENS = SET + """  - spec: do_sys_openat2:c
+    label: opens
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read().decode()
+
+
+class Lines:
+    """A process's stderr, gathered by a thread (so it never blocks)."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line.decode(errors="replace").rstrip("\n"))
+
+    def has(self, text: str) -> bool:
+        return any(text in ln for ln in self.lines)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+class Prom:
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def samples(self, selector: str) -> list[tuple[float, float]]:
+        """The raw samples of the one series `selector` picks, oldest first."""
+        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": f"{selector}[1h]"})
+        body = json.loads(get(url))
+        assert body["status"] == "success", body
+        result = body["data"]["result"]
+        if not result:
+            return []
+        assert len(result) == 1, result
+        return [(float(t), float(v)) for t, v in result[0]["values"]]
+
+    def scraped_after(self, selector: str, moment: float) -> list[tuple[float, float]]:
+        """The samples once one was scraped after `moment` (the guest's clock)."""
+        wait_for(lambda: any(t > moment for t, _ in self.samples(selector)),
+                 f"a scrape of {selector} after the workload", timeout=300)
+        return self.samples(selector)
+
+
+def growth(samples: list[tuple[float, float]], since: float) -> float:
+    """Last value minus the last value scraped before `since`."""
+    before = [v for t, v in samples if t < since]
+    assert before, f"no sample before the workload: {samples}"
+    return samples[-1][1] - before[-1]
+
+
+@pytest.fixture
+def procs():
+    started: list[subprocess.Popen] = []
+    yield started
+    for p in started:  # every process this test started, whatever happened
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, tmp_path):
+    assert shutil.which("prometheus"), "Debian's prometheus is missing: scripts/install.sh --test"
+    opened = str(tmp_path / "opened")
+    w = workload([[["read", 7, READS], ["badread", BADREADS]],
+                  [["open", opened]] * OPENS + [["read", 7, READS_AFTER_RELOAD]]])
+    set_file = tmp_path / "exp.yaml"
+    set_file.write_text(SET)
+    export_port, prom_port = free_port(), free_port()
+    metrics_url = f"http://127.0.0.1:{export_port}/metrics"
+    before = len(kprobe_entries())
+
+    exporter = subprocess.Popen([*KTUI, "export", str(set_file), "--pid", str(w.pid),
+                                 "--listen", f"127.0.0.1:{export_port}"], stderr=subprocess.PIPE)
+    procs.append(exporter)
+    err = Lines(exporter.stderr)
+    wait_for(lambda: err.has("serving metrics") or exporter.poll() is not None, "ktui export", timeout=600)
+    assert exporter.poll() is None, str(err)
+    if err.has("loading their program"):  # the generic program: events and latencies once it is in
+        wait_for(lambda: err.has("probe(s) live") or exporter.poll() is not None, "the program", timeout=900)
+    assert 'ktui_probe_hits_total{probe="calls",set="exp"}' in get(metrics_url)
+
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"
+                      f"  - job_name: ktui\n    static_configs:\n      - targets: ['127.0.0.1:{export_port}']\n")
+    prom_proc = subprocess.Popen(["prometheus", f"--config.file={config}",
+                                  f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                  f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(prom_proc)
+    prom = Prom(prom_port)
+    calls = 'ktui_probe_hits_total{probe="calls"}'
+    count = 'ktui_probe_latency_seconds_count{probe="rets"}'
+    inf_bucket = 'ktui_probe_latency_seconds_bucket{probe="rets",le="+Inf"}'
+
+    def ready(selector):
+        try:
+            return bool(prom.samples(selector))
+        except OSError:  # not listening yet
+            return False
+
+    wait_for(lambda: ready(calls) and ready(count), "Prometheus's first scrape", timeout=600)
+
+    # 1. exact counts through Prometheus
+    start = time.time()
+    w.run_phase()
+    done = time.time()
+    assert growth(prom.scraped_after(calls, done), start) == READS + BADREADS
+    assert growth(prom.scraped_after(count, done), start) == READS + BADREADS
+    assert growth(prom.scraped_after(inf_bucket, done), start) == READS + BADREADS
+    ebadf = prom.scraped_after('ktui_probe_errno_total{probe="rets",errno="EBADF"}', done)
+    assert ebadf[-1][1] == BADREADS
+    latency_sum = prom.scraped_after('ktui_probe_latency_seconds_sum{probe="rets"}', done)
+    assert growth(latency_sum, start) > 0
+
+    # 2. SIGHUP with a changed file: the new probe shows and counts exactly
+    set_file.write_text(SET_WITH_OPENS)
+    exporter.send_signal(signal.SIGHUP)
+    opens = 'ktui_probe_hits_total{probe="opens"}'
+    wait_for(lambda: 'probe="opens"' in get(metrics_url), "the reloaded probe", timeout=300)
+    wait_for(lambda: ready(opens), "a scrape of the new probe", timeout=300)
+    start2 = time.time()
+    w.run_phase()
+    done2 = time.time()
+    assert growth(prom.scraped_after(opens, done2), start2) == OPENS
+    # the unchanged probe kept counting across the reload: no reset
+    assert growth(prom.scraped_after(calls, done2), start) == READS + BADREADS + READS_AFTER_RELOAD
+
+    # 3. SIGHUP with a bad file: one line, the running set stays
+    set_file.write_text("name: exp\nprobes: [\n")
+    exporter.send_signal(signal.SIGHUP)
+    wait_for(lambda: err.has("keeping the running probe set"), "the reload error", timeout=300)
+    page = get(metrics_url)
+    for probe in ("calls", "rets", "opens"):
+        assert f'ktui_probe_attached{{probe="{probe}",set="exp"}} 1.0' in page, page
+
+    # 4. SIGTERM: every probe detached, exit 0
+    exporter.send_signal(signal.SIGTERM)
+    assert exporter.wait(timeout=300) == 0, str(err)
+    assert "Traceback" not in str(err), str(err)
+    check_clean(before)

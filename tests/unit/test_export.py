@@ -1,0 +1,209 @@
+"""`ktui export` on the host: the exposition for a given stats snapshot
+(golden text, parsed back with prometheus_client's parser), the log2 slots
+as Prometheus buckets, --listen and its errors, and the run loop (scrape,
+SIGHUP reload, SIGTERM) on the fake kernel."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ktui.cli import main
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
+from ktui.exporter import Listen, ListenError, open_server, parse_listen, run_export
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import load_probeset
+from ktui.pipeline.prometheus import BUCKET_BOUNDS, ProbeCollector, ProbeView, latency_buckets, seconds_text
+from ktui.record.feed import ProbeStats
+from ktui.record.histogram import HIST_SLOTS, slot_bounds
+from tests.fakekernel import FakeLoader
+
+GOLDEN = Path(__file__).parent / "golden" / "export.prom"
+
+
+def snapshot() -> list[ProbeView]:
+    hist = [0] * HIST_SLOTS
+    hist[0], hist[11], hist[12], hist[64] = 1, 5, 3, 1  # 0 ns, ~1-2 us, ~2-4 us, the last slot
+    ret = ProbeStats(1, hits=10, emitted=0, lost=0, hist=tuple(hist), latency_sum_ns=18_446_744_073_709_561_615,
+                     errnos=((9, 2), (200, 1)), top_comms=(("dd", 6), ("cat", 3)), missed_returns=4,
+                     recursion_misses=1)
+    call = ProbeStats(0, hits=1000, emitted=990, lost=10, top_comms=(("dd", 700),))
+    return [ProbeView("reads", "vfs", False, True, call), ProbeView("read_ret", "vfs", True, True, ret)]
+
+
+def exposition(views, top_comms: int = 5) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ProbeCollector(lambda: views, top_comms))
+    return generate_latest(registry).decode()
+
+
+def test_exposition_matches_golden_text():
+    text = exposition(snapshot())
+    if os.environ.get("KTUI_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+def parsed(text: str) -> dict:
+    """(sample name, frozenset of labels) -> value."""
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_exposition_parses_back_to_the_snapshot():
+    samples = parsed(exposition(snapshot()))
+    ret = {("set", "vfs"), ("probe", "read_ret")}
+    call = {("set", "vfs"), ("probe", "reads")}
+    assert samples["ktui_probe_hits_total", frozenset(call)] == 1000
+    assert samples["ktui_probe_events_emitted_total", frozenset(call)] == 990
+    assert samples["ktui_probe_events_lost_total", frozenset(call)] == 10
+    assert samples["ktui_probe_missed_returns_total", frozenset(ret)] == 4
+    assert ("ktui_probe_missed_returns_total", frozenset(call)) not in samples  # a call probe has none
+    assert samples["ktui_probe_errno_total", frozenset(ret | {("errno", "EBADF")})] == 2
+    assert samples["ktui_probe_errno_total", frozenset(ret | {("errno", "E200")})] == 1
+    assert samples["ktui_probe_latency_seconds_count", frozenset(ret)] == 10
+    assert samples["ktui_probe_latency_seconds_sum", frozenset(ret)] == pytest.approx(18_446_744_073.709_56)
+    buckets = {dict(k)["le"]: v for (name, k), v in samples.items() if name == "ktui_probe_latency_seconds_bucket"}
+    assert len(buckets) == HIST_SLOTS + 1  # every slot, and +Inf
+    assert buckets["0"] == 1 and buckets["0.000002047"] == 6 and buckets["0.000004095"] == 9
+    assert buckets["9223372036.854775807"] == 9 and buckets["18446744073.709551615"] == 10 == buckets["+Inf"]
+    assert samples["ktui_probe_comm_hits_total", frozenset(ret | {("comm", "dd")})] == 6
+    assert samples["ktui_probe_comm_hits_omitted", frozenset(ret)] == 1  # 10 hits, 9 by the top two
+    assert samples["ktui_probe_comm_hits_omitted", frozenset(call)] == 300
+
+
+def test_top_comms_are_capped_and_the_rest_counted():
+    samples = parsed(exposition(snapshot(), top_comms=1))
+    ret = {("set", "vfs"), ("probe", "read_ret")}
+    comms = [k for (name, k) in samples if name == "ktui_probe_comm_hits_total" and ret <= k]
+    assert comms == [frozenset(ret | {("comm", "dd")})]
+    assert samples["ktui_probe_comm_hits_omitted", frozenset(ret)] == 4
+
+
+def test_bucket_bounds_are_the_slot_bounds_exactly():
+    for k, le in enumerate(BUCKET_BOUNDS):
+        whole, _, frac = le.partition(".")
+        assert int(whole) * 10**9 + int(frac.ljust(9, "0") or 0) == slot_bounds(k)[1]
+    assert seconds_text(0) == "0" and seconds_text(10**9) == "1" and seconds_text(1023) == "0.000001023"
+
+
+def test_buckets_are_cumulative_and_the_same_set_every_time():
+    hist = [0] * HIST_SLOTS
+    hist[3] = 2
+    hist[7] = 5
+    out = latency_buckets(hist)
+    assert [le for le, _ in out] == [*BUCKET_BOUNDS, "+Inf"] == [le for le, _ in latency_buckets(())]
+    counts = [n for _, n in out]
+    assert counts[:3] == [0, 0, 0] and counts[3:7] == [2] * 4 and counts[7:] == [7] * (HIST_SLOTS - 6)
+    # a histogram of the old 64-slot recordings fits the same buckets
+    assert [le for le, _ in latency_buckets([1] * 64)] == [le for le, _ in out]
+
+
+@pytest.mark.parametrize("text, family", [("127.0.0.1:9436", socket.AF_INET), ("0.0.0.0:1", socket.AF_INET),
+                                          ("[::1]:9436", socket.AF_INET6)])
+def test_listen_parses(text, family):
+    listen = parse_listen(text)
+    assert listen.family == family and str(listen) == text
+
+
+@pytest.mark.parametrize("text", ["9436", "localhost:9436", "1.2.3:80", "127.0.0.1:0", "127.0.0.1:65536",
+                                  "127.0.0.1:x", "::1:9436", "[::1]9436", ":9436"])
+def test_bad_listen_is_one_line_exit_2(text):
+    result = CliRunner().invoke(main, ["export", "-e", "vfs_read:c", "--listen", text])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ktui: --listen:"), result.output
+
+
+def test_help_warns_that_all_interfaces_reveal_process_names():
+    out = CliRunner().invoke(main, ["export", "--help"]).output
+    assert "127.0.0.1:9436" in out and "0.0.0.0" in out and "process" in out
+
+
+def test_port_in_use_is_an_environment_error():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        listen = Listen("127.0.0.1", busy.getsockname()[1], socket.AF_INET)
+        with pytest.raises(ListenError) as err:
+            open_server(listen, lambda: (b"", "text/plain"))
+    assert err.value.code == EXIT_ENVIRONMENT and "already in use" in str(err.value)
+
+
+def test_address_not_on_this_machine_is_an_environment_error():
+    with pytest.raises(ListenError) as err:
+        open_server(Listen("192.0.2.1", 9436, socket.AF_INET), lambda: (b"", "text/plain"))
+    assert err.value.code == EXIT_ENVIRONMENT and "no such address" in str(err.value)
+
+
+def test_run_export_scrapes_reloads_on_sighup_and_stops_on_sigterm(tmp_path, capsys):
+    """The whole loop on the fake kernel: a scrape shows the set, SIGHUP
+    with a changed file adds its probe, a bad file keeps the set, SIGTERM
+    detaches everything and returns 0."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nprobes:\n  - spec: vfs_read:c\n    label: reads\n")
+    loader = FakeLoader()
+
+    def load():
+        ps = load_probeset(str(path), None)
+        return ps, {p.name: ps.name for p in ps.probes}
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/metrics"
+    seen: dict[str, str] = {}
+
+    def scrape() -> str:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read().decode()
+
+    def until(cond, what):
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            try:
+                if cond():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"timed out: {what}")
+
+    def drive():
+        try:
+            until(lambda: 'probe="reads"' in scrape(), "the first scrape")
+            seen["first"] = scrape()
+            path.write_text(path.read_text() + "  - spec: vfs_write:c\n    label: writes\n")
+            os.kill(os.getpid(), signal.SIGHUP)
+            until(lambda: 'probe="writes"' in scrape(), "the reloaded probe")
+            path.write_text("name: s\nprobes: [\n")
+            os.kill(os.getpid(), signal.SIGHUP)
+            until(lambda: "keeping the running" in capsys.readouterr().err, "the reload error")
+            seen["after_bad"] = scrape()
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def open_feed(ps, options):
+        session = Session(ps, SessionOptions(log_path=tmp_path / "ktui.log"), loader=loader)
+        session.open()
+        return session
+
+    threading.Thread(target=drive, daemon=True).start()
+    code = run_export(load(), load, SessionOptions(), Listen("127.0.0.1", port, socket.AF_INET),
+                      open_feed=open_feed)
+    assert code == EXIT_OK
+    assert 'ktui_probe_hits_total{probe="reads",set="s"}' in seen["first"]
+    assert 'probe="writes"' not in seen["first"]
+    for probe in ("reads", "writes"):
+        assert f'ktui_probe_attached{{probe="{probe}",set="s"}} 1.0' in seen["after_bad"]
+    assert loader.attached == {}  # every probe detached
