@@ -235,8 +235,9 @@ def _print_summary(summary: dict) -> None:
         cost = ""
         if p.get("run_count"):
             cost = f", cost {p['run_ns'] / p['run_count']:.0f} ns/hit over {p['run_count']} runs"
+        via = f", via {p['via']}" if p.get("via") else ""
         print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}{missed}{counted}"
-              f"{cost}", file=sys.stderr)
+              f"{cost}{via}", file=sys.stderr)
 
 
 def _stdout_to_devnull() -> None:
