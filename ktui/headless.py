@@ -209,7 +209,12 @@ def _report_loading(session) -> None:
     loaded = getattr(session, "loaded", None)
     if not loading or loaded is None:
         return
-    print(f"ktui: {len(loading)} probe(s) counting; loading their program "
+    waiting = sum(1 for st in session.statuses().values()
+                  if st.state is ProbeState.LOADING and st.via in ("fentry", "fexit"))
+    what = (f"{len(loading) - waiting} probe(s) counting" if waiting < len(loading) else "")
+    if waiting:  # fentry/fexit probes have no dispatcher to count through meanwhile
+        what += ("; " if what else "") + f"{waiting} fentry/fexit probe(s) waiting"
+    print(f"ktui: {what}; loading their program "
           "(compiled the first time on a kernel, then cached)", file=sys.stderr)
 
     def report() -> None:
@@ -235,8 +240,9 @@ def _print_summary(summary: dict) -> None:
         cost = ""
         if p.get("run_count"):
             cost = f", cost {p['run_ns'] / p['run_count']:.0f} ns/hit over {p['run_count']} runs"
+        via = f", via {p['via']}" if p.get("via") else ""
         print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}{missed}{counted}"
-              f"{cost}", file=sys.stderr)
+              f"{cost}{via}", file=sys.stderr)
 
 
 def _stdout_to_devnull() -> None:

@@ -39,6 +39,10 @@ BPF_MAP_TYPE_RINGBUF = 27
 PERCPU_TYPES = (5, 6, 10)  # percpu hash, percpu array, lru percpu hash
 
 BPF_PROG_TYPE_KPROBE = 2
+BPF_PROG_TYPE_TRACING = 26
+BPF_TRACE_FENTRY = 24  # expected attach types of a tracing program
+BPF_TRACE_FEXIT = 25
+BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_PERF_EVENT = 41  # attach type of a link to a perf event
 BPF_PSEUDO_MAP_FD = 1
 BPF_ANY = 0
@@ -172,9 +176,12 @@ def array_lookup_all(fd: int, count: int, value_size: int) -> bytes:
 
 
 def prog_load(insns: bytes, *, prog_type: int = BPF_PROG_TYPE_KPROBE, name: str = "",
-              license_: str = "GPL", log_size: int = 0) -> int:
+              license_: str = "GPL", log_size: int = 0, expected_attach_type: int = 0,
+              attach_btf_id: int = 0) -> int:
     """Load instructions; a refusal raises BpfError with the verifier's log
-    (asked for only when `log_size` is given: a log costs verifier time)."""
+    (asked for only when `log_size` is given: a log costs verifier time).
+    A tracing program names its attach type and target (a FUNC id of
+    vmlinux's BTF: attach_btf_obj_fd stays 0, vmlinux)."""
     code = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(license_.encode())
     log = ctypes.create_string_buffer(log_size) if log_size else None
@@ -184,6 +191,9 @@ def prog_load(insns: bytes, *, prog_type: int = BPF_PROG_TYPE_KPROBE, name: str 
                      ctypes.addressof(lic), 1 if log else 0, log_size,
                      ctypes.addressof(log) if log else 0, 0, 0)
     attr[48:64] = _name16(name)
+    # prog_ifindex @64, expected_attach_type @68, ..., attach_btf_id @108
+    struct.pack_into("<I", attr, 68, expected_attach_type)
+    struct.pack_into("<I", attr, 108, attach_btf_id)
     try:
         return _bpf(BPF_PROG_LOAD, attr, f"loading program {name}")
     except BpfError as exc:
@@ -198,6 +208,16 @@ def link_perf_event(prog_fd: int, perf_fd: int, cookie: int) -> int:
     attr = _attr()
     struct.pack_into("<IIIIQ", attr, 0, prog_fd, perf_fd, BPF_PERF_EVENT, 0, cookie)
     return _bpf(BPF_LINK_CREATE, attr, "linking a program to a kprobe")
+
+
+def attach_tracing(prog_fd: int) -> int:
+    """Attach a loaded fentry/fexit program to the function it was verified
+    for (BPF_RAW_TRACEPOINT_OPEN without a name: 5.5+, where
+    BPF_LINK_CREATE for tracing needs 5.10). The fd is the link: closing it,
+    or the process dying, detaches it."""
+    attr = _attr()
+    struct.pack_into("<QI", attr, 0, 0, prog_fd)
+    return _bpf(BPF_RAW_TRACEPOINT_OPEN, attr, "attaching fentry/fexit")
 
 
 def map_info(fd: int) -> dict:

@@ -92,6 +92,14 @@ class Loader(Protocol):
         its event ring buffer `ring_bytes` long (--buffer-pages)."""
         ...
 
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool):
+        """The generic program's fentry/fexit variant (a CompiledProgram)."""
+        ...
+
+    def kernel_btf(self):
+        """vmlinux's BTF (KernelBtf), or None: fentry is then never chosen."""
+        ...
+
 
 class BccLoader:
     """The real kernel side: bcc compiles and loads, the PMU attaches."""
@@ -167,3 +175,19 @@ class BccLoader:
         if use_cache:
             cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
         return load_generic(log_fd, cache=cache, ring_bytes=ring_bytes)
+
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool):
+        """The generic program's fentry/fexit variant, compiled (not loaded)."""
+        from ktui.kernel.generic.cache import ProgramCache
+        from ktui.kernel.generic.loader import tracing_variant
+
+        cache = None
+        if use_cache:
+            cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
+        return tracing_variant(log_fd, cache=cache)
+
+    def kernel_btf(self):
+        """vmlinux's BTF (ktui.btf.index.KernelBtf): what fentry attaches by."""
+        from ktui.btf.index import KernelBtf
+
+        return KernelBtf()

@@ -80,6 +80,10 @@ class SessionOptions:
     # the kernel's BPF run-time statistics from the start (--cost; the
     # dashboard switches them with a key): see runstats
     timing: bool = False
+    # how probes enter the kernel where neither they nor their set say
+    # (`attach:`): "kprobe", "auto" (fentry/fexit where the kernel allows)
+    # or "fentry" (see kernel/attach_choice)
+    attach: str = "kprobe"
 
 
 ENGINES = ("auto", "generic", "compiled")
@@ -121,6 +125,10 @@ class Session:
         # misses of a return probe's earlier events: switching it off removes
         # its event (off means gone from the kernel), its count lives on here
         self._missed_before: dict[int, tuple[int, int]] = {}  # probe id -> (missed, maxactive)
+        self._btf = None  # vmlinux's BTF, opened when a probe may go by fentry
+        self._btf_opened = False
+        # probes told `attach: fentry` that cannot have it: id -> why (they fail)
+        self._refused: dict[int, str] = {}
         from ktui.kernel.runstats import RunTimeStats
 
         self._timing = RunTimeStats(self.loader.enable_run_stats)
@@ -154,6 +162,8 @@ class Session:
                 ids = self._open_generic(ids)
                 probes = [self._probes[i] for i in ids]
             else:
+                for pid_ in ids:
+                    self._note_compiled(pid_, self._probes[pid_])
                 self.loaded.set()
             if ids:
                 self._open_compiled(probes, ids)
@@ -222,10 +232,7 @@ class Session:
         started = time.monotonic()
         for pid_ in ids:
             probe = self._probes[pid_]
-            try:
-                self._slots[pid_] = self._engine.add(probe, pid_)
-            except NotGeneric as why:
-                log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
+            if not self._add_generic(pid_, probe):
                 rest.append(pid_)
                 continue
             if probe.enabled:
@@ -238,7 +245,37 @@ class Session:
         return rest
 
     def _load_generic(self) -> None:
-        """In the background: the generic program, then every slot routed to it."""
+        """In the background: the generic program, then every slot routed to
+        it; then the fentry/fexit variant, where a probe goes that way."""
+        self._load_kprobe_variant()
+        try:
+            if any(slot.tracing for slot in list(self._slots.values())) and not self.load_error:
+                self._attach_waiting_fentry()
+        finally:
+            self.loaded.set()
+
+    def _attach_waiting_fentry(self) -> None:
+        """The tracing variant (compiled or from the cache), then every
+        fentry probe waiting for it attaches (or falls back to a kprobe)."""
+        error = ""
+        try:
+            tracing = self.loader.tracing_variant(self._log_fd, self.options.cache_dir, self.options.cache)
+        except Exception as exc:  # noqa: BLE001 - each probe falls back, saying why
+            error = f"the fentry/fexit variant did not compile: {exc}"
+            log_line(self._log_fd, f"ktui: {error}")
+        with self._lock:
+            if self._closed or self._engine is None:
+                return
+            if not error:
+                self._engine.tracing = tracing
+            for pid_, slot in list(self._slots.items()):
+                if slot.tracing and self._status[pid_].state is ProbeState.LOADING:
+                    if error:
+                        self._fall_back(pid_, error)
+                    else:
+                        self._attach_generic(pid_)
+
+    def _load_kprobe_variant(self) -> None:
         try:
             program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache,
                                                self.options.ringbuf_pages * mmap.PAGESIZE)
@@ -250,18 +287,15 @@ class Session:
                 for pid_ in list(self._slots):
                     if self._status[pid_].state is ProbeState.LOADING:
                         self._set_status(pid_, ProbeState.FAILED, reason)
-            self.loaded.set()
             return
         with self._lock:
             if self._closed:
                 program.close()
-                self.loaded.set()
                 return
             self._engine.install_program(program)
-            for pid_ in list(self._slots):
-                if self._status[pid_].state is ProbeState.LOADING:
-                    self._set_status(pid_, ProbeState.ATTACHED)
-        self.loaded.set()
+            for pid_, slot in list(self._slots.items()):
+                if self._status[pid_].state is ProbeState.LOADING and not slot.tracing:
+                    self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
     def wait_loaded(self, timeout: float | None = None) -> bool:
         """Wait until every probe runs its full program (True), or `timeout`."""
@@ -356,8 +390,8 @@ class Session:
 
     # ------------------------------------------------------------ attach
 
-    def _set_status(self, pid_: int, state: ProbeState, reason: str = "") -> ProbeStatus:
-        status = ProbeStatus(pid_, self._probes[pid_], state, reason)
+    def _set_status(self, pid_: int, state: ProbeState, reason: str = "", via: str = "") -> ProbeStatus:
+        status = ProbeStatus(pid_, self._probes[pid_], state, reason, via)
         self._status[pid_] = status
         return status
 
@@ -367,6 +401,8 @@ class Session:
                 return self._status[pid_]
             if self._detached:
                 raise FeedError("the probes were detached: the session is ending")
+            if pid_ in self._refused:
+                return self._set_status(pid_, ProbeState.FAILED, self._refused[pid_])
             if pid_ in self._slots:
                 return self._attach_generic(pid_)
             unit, local = self._where[pid_]
@@ -377,7 +413,8 @@ class Session:
             if reason:
                 return self._set_status(pid_, ProbeState.FAILED, reason)
             self._fds[pid_] = fds
-            return self._set_status(pid_, ProbeState.ATTACHED)
+            ret = self._probes[pid_].kind is Kind.RETURN
+            return self._set_status(pid_, ProbeState.ATTACHED, via="kretprobe" if ret else "kprobe")
 
     def _attach_generic(self, pid_: int) -> ProbeStatus:
         from ktui.kernel.attach import location, precheck
@@ -386,6 +423,8 @@ class Session:
         slot, probe = self._slots[pid_], self._probes[pid_]
         if slot.fds:
             return self._status[pid_]
+        if slot.tracing:
+            return self._attach_fentry(pid_)
         reason = precheck(probe)
         opener = None
         if not reason:
@@ -402,8 +441,73 @@ class Session:
         if self.load_error:
             return self._set_status(pid_, ProbeState.FAILED, self.load_error)
         if self._engine.program is None:
-            return self._set_status(pid_, ProbeState.LOADING)
-        return self._set_status(pid_, ProbeState.ATTACHED)
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    # ------------------------------------------------------------ fentry/fexit
+
+    def _choose(self, probe: Probe, generic: bool):
+        """fentry/fexit or kprobe for `probe` (kernel/attach_choice), the
+        reason logged in one line where fentry was wanted and is not had."""
+        from ktui.kernel.attach_choice import KPROBE, Choice, choose
+        from ktui.lang.attach_rules import effective_mode
+
+        mode = effective_mode(probe, self.probeset.attach, self.options.attach)
+        if mode == KPROBE:
+            return Choice(KPROBE)
+        choice = choose(probe, mode, release=os.uname().release, btf=self._kernel_btf(), generic=generic)
+        if choice.reason:
+            verdict = "refused" if choice.refused else "kprobe"
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: attach: {mode}: {verdict}: {choice.reason}")
+        return choice
+
+    def _kernel_btf(self):
+        if not self._btf_opened:
+            self._btf_opened = True
+            self._btf = self.loader.kernel_btf()
+        return self._btf
+
+    def _attach_fentry(self, pid_: int) -> ProbeStatus:
+        """A probe that goes by fentry/fexit: its copies loaded and linked
+        once the tracing variant is in (until then it waits, LOADING: it
+        has no dispatcher to count through). A refusal means a kprobe."""
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is not None and self._engine.tracing is None and self.loaded.is_set():
+            # a probe added after the start, the first to want fentry
+            try:
+                self._engine.tracing = self.loader.tracing_variant(
+                    self._log_fd, self.options.cache_dir, self.options.cache)
+            except Exception as exc:  # noqa: BLE001 - the probe falls back, saying why
+                return self._fall_back(pid_, f"the fentry/fexit variant did not compile: {exc}")
+        if self._engine.program is None or self._engine.tracing is None:
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        via = slot.via
+        try:
+            self._engine.attach_tracing(slot)
+        except OSError as exc:
+            return self._fall_back(pid_, f"the kernel refused {via}: {_first_line(exc)}")
+        maxactive = probe.maxactive or self.probeset.maxactive
+        if maxactive:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: maxactive {maxactive} unused: "
+                     "fexit sees every return")
+        log_line(self._log_fd, f"ktui: {probe.spec_text}: attached by {via}")
+        return self._set_status(pid_, ProbeState.ATTACHED, via=via)
+
+    def _fall_back(self, pid_: int, reason: str) -> ProbeStatus:
+        """fentry could not be had: a kprobe (the log says why), or, where
+        the probe was told `attach: fentry`, a failure."""
+        from ktui.lang.attach_rules import effective_mode
+
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        self._engine.to_kprobe(slot)
+        if effective_mode(probe, self.probeset.attach, self.options.attach) == "fentry":
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: attach: fentry: {reason}")
+            self._refused[pid_] = f"attach: fentry: {reason}"
+            return self._set_status(pid_, ProbeState.FAILED, self._refused[pid_])
+        log_line(self._log_fd, f"ktui: {probe.spec_text}: kprobe, not fentry: {reason}")
+        return self._attach_generic(pid_)
 
     def _return_event(self, pid_: int):
         """For a return probe: ((attach(prog_fd) -> perf fd, open() -> perf
@@ -592,6 +696,8 @@ class Session:
                 if probe.enabled:
                     return self._attach(pid_)
                 return self._set_status(pid_, ProbeState.OFF)
+        if self._engine is None:
+            self._note_compiled(pid_, probe)
         try:
             self._compile_unit([probe], [pid_])
         except KtuiError as exc:
@@ -608,12 +714,23 @@ class Session:
         """Give the probe to the generic engine: False if it cannot run it."""
         from ktui.kernel.generic.engine import NotGeneric
 
+        choice = self._choose(probe, generic=True)
+        if choice.refused:
+            self._refused[pid_] = f"attach: fentry: {choice.reason}"
         try:
-            self._slots[pid_] = self._engine.add(probe, pid_)
+            self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs)
         except NotGeneric as why:
             log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
+            self._refused.pop(pid_, None)
+            self._note_compiled(pid_, probe)
             return False
         return True
+
+    def _note_compiled(self, pid_: int, probe: Probe) -> None:
+        """A compiled probe goes by kprobe: one told `attach: fentry` fails."""
+        choice = self._choose(probe, generic=False)
+        if choice.refused:
+            self._refused[pid_] = f"attach: fentry: {choice.reason}"
 
     async def add_probe(self, probe: Probe) -> ProbeStatus:
         import asyncio
@@ -650,6 +767,14 @@ class Session:
         self.probeset = dataclasses.replace(
             self.probeset, probes=tuple(self._probes[i] for i in sorted(self._probes))
         )
+
+
+def _first_line(exc: OSError) -> str:
+    """The error, and the verifier's last word where it said one."""
+    text = str(exc)
+    log = getattr(exc, "log", "")
+    lines = [line for line in log.splitlines() if line.strip()]
+    return f"{text} ({lines[-1][:160]})" if lines else text
 
 
 def _possible_cpus() -> int:

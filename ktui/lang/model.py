@@ -377,9 +377,10 @@ class Probe:
     sample: int = 1  # emit one event in `sample` (stats still count all)
     rate_limit: int | None = None  # max events/s emitted per CPU, None = no cap
     # How it enters the kernel: "auto" (fentry/fexit where the kernel allows,
-    # else a kprobe), "kprobe" or "fentry" (forced; fentry refuses rather
-    # than falls back). ATTACH_MODES lists them.
-    attach: str = "auto"
+    # else a kprobe, the log saying why), "kprobe", "fentry" (forced: where
+    # the kernel refuses it the probe fails with the reason), or "" (not
+    # said: the set's `attach:`, else the session's default). ATTACH_MODES.
+    attach: str = ""
     # Instances of a return probe's kretprobe (calls it can follow at once,
     # limits.MAXACTIVE_MIN..MAX); 0: the kernel's default. Returns past it
     # are missed, and counted (ProbeStats.missed_returns).
@@ -430,3 +431,6 @@ class ProbeSet:
     # the set's `maxactive:`, given to its return probes that set none (and
     # to return probes added later); 0: the kernel's default
     maxactive: int = 0
+    # the set's `attach:` (ATTACH_MODES), for probes that say none; "":
+    # the session's default
+    attach: str = ""

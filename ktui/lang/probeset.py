@@ -45,7 +45,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ktui.lang import limits
 from ktui.lang.filters import parse_filter
-from ktui.lang.model import Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
+from ktui.lang.attach_rules import text_obstacle
+from ktui.lang.model import ATTACH_MODES, Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
@@ -64,11 +65,11 @@ from ktui.lang.yamlnodes import (
     too_big,
 )
 
-TOP_KEYS = ("name", "description", "filter", "maxactive", "probes")
+TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
 SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
     "spec", "function", "address", "kind", "fetch",
-    "label", "filter", "enabled", "sample", "rate_limit", "maxactive",
+    "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach",
 )
 KIND_WORDS = {
     "c": Kind.CALL, "call": Kind.CALL, "kprobe": Kind.CALL,
@@ -139,6 +140,7 @@ class _SetReader(NodeReader):
 
     def __init__(self, source: str, *, collect: bool = False, kernel: "Kernel | None" = None) -> None:
         super().__init__(source, collect=collect)
+        self.set_attach = ""  # the set's `attach:`, once read: its probes are checked against it
         self.kernel = kernel  # binds names in probes to its BTF when given
 
     # -- the document
@@ -167,12 +169,23 @@ class _SetReader(NodeReader):
         maxactive = 0
         if "maxactive" in items and not self.is_null(items["maxactive"][1]):
             maxactive = self.attempt(self.maxactive, items["maxactive"][1], "")
+        attach = ""
+        if "attach" in items and not self.is_null(items["attach"][1]):
+            attach = self.attempt(self.attach_mode, items["attach"][1], "")
+        self.set_attach = attach if attach is not FAILED else ""
         if "probes" in items:
             probes = self.attempt(self.probes, items["probes"][1])
         if self.errors:
             return None  # collecting: the errors say what is wrong
         return ProbeSet(name=name, description=description, probes=with_set_maxactive(probes, maxactive),
-                        pid=pid, comm=comm, source=self.source, maxactive=maxactive)
+                        pid=pid, comm=comm, source=self.source, maxactive=maxactive, attach=attach)
+
+    def attach_mode(self, node: Node, prefix: str) -> str:
+        """`attach: auto|kprobe|fentry` (how probes enter the kernel)."""
+        value = self.string(node, "attach", prefix)
+        if value not in ATTACH_MODES:
+            self.fail(node, f"attach: expected one of {', '.join(ATTACH_MODES)}, got {value[:40]!r}", prefix)
+        return value
 
     def maxactive(self, node: Node, prefix: str) -> int:
         return self.integer(node, "maxactive", prefix, limits.MAXACTIVE_MIN, limits.MAXACTIVE_MAX)
@@ -319,6 +332,7 @@ class _SetReader(NodeReader):
             "sample": lambda node: self.integer(node, "sample", prefix, limits.COUNT_MIN, limits.COUNT_MAX),
             "rate_limit": lambda node: self.integer(node, "rate_limit", prefix, limits.COUNT_MIN, limits.COUNT_MAX),
             "maxactive": lambda node: self.maxactive(node, prefix),
+            "attach": lambda node: self.attach_mode(node, prefix),
         }
         errors_before = len(self.errors)
         changes: dict[str, object] = {}
@@ -334,6 +348,14 @@ class _SetReader(NodeReader):
                          "(the calls its kretprobe follows at once)", prefix)
             return FAILED
         probe = dataclasses.replace(probe, **changes)
+        forced = items["attach"][0] if "attach" in changes else None
+        if (changes.get("attach") or self.set_attach) == "fentry":
+            why = text_obstacle(probe)
+            if why:
+                where = forced if forced is not None else target_node
+                whose = "" if forced is not None else " (the set's)"
+                self.attempt(self.fail, where, f"attach: fentry{whose}: not for this probe: {why}", prefix)
+                return FAILED
         filter_node = items["filter"][1] if "filter" in changes else None
         try:
             validate_probe(probe, filter_text=None if filter_node is None else filter_node.value)

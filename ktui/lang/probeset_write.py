@@ -30,6 +30,8 @@ def dumps_probeset(ps: ProbeSet) -> str:
         document["filter"] = set_filter
     if ps.maxactive:
         document["maxactive"] = ps.maxactive
+    if ps.attach:
+        document["attach"] = ps.attach
     probes = []
     for probe in ps.probes:
         entry: dict[str, object] = {"spec": probe.spec_text}
@@ -47,6 +49,8 @@ def dumps_probeset(ps: ProbeSet) -> str:
         # the session runs it): written as nothing, it loads as the set's
         if probe.maxactive and probe.maxactive != ps.maxactive:
             entry["maxactive"] = probe.maxactive
+        if probe.attach:  # its own, even when the set says the same: loads back equal
+            entry["attach"] = probe.attach
         probes.append(entry)
     document["probes"] = probes
     body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,

@@ -16,7 +16,11 @@ Schema, version 2 (every object has "v": 2 and a "type"):
            "hist": [] for a call probe; for a return probe 65 counts of
            latencies in ns, slot 0 holding 0 and slot k >= 1 holding
            2^(k-1) .. 2^k - 1 (record.histogram).
-  summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe",
+  via (stats and summary): what the probe runs on: "kprobe", "kretprobe",
+  "fentry" or "fexit" ("" while it is not attached: off, failed, pending);
+  see the probe set key `attach:`. An fexit probe has no maxactive and
+  misses no return: its missed_returns is 0.
+  summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe","via",
             "hits","emitted","lost","counted_only","missed_returns","maxactive",
             "recursion_misses"}]}   (last line, on exit; with --cost also "run_ns" and "run_count")
   missed_returns, maxactive, recursion_misses (stats and summary): returns a
@@ -31,7 +35,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-"counted_only", "missed_returns", "maxactive", "recursion_misses" and "cost" were added within version 2 (readers that ignore unknown keys
+"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost" and "via" were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -101,11 +105,13 @@ class NdjsonSink:
         prev, self._last_stats = self._last_stats, stats
         if not self.with_stats:
             return
-        names = {k: st.probe.name for k, st in self.feed.statuses().items()}
+        statuses = self.feed.statuses()
+        names = {k: st.probe.name for k, st in statuses.items()}
         probes = []
         for pid_, s in sorted(stats.probes.items()):
             line = {
-                "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "hits": s.hits,
+                "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "via": _via(statuses, pid_),
+                "hits": s.hits,
                 "emitted": s.emitted, "lost": s.lost, "counted_only": s.counted_only,
                 "missed_returns": s.missed_returns, "maxactive": s.maxactive,
                 "recursion_misses": s.recursion_misses,
@@ -123,10 +129,11 @@ class NdjsonSink:
 
 
 def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
-    names = {k: st.probe.name for k, st in feed.statuses().items()}
+    statuses = feed.statuses()
+    names = {k: st.probe.name for k, st in statuses.items()}
     probes = []
     for pid_, s in sorted((stats.probes if stats else {}).items()):
-        line = {"probe_id": pid_, "probe": names.get(pid_, str(pid_)),
+        line = {"probe_id": pid_, "probe": names.get(pid_, str(pid_)), "via": _via(statuses, pid_),
                 "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
                 "counted_only": s.counted_only, "missed_returns": s.missed_returns,
                 "maxactive": s.maxactive, "recursion_misses": s.recursion_misses}
@@ -134,6 +141,13 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
             line.update(run_ns=s.run_ns, run_count=s.run_count)
         probes.append(line)
     return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}
+
+
+def _via(statuses, pid_: int) -> str:
+    """What the probe runs on (ProbeStatus.via): "kprobe", "kretprobe",
+    "fentry", "fexit"; "" while it is not attached (off, failed, pending)."""
+    status = statuses.get(pid_)
+    return status.via if status is not None else ""
 
 
 def cost_fields(stats: ProbeStats, cost: ProbeCost | None) -> dict:

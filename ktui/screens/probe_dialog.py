@@ -73,7 +73,8 @@ def build_probe(
     if probe.label is not None and label.strip():
         raise FieldProblem("label", SpecError(f'the spec already labels this probe "{probe.label}"; '
                                               "give the label once"))
-    keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit}
+    keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit,
+                                    "attach": base.attach}  # how it enters the kernel stays as the file said
     probe = dataclasses.replace(probe, filter=expr, label=label.strip() or probe.label, **keep)
     try:
         validate_probe(probe, filter_text=filter_text if expr is not None else None)

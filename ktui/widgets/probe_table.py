@@ -68,6 +68,7 @@ NARROWING = (
     ("state", 8),
 )
 KEYS = tuple(key for key, _, _ in COLUMNS)
+TRACING_VIAS = ("fentry", "fexit")
 TIMED_ONLY = ("cost", "cpu")
 MARKERS = {
     ProbeState.ATTACHED: Text("●", "green"),
@@ -124,7 +125,10 @@ def _right(text: str, style: str = "") -> Text:
 def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     status, stats = line.status, line.stats
     probe = status.probe
-    state = status.state.value + (f": {status.reason}" if status.reason else "")
+    # fentry/fexit named beside the state ("attached fexit"); a kprobe, the
+    # default, says nothing more: the 80-column layout stays as it was
+    via = f" {status.via}" if status.via in TRACING_VIAS else ""
+    state = status.state.value + via + (f": {status.reason}" if status.reason else "")
     cells = [
         MARKERS[status.state],
         Text(probe.name, "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),

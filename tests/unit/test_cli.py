@@ -336,7 +336,7 @@ def test_check_prints_every_error_in_a_file(tmp_path):
     r = run("check", str(f))
     assert r.exit_code == 1
     assert r.output.splitlines() == [
-        f"{f}:2:1: unknown key 'lable'; expected one of: name, description, filter, maxactive, probes",
+        f"{f}:2:1: unknown key 'lable'; expected one of: name, description, filter, maxactive, attach, probes",
         f"{f}:5:17: probe 1 (vfs_read:c:a3): filter: expected a name or a value after >, got end of filter",
         f"{f}:6:21: probe 2 (vfs_write:q): spec: kind must be c or r, got \"q\" (c = call, r = return)",
     ]

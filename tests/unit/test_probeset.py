@@ -251,7 +251,7 @@ LOCATED_ERRORS = [
     pytest.param("name: x\nfilter: {pid: 1, command: x}\nprobes: [vfs_read:c]\n", 2, 18,
                  ("unknown key 'command' (did you mean 'comm'?)",), id="did-you-mean-filter"),
     pytest.param("name: x\nbogus: 1\nprobes: [vfs_read:c]\n", 2, 1,
-                 ("unknown key 'bogus'; expected one of: name, description, filter, maxactive, probes",), id="unknown-key"),
+                 ("unknown key 'bogus'; expected one of: name, description, filter, maxactive, attach, probes",), id="unknown-key"),
     pytest.param("name: x\nprobes: [vfs_read:c]\nname: y\n", 3, 1,
                  ("duplicate key 'name' (first given on line 1)",), id="duplicate-top-key"),
     pytest.param("name: x\nprobes:\n  - spec: vfs_read:c\n    sample: 2\n    sample: 3\n", 5, 5,

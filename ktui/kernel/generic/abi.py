@@ -25,6 +25,7 @@ RECORD_MAX = HEADER_SIZE + PAYLOAD_MAX
 ENTRY_BLOCKS = 64  # return probes at once (each has ENTRY_SLOTS thread slots)
 ENTRY_SLOTS = 4096
 NREGS = 21  # words of x86-64 struct pt_regs
+TRACE_ARGS = 12  # arguments a tracing (fentry/fexit) copy reads at most: the kernel's limit from 6.6
 
 COOKIE_SLOT_MASK = 0xFFFF
 COOKIE_GEN_SHIFT = 16
@@ -159,7 +160,7 @@ def c_declarations() -> str:
         "KTUI_STRING_MAX": STRING_MAX, "KTUI_PAYLOAD_MAX": PAYLOAD_MAX,
         "KTUI_HEADER_SIZE": HEADER_SIZE, "KTUI_RECORD_MAX": RECORD_MAX,
         "KTUI_HIST_SLOTS": HIST_SLOTS, "KTUI_ENTRY_BLOCKS": ENTRY_BLOCKS,
-        "KTUI_ENTRY_SLOTS": ENTRY_SLOTS, "KTUI_NREGS": NREGS,
+        "KTUI_ENTRY_SLOTS": ENTRY_SLOTS, "KTUI_NREGS": NREGS, "KTUI_TRACE_ARGS": TRACE_ARGS,
         "KTUI_COOKIE_ENTRY": f"{COOKIE_ENTRY}ULL",
         "SRC_REG": SRC_REG, "SRC_ARG": SRC_ARG, "SRC_RETVAL": SRC_RETVAL, "SRC_PID": SRC_PID,
         "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,

@@ -66,6 +66,25 @@ class Slot:
     # its dispatcher programs, for as long as the slot lives: [return or
     # call, entry half (return probes)]; the first one's runs are the probe's
     progs: list[int] = field(default_factory=list)
+    # by fentry/fexit (kernel/attach_choice): the FUNC's BTF id and argument
+    # count its tracing copies are loaded for; 0: by kprobe
+    btf_id: int = 0
+    nargs: int = 0
+    # its tracing copies (loaded on first attach, kept while the slot
+    # lives): [fexit or fentry, fentry entry half (return probes)]
+    tprogs: list[int] = field(default_factory=list)
+
+    @property
+    def tracing(self) -> bool:
+        return self.btf_id != 0
+
+    @property
+    def via(self) -> str:
+        """What the probe runs on: fentry, fexit, kprobe or kretprobe."""
+        ret = self.probe.kind is Kind.RETURN
+        if self.tracing:
+            return "fexit" if ret else "fentry"
+        return "kretprobe" if ret else "kprobe"
 
     @property
     def tag(self) -> int:
@@ -83,6 +102,7 @@ class GenericEngine:
         self.exclude_pid = exclude_pid
         self.dispatcher = Dispatcher(exclude_pid, pid)
         self.program: LoadedProgram | None = None
+        self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
         self.slots: dict[int, Slot] = {}
         self.record_size = HEADER_SIZE + MIN_PAYLOAD
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
@@ -98,9 +118,10 @@ class GenericEngine:
 
     # ------------------------------------------------------------ slots
 
-    def add(self, probe: Probe, probe_id: int) -> Slot:
+    def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0) -> Slot:
         """A slot for `probe` (not attached yet). NotGeneric if the generic
-        program cannot run it; then nothing was allocated."""
+        program cannot run it; then nothing was allocated. `btf_id`: it goes
+        by fentry/fexit to that function (of `nargs` arguments)."""
         needed = HEADER_SIZE + max(MIN_PAYLOAD, payload_size(probe))
         with self._lock:
             # Round robin: a freed slot comes back only after every other one
@@ -116,9 +137,9 @@ class GenericEngine:
                 if block is None:
                     raise NotGeneric(f"more than {abi.ENTRY_BLOCKS} return probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
-            slot = Slot(index, gen, probe, probe_id, block)
+            slot = Slot(index, gen, probe, probe_id, block, btf_id=btf_id, nargs=nargs)
             build_plan(probe, gen=gen, record_size=max(needed, self.record_size),
-                       entry_block=block or 0)  # NotGeneric before anything is taken
+                       entry_block=block or 0, tracing=slot.tracing)  # NotGeneric before anything is taken
             halves = 2 if probe.kind is Kind.RETURN else 1
             try:
                 for half in range(halves):
@@ -150,7 +171,7 @@ class GenericEngine:
 
     def _write_plan(self, slot: Slot) -> None:
         plan = build_plan(slot.probe, gen=slot.gen, record_size=self.record_size,
-                          entry_block=slot.entry_block or 0)
+                          entry_block=slot.entry_block or 0, tracing=slot.tracing)
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
     def _install(self, slot: Slot) -> None:
@@ -165,8 +186,19 @@ class GenericEngine:
             self.slots.pop(slot.index, None)
             if slot.entry_block is not None:
                 self._blocks.discard(slot.entry_block)
-            progs, slot.progs = slot.progs, []
+            progs, slot.progs = slot.progs + slot.tprogs, []
+            slot.tprogs = []
             _close_all(progs)  # nothing links to them now
+
+    def to_kprobe(self, slot: Slot) -> None:
+        """A fentry slot the kernel refused: by kprobe from now on (its plan
+        reads registers again; its tracing copies, if any, go)."""
+        with self._lock:
+            slot.btf_id = slot.nargs = 0
+            progs, slot.tprogs = slot.tprogs, []
+            _close_all(progs)
+            if self.program is not None:
+                self._write_plan(slot)
 
     # ------------------------------------------------------------ attach
 
@@ -192,6 +224,41 @@ class GenericEngine:
                               open_return if retprobe and open_return else open_pmu(retprobe))
         except BaseException:
             kprobe_pmu.detach_all(fds)
+            raise
+        slot.fds = fds
+
+    def attach_tracing(self, slot: Slot) -> None:
+        """fentry (fexit, and an fentry entry half first, for a return
+        probe): a copy of the tracing variant per half, loaded for the
+        slot's function on first use. The fds are links: closing them
+        detaches. Raises OSError (the verifier, EBUSY, ENOTSUPP...)."""
+        from ktui.kernel.generic.loader import load_tracing_copy
+
+        if slot.fds:
+            return
+        assert self.program is not None and self.tracing is not None
+        retprobe = slot.probe.kind is Kind.RETURN
+        if not slot.tprogs:
+            halves = [(bpfsys.BPF_TRACE_FEXIT if retprobe else bpfsys.BPF_TRACE_FENTRY, slot.cookie(False))]
+            if retprobe:
+                halves.append((bpfsys.BPF_TRACE_FENTRY, slot.cookie(False) | abi.COOKIE_ENTRY))
+            progs: list[int] = []
+            try:
+                for half, (attach_type, cookie) in enumerate(halves):
+                    progs.append(load_tracing_copy(
+                        self.tracing, self.program.maps, cookie=cookie, nargs=slot.nargs,
+                        btf_id=slot.btf_id, attach_type=attach_type,
+                        name=f"ktui_f{slot.index}{'e' if half else ''}"))
+            except BaseException:
+                _close_all(progs)
+                raise
+            slot.tprogs = progs
+        fds: list[int] = []
+        try:
+            for prog in reversed(slot.tprogs):  # the entry half before the exit
+                fds.append(bpfsys.attach_tracing(prog))
+        except BaseException:
+            _close_all(fds)
             raise
         slot.fds = fds
 
@@ -370,7 +437,8 @@ class GenericEngine:
         """The kernel's counts of the slot's own programs (see dispatch.py):
         run time of both halves of a return probe, runs of its return half
         (one per return, as `hits`), recursion misses of both."""
-        return probe_runs([bpfsys.prog_run(fd) for fd in slot.progs], timed)
+        progs = slot.tprogs if slot.tracing else slot.progs
+        return probe_runs([bpfsys.prog_run(fd) for fd in progs], timed)
 
     def _sum_counters(self, fd: int, count: int, np):
         raw = bpfsys.array_lookup_all(fd, count, 8 * self._ncpus)
@@ -416,7 +484,8 @@ class GenericEngine:
                 slot.fds = []
             kprobe_pmu.detach_all(fds)
             for slot in self.slots.values():
-                progs, slot.progs = slot.progs, []
+                progs, slot.progs = slot.progs + slot.tprogs, []
+                slot.tprogs = []
                 _close_all(progs)
             self.dispatcher.close()
             if self.reader is not None:

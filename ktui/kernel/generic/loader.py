@@ -30,10 +30,12 @@ FUNCTION = "ktui_generic"
 _LD_IMM64 = 0x18
 
 
-def program_text() -> str:
-    """The whole C text: the generated declarations, then program.c."""
+def program_text(tracing: bool = False) -> str:
+    """The whole C text: the generated declarations, then program.c.
+    `tracing`: its fentry/fexit variant (BPF_PROG_TYPE_TRACING)."""
     body = resources.files("ktui.kernel.generic").joinpath("program.c").read_text(encoding="utf-8")
-    return abi.c_declarations() + "\n" + body
+    head = "#define KTUI_TRACING 1\n" if tracing else ""
+    return head + abi.c_declarations() + "\n" + body
 
 
 @dataclass
@@ -132,3 +134,45 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | N
     loaded = load_compiled(compiled, "compiled", ring_bytes)
     log_line(log_fd, f"ktui: generic program loaded in {time.monotonic() - compiled_at:.2f} s")
     return loaded
+
+
+SELF = "ktui_self"  # a tracing copy's own map: its cookie and argument count
+_SELF_VALUE = struct.Struct("<QII")
+
+
+def tracing_variant(log_fd: int, *, cache: ProgramCache | None) -> CompiledProgram:
+    """The fentry/fexit variant's instructions (not loaded: every probe
+    loads its own copy, load_tracing_copy), from `cache` or compiled once."""
+    text = program_text(tracing=True)
+    key = cache_key(text, __version__)
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None:
+        return cached
+    started = time.monotonic()
+    compiled = compile_in_child(text, key, log_fd)
+    log_line(log_fd, f"ktui: fentry/fexit variant compiled in {time.monotonic() - started:.2f} s")
+    if cache is not None:
+        cache.put(key, compiled)
+    return compiled
+
+
+def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie: int, nargs: int,
+                      btf_id: int, attach_type: int, name: str) -> int:
+    """One copy of the tracing variant for the kernel function `btf_id`
+    (its FUNC in vmlinux's BTF), sharing the kprobe program's maps (same
+    names, same layout: one text) and with a ktui_self map of its own.
+    The program holds that map; ktui's fd to it is closed at once."""
+    spec = program.maps[SELF]
+    self_fd = bpfsys.map_create(spec["type"], spec["key_size"], spec["value_size"], 1, spec["flags"],
+                                name=SELF)
+    try:
+        value = _SELF_VALUE.pack(cookie, nargs, 0).ljust(spec["value_size"], b"\0")
+        bpfsys.map_update(self_fd, b"\0\0\0\0", value)
+        insns = bytearray(program.insns)
+        for index, map_name in program.relocations:
+            struct.pack_into("<i", insns, index * 8 + 4, self_fd if map_name == SELF else maps[map_name])
+        return bpfsys.prog_load(bytes(insns), name=name, log_size=1 << 20,
+                                prog_type=bpfsys.BPF_PROG_TYPE_TRACING,
+                                expected_attach_type=attach_type, attach_btf_id=btf_id)
+    finally:
+        os.close(self_fd)

@@ -53,10 +53,12 @@ def payload_size(probe: Probe) -> int:
     return probe_layout(probe).payload_size
 
 
-def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0) -> abi.Plan:
+def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0,
+               tracing: bool = False) -> abi.Plan:
     """The plan of `probe`. `record_size` (header + payload) is what every
     event of the session carries; `entry_block` is the return probe's block
-    of entry slots."""
+    of entry slots. `tracing`: the probe goes by fentry/fexit, whose program
+    has the arguments (st->args), not the registers, in a call probe too."""
     layout = probe_layout(probe)
     if HEADER_SIZE + layout.payload_size > record_size:
         raise ValueError(f"record size {record_size} is too small for {probe.spec_text}")
@@ -65,6 +67,7 @@ def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0
     plan = abi.Plan()
     ret = probe.kind is Kind.RETURN
     flags = abi.F_RETURN if ret else 0
+    ret = ret or tracing  # where arguments are read from: st->args
     if probe.emits_events:
         flags |= abi.F_EMITS
     for i, slot in enumerate(layout.slots):
@@ -73,7 +76,7 @@ def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0
             flags |= abi.F_REGS
     plan.nfetch = len(layout.slots)
     if probe.filter is not None:
-        if _fill_filter(plan, probe, layout):
+        if _fill_filter(plan, probe, layout, tracing):
             flags |= abi.F_REGS
     plan.flags = flags
     plan.sample = max(1, probe.sample)
@@ -139,10 +142,10 @@ class _Names:
     """Filter names as the compiled programs resolve them (codegen.fetch):
     a fetch of that name first, then retval, pid/tid/cpu, aN, registers."""
 
-    def __init__(self, probe: Probe, layout: ProbeLayout) -> None:
+    def __init__(self, probe: Probe, layout: ProbeLayout, tracing: bool = False) -> None:
         self.probe = probe
         self.layout = layout
-        self.ret = probe.kind is Kind.RETURN
+        self.ret = probe.kind is Kind.RETURN or tracing  # arguments from st->args
 
     def _slot(self, name: str):
         for i, slot in enumerate(self.layout.slots):
@@ -188,9 +191,9 @@ class _Names:
         raise NotGeneric(f"{name} is not a string")
 
 
-def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout) -> bool:
+def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, tracing: bool = False) -> bool:
     """Comparisons and truth table; True when a comparison reads a register."""
-    names = _Names(probe, layout)
+    names = _Names(probe, layout, tracing)
     distinct: list[Compare] = []
     for compare in filters.comparisons(probe.filter):
         if compare not in distinct:

@@ -50,6 +50,7 @@ struct ktui_state {
     u8 payload[KTUI_PAYLOAD_MAX];
     u64 regs[KTUI_NREGS];
     u64 args[6];
+    u64 targs[KTUI_TRACE_ARGS + 1]; /* tracing: the arguments, then the return value */
     u64 vals[KTUI_MAX_FETCHES];
     u64 retval;
     u64 pid_tgid;
@@ -354,19 +355,10 @@ static __always_inline struct ktui_entry *ktui_entry_of(struct ktui_plan *plan, 
     return ktui_entries.lookup(&idx);
 }
 
-int ktui_generic(struct pt_regs *ctx)
+/* What both variants share, once the variant has filled st: the
+ * arguments (entry half and tracing), the return value, the registers. */
+static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *plan, u64 cookie, u32 slot)
 {
-    u64 cookie = bpf_get_attach_cookie(ctx);
-    u32 slot = cookie & 0xffff;
-    u32 zero = 0;
-    struct ktui_state *st = ktui_state.lookup(&zero);
-    if (!st)
-        return 0;
-    struct ktui_plan *plan = ktui_plans.lookup(&slot);
-    if (!plan)
-        return 0;
-    st->pid_tgid = bpf_get_current_pid_tgid();
-    st->have_comm = 0;
     u32 flags = plan->flags;
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* the entry half of a return probe: when, and the arguments */
@@ -377,12 +369,7 @@ int ktui_generic(struct pt_regs *ctx)
             return 0;
         entry->tid = (u32)st->pid_tgid;
         entry->gen = plan->gen;
-        entry->args[0] = ctx->di;
-        entry->args[1] = ctx->si;
-        entry->args[2] = ctx->dx;
-        entry->args[3] = ctx->cx;
-        entry->args[4] = ctx->r8;
-        entry->args[5] = ctx->r9;
+        __builtin_memcpy(entry->args, st->args, sizeof(entry->args));
         entry->ts = bpf_ktime_get_ns();
         return 0;
     }
@@ -396,15 +383,12 @@ int ktui_generic(struct pt_regs *ctx)
         latency = now - entry->ts;
         entry->ts = 0;
         __builtin_memcpy(st->args, entry->args, sizeof(st->args));
-        st->retval = PT_REGS_RC(ctx);
     } else {
         if (!ktui_set_filter(st))
             return 0;
         now = bpf_ktime_get_ns();
     }
     st->cpu = bpf_get_smp_processor_id();
-    if (flags & F_REGS)
-        KTUI_COPY_REGS(st, ctx);
     if (flags & F_EMITS) {
         u32 n = plan->nfetch;
         if (n > KTUI_MAX_FETCHES)
@@ -439,3 +423,75 @@ int ktui_generic(struct pt_regs *ctx)
         ktui_bump(ktui_lost.lookup(&slot));
     return 0;
 }
+
+#ifndef KTUI_TRACING
+/* The kprobe variant: pt_regs, and the slot in the attach cookie. */
+int ktui_generic(struct pt_regs *ctx)
+{
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    u32 slot = cookie & 0xffff;
+    u32 zero = 0;
+    struct ktui_state *st = ktui_state.lookup(&zero);
+    if (!st)
+        return 0;
+    struct ktui_plan *plan = ktui_plans.lookup(&slot);
+    if (!plan)
+        return 0;
+    st->pid_tgid = bpf_get_current_pid_tgid();
+    st->have_comm = 0;
+    if (cookie & KTUI_COOKIE_ENTRY) {
+        st->args[0] = ctx->di;
+        st->args[1] = ctx->si;
+        st->args[2] = ctx->dx;
+        st->args[3] = ctx->cx;
+        st->args[4] = ctx->r8;
+        st->args[5] = ctx->r9;
+    } else {
+        if (plan->flags & F_RETURN)
+            st->retval = PT_REGS_RC(ctx);
+        if (plan->flags & F_REGS)
+            KTUI_COPY_REGS(st, ctx);
+    }
+    return ktui_run(st, plan, cookie, slot);
+}
+#else
+/* The fentry/fexit variant (BPF_PROG_TYPE_TRACING): ctx is the array of
+ * the function's arguments as the trampoline saved them, the return value
+ * after them (fexit). The kernel verifies a tracing program for one target
+ * function, so each probe loads its own copy of these instructions; a copy
+ * learns its slot from its own one-element map, ktui_self, because attach
+ * cookies for tracing links only came in 6.5 (and the verifier refuses a
+ * ctx read past the target's argument count, so the arguments are copied
+ * with one probe read of nargs + 1 words instead of read one by one). */
+struct ktui_self {
+    u64 cookie;
+    u32 nargs;
+    u32 pad;
+};
+BPF_ARRAY(ktui_self, struct ktui_self, 1);
+
+int ktui_generic(u64 *ctx)
+{
+    u32 zero = 0;
+    struct ktui_self *me = ktui_self.lookup(&zero);
+    if (!me)
+        return 0;
+    u64 cookie = me->cookie;
+    u32 slot = cookie & 0xffff;
+    struct ktui_state *st = ktui_state.lookup(&zero);
+    if (!st)
+        return 0;
+    struct ktui_plan *plan = ktui_plans.lookup(&slot);
+    if (!plan)
+        return 0;
+    st->pid_tgid = bpf_get_current_pid_tgid();
+    st->have_comm = 0;
+    u32 nargs = me->nargs;
+    if (nargs > KTUI_TRACE_ARGS)
+        return 0;
+    bpf_probe_read_kernel(st->targs, (nargs + 1) * 8, ctx);
+    __builtin_memcpy(st->args, st->targs, sizeof(st->args));
+    st->retval = st->targs[nargs];
+    return ktui_run(st, plan, cookie, slot);
+}
+#endif

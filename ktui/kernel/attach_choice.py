@@ -1,0 +1,134 @@
+"""fentry/fexit or a kprobe: which way each probe enters the kernel, and why.
+
+fentry/fexit (BPF trampolines) cost less than an int3 kprobe and an fexit
+sees every return (a kretprobe drops the returns past its maxactive), but
+they need what a kprobe does not:
+
+- the generic engine (ktui loads its tracing variant per probe with bpf(2),
+  kernel/generic/loader.py: bcc 0.26 would attach every kfunc__ function of
+  a program inside BPF(), switched-off probes too);
+- Linux 5.5 and the kernel's BTF, with the function in vmlinux's BTF (a
+  module's function, a compiler copy `.isra.N` or an inlined one is not)
+  and only once there (static functions sharing a name: kprobes take
+  kallsyms' first, the BTF id could be another);
+- at most 6 arguments in registers (12 from 6.6), none a struct by value;
+- a function off the verifier's BTF deny list (btf_id_deny);
+- a probe text that reads no register, at no offset or address
+  (lang/attach_rules).
+
+`choose` answers from those facts alone (host tests give it a built BTF);
+the kernel may still refuse a load or an attach (EBUSY, ENOTSUPP, the
+verifier), and then the session falls back to a kprobe with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ktui.btf.decode import BtfError
+from ktui.lang.attach_rules import text_obstacle
+from ktui.lang.model import Probe
+
+FENTRY = "fentry"
+KPROBE = "kprobe"
+
+# kernel/bpf/verifier.c btf_id_deny (6.1 to 6.12): trampolines on these
+# would recurse into the BPF machinery itself.
+DENY_LIST = frozenset({
+    "migrate_disable", "migrate_enable", "rcu_read_unlock_strict",
+    "preempt_count_add", "preempt_count_sub", "__rcu_read_lock", "__rcu_read_unlock",
+})
+
+_STRUCT, _UNION, _TYPEDEF, _VOLATILE, _CONST, _RESTRICT, _TYPE_TAG = 4, 5, 8, 9, 10, 11, 18
+
+
+@dataclass(frozen=True)
+class Choice:
+    """`via` is FENTRY or KPROBE; `btf_id` and `nargs` say what a fentry
+    copy is loaded for. `reason`: why not fentry, where it was wanted
+    ("" when it goes by fentry, or by kprobe because it was told to).
+    `refused`: `attach: fentry` was forced and cannot be had."""
+
+    via: str
+    reason: str = ""
+    btf_id: int = 0
+    nargs: int = 0
+    refused: bool = False
+
+
+def max_args(release: str) -> int:
+    """Arguments a trampoline takes: 6, and 12 from Linux 6.6."""
+    return 12 if _version(release) >= (6, 6) else 6
+
+
+def choose(probe: Probe, mode: str, *, release: str, btf, generic: bool) -> Choice:
+    """How `probe` (its effective `attach:` mode) should enter the kernel.
+    `btf`: a ktui.btf.index.KernelBtf (None: none could be opened);
+    `generic`: the probe runs in the generic engine."""
+    if mode == KPROBE:
+        return Choice(KPROBE)
+    why = _obstacle(probe, release=release, btf=btf, generic=generic)
+    if isinstance(why, str):
+        return Choice(KPROBE, why, refused=mode == FENTRY)
+    btf_id, nargs = why
+    return Choice(FENTRY, btf_id=btf_id, nargs=nargs)
+
+
+def _obstacle(probe: Probe, *, release: str, btf, generic: bool):
+    """Why not fentry (a string), or (FUNC id, argument count)."""
+    why = text_obstacle(probe)
+    if why:
+        return why
+    if not generic:
+        return "fentry goes through the generic engine, and this probe is compiled"
+    if _version(release) < (5, 5):
+        return "fentry needs Linux 5.5"
+    if btf is None or btf.problem():
+        return (btf.problem() if btf is not None else None) or "no BTF"
+    name = str(probe.target.symbol)
+    if name in DENY_LIST:
+        return f"{name} is on the kernel's BTF deny list for trampolines"
+    try:
+        ids = btf.function_ids(name)
+    except (BtfError, OSError) as exc:  # a BTF that does not read: kprobes still work
+        return f"BTF unreadable: {exc}"
+    if not ids:
+        return f"{name} is not in vmlinux's BTF (a module's function, a compiler copy, or inlined)"
+    if len(ids) > 1:
+        return f"{len(ids)} functions are called {name} in BTF; a kprobe takes kallsyms' first"
+    raw = btf.vmlinux()
+    proto = raw.head(ids[0])[3]
+    _, vlen, _, _ = raw.head(proto)
+    params = _params(raw, proto, vlen)
+    if params and params[-1] == (0, 0):
+        return f"{name} takes variable arguments"
+    limit = max_args(release)
+    if len(params) > limit:
+        return f"{name} has {len(params)} arguments; trampolines take {limit} on this kernel"
+    for _, type_id in params:
+        if _kind(raw, type_id) in (_STRUCT, _UNION):
+            return f"{name} takes a struct by value"
+    return ids[0], len(params)
+
+
+def _params(raw, proto: int, vlen: int) -> list[tuple[int, int]]:
+    blob, at, _ = raw.items(proto)
+    return [(blob.words[at + 2 * j], blob.words[at + 2 * j + 1]) for j in range(vlen)]
+
+
+def _kind(raw, type_id: int) -> int:
+    """The kind under typedefs and qualifiers."""
+    for _ in range(64):
+        kind, _, _, target = raw.head(type_id)
+        if kind not in (_TYPEDEF, _VOLATILE, _CONST, _RESTRICT, _TYPE_TAG):
+            return kind
+        type_id = target
+    return 0
+
+
+def _version(release: str) -> tuple[int, int]:
+    try:
+        major, minor = (int(x) for x in release.split(".")[:2])
+    except ValueError:
+        return (0, 0)
+    return major, minor

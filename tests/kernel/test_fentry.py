@@ -1,0 +1,164 @@
+"""fentry/fexit (issue 13): the same values and counts as kprobes on the
+same workload, the fallback to a kprobe where fentry cannot go (an offset,
+a function with more than 6 arguments on 6.1), an fexit latency histogram
+that counts every call, and no tracing link left after any exit."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ktui.btf.index import KernelBtf
+from ktui.kernel.attach_choice import choose, max_args
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import loads_probeset
+from ktui.lang.spec import parse_spec
+from ktui.record.feed import ProbeState
+
+from .conftest import ktui_bpf_programs
+
+READS, SIZE = 40, 7
+# do_mmap takes 8 arguments on 6.1 (9 from 6.5): past a 6.1 trampoline's 6
+MANY_ARGS = "do_mmap"
+
+SAME = """
+name: same
+probes:
+  - spec: fe=vfs_read:c:a3
+    attach: fentry
+  - spec: kp=vfs_read:c:a3
+    attach: kprobe
+  - spec: fx=vfs_read:r:retval,a3
+    attach: fentry
+    maxactive: 64
+  - spec: kr=vfs_read:r:retval,a3
+    attach: kprobe
+"""
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """One cache for the module: the variants compile once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def run(ps, workload, cache_dir, log):
+    w = workload([[["read", SIZE, READS]]])
+    ps = loads_probeset(ps) if isinstance(ps, str) else ps
+    import dataclasses
+    ps = dataclasses.replace(ps, pid=w.pid)
+    with Session(ps, SessionOptions(engine="generic", cache_dir=cache_dir, log_path=log)) as s:
+        s.wait_loaded()
+        statuses = s.statuses()
+        w.run_phase()
+        s.detach_all()
+        events = []
+        for _ in range(3):
+            events += s.drain().events()
+        return statuses, s.stats().probes, events
+
+
+def test_fentry_and_kprobe_agree(workload, cache_dir, tmp_path):
+    log = tmp_path / "ktui.log"
+    statuses, stats, events = run(SAME, workload, cache_dir, log)
+    ids = {st.probe.name: i for i, st in statuses.items()}
+    assert all(st.state is ProbeState.ATTACHED for st in statuses.values()), statuses
+    assert {st.probe.name: st.via for st in statuses.values()} == {
+        "fe": "fentry", "kp": "kprobe", "fx": "fexit", "kr": "kretprobe"}
+    for name in ("fe", "kp", "fx", "kr"):
+        assert stats[ids[name]].hits == READS, (name, stats[ids[name]])
+        mine = [e for e in events if e.probe_id == ids[name]]
+        assert len(mine) == READS, name
+    values = {name: sorted(e.values for e in events if e.probe_id == ids[name]) for name in ids}
+    assert values["fe"] == values["kp"] == [(SIZE,)] * READS
+    assert values["fx"] == values["kr"] == [(SIZE, SIZE)] * READS
+    # fexit: every return, none missed; its histogram counts every call
+    assert stats[ids["fx"]].missed_returns == 0
+    assert sum(stats[ids["fx"]].hist) == READS == sum(stats[ids["kr"]].hist)
+    assert all(e.latency_ns > 0 for e in events if e.probe_id == ids["fx"])
+    text = log.read_text()
+    assert "maxactive 64 unused: fexit sees every return" in text
+
+
+def test_fallback_for_offset_and_many_arguments(workload, cache_dir, tmp_path):
+    btf = KernelBtf()
+    release = os.uname().release
+    many = choose(parse_spec(f"{MANY_ARGS}:c"), "auto", release=release, btf=btf, generic=True)
+    if max_args(release) == 6:
+        assert many.via == "kprobe" and "arguments" in many.reason, many
+    ps = f"""
+name: fallback
+attach: auto
+probes:
+  - spec: off=vfs_read+0x4:c
+  - spec: many={MANY_ARGS}:c
+  - spec: whole=vfs_read:c
+"""
+    log = tmp_path / "ktui.log"
+    statuses, stats, _ = run(ps, workload, cache_dir, log)
+    by_name = {st.probe.name: st for st in statuses.values()}
+    ids = {st.probe.name: i for i, st in statuses.items()}
+    assert all(st.state is ProbeState.ATTACHED for st in statuses.values()), statuses
+    assert by_name["off"].via == "kprobe"
+    assert by_name["whole"].via == "fentry"
+    assert by_name["many"].via == ("kprobe" if max_args(release) == 6 else "fentry")
+    assert stats[ids["off"]].hits == stats[ids["whole"]].hits == READS
+    text = log.read_text()
+    assert re.search(r"vfs_read\+0x4:c: attach: auto: kprobe: .*offset", text), text
+    if max_args(release) == 6:
+        assert re.search(rf"{MANY_ARGS}:c: attach: auto: kprobe: .*arguments", text), text
+
+
+def tracing_links() -> list[str]:
+    """Every tracing link in the kernel (bpftool link list; links can
+    vanish mid-listing, and then bpftool exits 255: asked again)."""
+    for _ in range(20):
+        out = subprocess.run(["bpftool", "link", "list"], capture_output=True, text=True)
+        if out.returncode == 0:
+            return [line for line in out.stdout.splitlines() if re.match(r"^\d+: tracing ", line)]
+        time.sleep(0.2)
+    raise AssertionError(f"bpftool link list kept failing: {out.stderr}")
+
+
+SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
+           "while True:\n    os.read(fd, 7)\n    time.sleep(0.005)\n")
+
+
+@pytest.mark.parametrize("sig", [None, signal.SIGINT, signal.SIGKILL], ids=["exit", "SIGINT", "SIGKILL"])
+def test_no_tracing_link_left(sig, cache_dir, tmp_path):
+    before = tracing_links()
+    spinner = subprocess.Popen([sys.executable, "-c", SPINNER])
+    path = tmp_path / "set.yaml"
+    path.write_text("name: links\nattach: fentry\nprobes:\n  - vfs_read:c:a3\n  - vfs_read:r:retval\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache_dir))
+    args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner.pid), "--interval", "0.2"]
+    if sig is None:
+        args += ["--duration", "30"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while len(tracing_links()) < len(before) + 3:  # fentry, and fexit with its fentry half
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "fentry links never appeared"
+            time.sleep(0.5)
+        if sig is not None:
+            proc.send_signal(sig)
+        proc.wait(timeout=300)
+        if sig is not signal.SIGKILL:
+            assert proc.returncode == 0, proc.stderr.read().decode()
+        deadline = time.monotonic() + 60
+        while tracing_links() != before:
+            assert time.monotonic() < deadline, tracing_links()
+            time.sleep(0.5)
+        assert ktui_bpf_programs() == []
+    finally:
+        for p in (proc, spinner):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
