@@ -16,6 +16,7 @@ from textual.widgets import Input
 
 from ktui.lang.spec import parse_spec
 from ktui.record.feed import SystemInfo
+from ktui.widgets.event_log import EventLog
 
 from .conftest import SIZE, demo_probeset, make_app, make_feed, polls
 
@@ -41,10 +42,13 @@ def settle(app):
             await pilot.pause(0.01)
         polls(app, 5)
         await pilot.pause()
-        # the event pane follows its tail after the next layout: let it land,
-        # or a dialog opened next may catch it one row short (a flaky row)
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
+        # the event pane follows its tail again after a layout: let it land,
+        # or the screen may be taken one row short (a flaky row)
+        log = app.main.query_one(EventLog)
+        for _ in range(50):
+            await pilot.pause()
+            if log.scroll_y == log.max_scroll_y:
+                break
         app.clear_notifications()
 
     return run_before
