@@ -15,6 +15,7 @@ import pytest
 from textual.widgets import Input
 
 from ktui.lang.spec import parse_spec
+from ktui.pipeline.replay import Playback
 from ktui.record.feed import SystemInfo
 from ktui.widgets.event_log import EventLog
 
@@ -32,6 +33,22 @@ WIDE = parse_spec(
 def wide_feed(**kwargs):
     demo = demo_probeset()
     return make_feed(dataclasses.replace(demo, probes=(WIDE,) + demo.probes), **kwargs)
+
+
+class ReplayingFakeFeed:
+    """A FakeFeed with a replay's playback facts (ReplayFeed's), fixed so
+    the header is the same every run."""
+
+    host, started = "buildbox", "2026-11-30 12:00:00"
+
+    def __init__(self, feed) -> None:
+        self._feed = feed
+
+    def __getattr__(self, name):
+        return getattr(self._feed, name)
+
+    def playback(self) -> Playback:
+        return Playback(position=12.3, speed=2.0, paused=False, ended=False)
 
 
 def settle(app):
@@ -88,8 +105,8 @@ class TestSizes:
 
     @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
     def test_replay(self, snap_compare, size):
-        info = SystemInfo(kernel="6.1.0-57-amd64", source="demo.ktrec of 2026-11-30 12:00")
-        app = make_app(wide_feed(replay=True, info=info))
+        info = SystemInfo(kernel="6.1.0-57-amd64", buffer="replay", source="demo.ktrec")
+        app = make_app(ReplayingFakeFeed(wide_feed(replay=True, info=info)))
         assert snap_compare(app, terminal_size=size, run_before=settle(app))
 
     def test_narrow_stats_come_back_under_the_events(self, snap_compare):
