@@ -75,6 +75,8 @@ def _parts(info: SystemInfo, totals: Totals, paused: bool,
             (("replay ", "bold"), (f"{source}, recorded on {host}kernel {kernel}{when}  ", "")),
             (("replay ", "bold"), (f"{source}, {host}kernel {kernel}{when}  ", "")),
             (("replay ", "bold"), (f"{source}, {host}kernel {kernel}  ", "")),
+            (("replay ", "bold"), (f"{source}, kernel {kernel}  ", "")),
+            (("replay ", "bold"), (f"{source}, {kernel}  ", "")),
             (("replay ", "bold"), (f"{source}  ", "")),
         ]
     else:
@@ -111,8 +113,8 @@ def _parts(info: SystemInfo, totals: Totals, paused: bool,
 
 # Which part gives up a rendering next when the line is too wide: the least
 # useful first. The counts and the paused mark stay readable longest.
-SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "mode", "kernel", "replay", "flags", "counts", "kernel",
-                 "replay")
+SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "mode", "kernel", "replay", "flags", "replay", "counts",
+                 "kernel", "replay", "replay")
 
 
 def _width(parts: dict[str, list[Rendering]], levels: dict[str, int]) -> int:
