@@ -508,9 +508,12 @@ def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 
 @main.command("replay")
 @click.argument("recording", type=click.Path(dir_okay=False))
-@click.option("--speed", type=SPEED, default=1.0, show_default=True, help="0 = as fast as possible.")
+@click.option("--speed", type=SPEED, default=1.0, show_default=True,
+              help="Playback speed: 1 = as recorded, 2 = twice as fast, 0 = as fast as possible "
+                   "(+ and - change it while playing).")
 @click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
+              help="Log file (default ~/.local/state/ktui/ktui.log); nothing is printed while the screen is up.")
 def replay_cmd(recording, speed, refresh, log_path):
     """The dashboard on a recording: no root, no kernel."""
     from ktui.dashboard import run_replay

@@ -7,7 +7,8 @@ complete chunk.
 
     magic  b"KTUIREC\\x01"
     chunk  <4s kind> <u32 length> <length bytes of body>
-      HEAD  JSON: format version, created, host kernel, probe set name
+      HEAD  JSON: format version, created, kernel, host name (since format 2's
+            later writers; absent before), probe set name
       UNIT  JSON: unit number, probe ids, the probes as a YAML probe set
       EVTS  <u32 unit> raw fixed-size records of that unit (one batch)
       STAT  JSON: a stats snapshot
@@ -122,6 +123,7 @@ class Recorder:
             "version": FORMAT_VERSION,
             "created": time.time(),
             "kernel": os.uname().release,
+            "host": os.uname().nodename,  # a replay's header says where it was recorded
             "probeset": probeset.name,
         }).encode())
         self.file.flush()
@@ -275,8 +277,10 @@ class RecordingReader:
         if kind == b"HEAD":
             self.head = _json_object(body)
             if self.head.get("version") not in READABLE_VERSIONS:
+                readable = ", ".join(str(v) for v in READABLE_VERSIONS)
                 raise RecordingError(
-                    f"{self.path}: recording format {self.head.get('version')} is not supported"
+                    f"{self.path}: recording format {self.head.get('version')!r} is not one this ktui "
+                    f"reads (formats {readable}; it writes {FORMAT_VERSION})"
                 )
             return Chunk("head", self.head)
         if kind == b"UNIT":

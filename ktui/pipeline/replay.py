@@ -3,6 +3,11 @@
 Events come back paced by their kernel timestamps (`speed` 1.0 = as
 recorded, 0 = as fast as the consumer drains). Switching a probe off hides
 its events; adding probes is impossible (there is no kernel).
+
+Playback can pause, change speed and jump to the end (the dashboard's p, +,
+-, E); `playback()` says where it is, for the header (issue 15: a replay
+showed this machine's flags, not where and when it was recorded or where
+the playback was).
 """
 
 from __future__ import annotations
@@ -27,6 +32,17 @@ from ktui.record.feed import (
 )
 
 MAX_CHUNKS_PER_DRAIN = 64
+SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)  # what + and - step through
+
+
+@dataclasses.dataclass(frozen=True)
+class Playback:
+    """Where a replay is, for the header."""
+
+    position: float  # seconds of recording played (kernel time since its first event)
+    speed: float  # 1.0 = as recorded; 0 = as fast as drained
+    paused: bool
+    ended: bool  # every event delivered
 
 
 class ReplayFeed:
@@ -40,8 +56,12 @@ class ReplayFeed:
         self._status: dict[int, ProbeStatus] = {}
         self._stats = StatsSnapshot(0.0, {})
         self._hidden: set[int] = set()
-        self._start_wall: float | None = None
-        self._start_ts: int | None = None
+        self._start_wall: float | None = None  # wall clock when recording time _base_ns was reached
+        self._start_ts: int | None = None  # the first event's kernel time
+        self._base_ns = 0.0  # recording time played at _start_wall
+        self._last_ts: int | None = None  # the last delivered batch's last event
+        self.paused = False
+        self._rush = False  # E: to the end as fast as drained
         self.finished = False
         self.probeset = ProbeSet(name="replay")
         # Read up to the first events so the probe table is known up front.
@@ -84,17 +104,64 @@ class ReplayFeed:
                 return
             self._apply(chunk)
 
+    def _played_ns(self) -> float:
+        """Recording time reached by the clock now."""
+        if self._start_wall is None:
+            return self._base_ns
+        if self.paused:
+            return self._base_ns
+        return self._base_ns + (self._clock() - self._start_wall) * 1e9 * max(self.speed, 0.0)
+
+    def _rebase(self) -> None:
+        """Keep the position reached before a change of speed or pause."""
+        if self._start_wall is not None:
+            self._base_ns, self._start_wall = self._played_ns(), self._clock()
+
     def _due(self, batch: RecordBatch) -> bool:
-        if self.speed <= 0 or not len(batch):
+        if not len(batch):
             return True
         first = int(batch.records["ts"][0])
         if self._start_ts is None:
             self._start_ts, self._start_wall = first, self._clock()
+        if self.speed <= 0 or self._rush:
             return True
-        elapsed_ns = (self._clock() - self._start_wall) * 1e9 * self.speed
-        return first - self._start_ts <= elapsed_ns
+        return first - self._start_ts <= self._played_ns()
+
+    def set_paused(self, paused: bool) -> None:
+        self._rebase()
+        self.paused = paused
+
+    def set_speed(self, speed: float) -> None:
+        self._rebase()
+        self.speed = speed
+
+    def faster(self) -> float:
+        """The next speed up (+); from as-fast-as-drained it stays."""
+        if self.speed > 0:
+            self.set_speed(next((s for s in SPEEDS if s > self.speed), self.speed))
+        return self.speed
+
+    def slower(self) -> float:
+        """The next speed down (-); as-fast-as-drained comes down to the fastest step."""
+        lower = [s for s in SPEEDS if s < self.speed] if self.speed > 0 else list(SPEEDS)
+        self.set_speed(lower[-1] if lower else self.speed)
+        return self.speed
+
+    def jump_to_end(self) -> None:
+        """E: the rest as fast as the dashboard drains (stats and events
+        both, so the end shows the recording's final numbers)."""
+        self._rush = True
+        self.paused = False
+
+    def playback(self) -> Playback:
+        position = 0.0
+        if self._start_ts is not None and self._last_ts is not None:
+            position = max(0, self._last_ts - self._start_ts) / 1e9
+        return Playback(position, self.speed, self.paused, self.finished and self._pending is None)
 
     def drain(self) -> EventBatch:
+        if self.paused and not self._rush:
+            return EmptyBatch()
         parts = []
         for _ in range(MAX_CHUNKS_PER_DRAIN):
             chunk = self._next()
@@ -106,6 +173,8 @@ class ReplayFeed:
             if not self._due(chunk.value):
                 self._pending = chunk
                 break
+            if len(chunk.value):
+                self._last_ts = int(chunk.value.records["ts"][-1])
             batch = self._visible(chunk.value)
             if len(batch):
                 parts.append(batch)
@@ -129,12 +198,22 @@ class ReplayFeed:
     def system_info(self) -> SystemInfo:
         notes = ("replay: recording was cut off; showing it up to its last complete record",) \
             if self.truncated else ()
+        return SystemInfo(kernel=str(self._reader.head.get("kernel", "?")), buffer="replay",
+                          notes=notes, source=os.path.basename(self._reader.path))
+
+    @property
+    def host(self) -> str:
+        """The recording machine's name (recordings before it was kept: "")."""
+        host = self._reader.head.get("host")
+        return host if isinstance(host, str) else ""
+
+    @property
+    def started(self) -> str:
+        """When the recording started, local time (`2026-12-01 10:02:03`), or ""."""
         created = self._reader.head.get("created")
-        when = ""
-        if isinstance(created, (int, float)):
-            when = time.strftime(" of %Y-%m-%d %H:%M", time.localtime(created))
-        return SystemInfo(kernel=self._reader.head.get("kernel", "?"), buffer="replay",
-                          notes=notes, source=f"{os.path.basename(self._reader.path)}{when}")
+        if isinstance(created, (int, float)) and not isinstance(created, bool):
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
+        return ""
 
     async def set_enabled(self, probe_id: int, enabled: bool) -> ProbeStatus:
         if probe_id not in self._status:

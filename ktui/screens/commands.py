@@ -1,7 +1,10 @@
 """Every dashboard action in the command palette (ctrl+p), by name.
 
 Built from the screen's bindings, so a new key is in the palette too; only
-actions that apply now (the screen's check_action) are offered.
+actions that apply now (the screen's check_action) are offered. Also
+Textual's light and dark themes by name (Textual's own "Theme" command
+lists every theme); NO_COLOR in the environment turns every colour off
+(Textual's own filter), whichever theme is chosen.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from typing import Iterator
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+THEMES = (("Light theme", "textual-light"), ("Dark theme", "textual-dark"))
 
 
 class DashboardCommands(Provider):
@@ -29,6 +35,8 @@ class DashboardCommands(Provider):
             key = self.app.get_key_display(binding)
             help_text = f"{binding.tooltip or binding.description}  (key: {key})"
             yield binding.description, help_text, partial(node.run_action, binding.action)
+        for name, theme in THEMES:
+            yield name, f"Textual's {theme} theme", partial(setattr, self.app, "theme", theme)
 
     async def discover(self) -> Hits:
         for name, help_text, command in self._commands():

@@ -45,7 +45,7 @@ from ktui.widgets.probe_sort import TIMED_ONLY, Sort
 from ktui.widgets.probe_table import ProbeLine, ProbeTable
 from ktui.widgets.scrollbars import whole_cell_scrollbars
 from ktui.widgets.stats_pane import ProbeView, StatsPane
-from ktui.widgets.status_line import StatusLine, Totals
+from ktui.widgets.status_line import Replaying, StatusLine, Totals
 
 log = logging.getLogger(__name__)
 NARROW_BELOW = 120  # columns: narrower, the stats pane folds under the events
@@ -58,6 +58,10 @@ class MainScreen(Screen[None]):
         # early in the list: a narrow footer cuts the keys at its end
         Binding("s", "stats", "Stats", id="stats",
                 tooltip="Show or hide the selected probe's stats under the events (narrow windows)"),
+        # a replay's playback (shown only in a replay)
+        Binding("plus", "faster", "Faster", id="faster", key_display="+", tooltip="Replay: play faster"),
+        Binding("minus", "slower", "Slower", id="slower", key_display="-", tooltip="Replay: play slower"),
+        Binding("E", "to_end", "To end", id="to-end", tooltip="Replay: jump to the end of the recording"),
         Binding("A", "all_on", "All on", id="all-on", show=False, tooltip="Attach every probe that is off"),
         Binding("N", "all_off", "All off", id="all-off", show=False, tooltip="Detach every probe"),
         Binding("a", "add", "Add", id="add", tooltip="Add a probe (spec checked as you type)"),
@@ -68,8 +72,8 @@ class MainScreen(Screen[None]):
         Binding("delete", "delete", "Delete", id="delete-key", show=False),
         Binding("o", "open", "Open", id="open", tooltip="Open a YAML probe set (replaces every probe)"),
         Binding("w", "write", "Write", id="write", tooltip="Write the probes to a YAML probe set"),
-        Binding("p", "pause", "Pause", id="pause", tooltip="Pause the event stream"),
-        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
+        Binding("p", "pause", "Pause", id="pause", tooltip="Pause the event stream (a replay: its playback too)"),
+        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again (a replay: play on)"),
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
         Binding("S", "sort", "Sort", id="sort", show=False,
@@ -239,7 +243,35 @@ class MainScreen(Screen[None]):
         sums = totals(self.snapshot) if self.snapshot is not None else None
         names = tuple(self.statuses[i].probe.name for i in self.order if i in self.losing)
         shown = Totals() if sums is None else Totals(sums.emitted, sums.lost, drop_percent(sums.lost, sums.emitted), names)
-        self.query_one(StatusLine).show(self.info, shown, self.events.paused)
+        self.query_one(StatusLine).show(self.info, shown, self.events.paused, self._replaying())
+
+    @property
+    def _playback(self):
+        """The replay's playback controls (ReplayFeed), None on a live feed."""
+        return self.feed if callable(getattr(self.feed, "playback", None)) else None
+
+    def _replaying(self) -> Replaying | None:
+        feed = self._playback
+        if feed is None:
+            return None
+        at = feed.playback()
+        return Replaying(host=getattr(feed, "host", ""), started=getattr(feed, "started", ""),
+                         position=at.position, speed=at.speed, paused=at.paused, ended=at.ended)
+
+    def action_faster(self) -> None:
+        if self._playback is not None:
+            self._playback.faster()
+            self._show_status()
+
+    def action_slower(self) -> None:
+        if self._playback is not None:
+            self._playback.slower()
+            self._show_status()
+
+    def action_to_end(self) -> None:
+        if self._playback is not None:
+            self._playback.jump_to_end()
+            self.action_follow()
 
     def _warn_lost(self, statuses: dict[int, ProbeStatus]) -> None:
         for probe_id in sorted(self.losing - self._warned_lost):
@@ -298,6 +330,8 @@ class MainScreen(Screen[None]):
             return self.narrow
         if action == "timing":
             return self.info.buffer != "replay"  # a recording's programs are gone
+        if action in ("faster", "slower", "to_end"):
+            return self._playback is not None
         return True
 
     # ------------------------------------------------------------ actions
@@ -440,11 +474,15 @@ class MainScreen(Screen[None]):
         self.notify(f"{len(written.probes)} probes written to {path}", title="probe set written")
 
     def action_pause(self) -> None:
+        if self._playback is not None:
+            self._playback.set_paused(True)
         self.events.set_paused(True)
         self._show_status()
         self._refresh_bindings_if_changed()
 
     def action_follow(self) -> None:
+        if self._playback is not None:
+            self._playback.set_paused(False)
         self.events.set_paused(False)
         self._show_status()
         self._refresh_bindings_if_changed()

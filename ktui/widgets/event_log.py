@@ -151,14 +151,12 @@ class EventLog(ScrollView, can_focus=True):
     def _update_virtual_size(self) -> None:
         self.virtual_size = Size(0, len(self.window))  # lines fit the width: no horizontal scroll
         if self.cursor == len(self.window) - 1:
-            # Follow the tail now when the height is known (after the next
-            # layout left the view a row short now and then: a screen taken
-            # in between, or a dialog opened, showed it so).
-            height = self.scrollable_content_region.height
-            if height:
-                self.scroll_to(y=max(0, len(self.window) - height), animate=False, immediate=True, force=True)
-            else:
-                self.scroll_end(animate=False, x_axis=False, force=True)
+            # Follow the tail now (only after the next layout left the view
+            # a row short now and then: a screen taken in between, or a
+            # dialog opened, showed it so), and again after the layout in
+            # case the pane's size changed with it.
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+            self.scroll_end(animate=False, x_axis=False, force=True)
 
     # ------------------------------------------------------------ cursor
 

@@ -2,7 +2,9 @@
 
 When more events arrive in one poll than the window holds, only the newest
 window's worth is decoded; the rest are counted as skipped and the meter
-says so ("showing 2.0k of 100.0k events/s, 1.2M skipped").
+says so, every figure per second ("showing 2.0k of 100.0k events/s, 98.0k
+skipped/s"; issue 15: the skipped count was the total since start, beside
+per-second figures).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class EventPane(Vertical):
         self.not_shown_paused = 0  # arrived while paused
         self._arrived = 0  # since the last meter update
         self._shown = 0
+        self._skipped = 0
         self._meter = ""
 
     def compose(self) -> ComposeResult:
@@ -79,6 +82,7 @@ class EventPane(Vertical):
             return
         take = min(total, self.window_size)
         self.skipped += total - take
+        self._skipped += total - take
         self._shown += take
         self.log_view.add_events(batch.events(total - take), probes)
 
@@ -86,12 +90,12 @@ class EventPane(Vertical):
         """Turn the counts since the last call into per-second figures."""
         if seconds <= 0:
             return
-        arrived, shown = self._arrived / seconds, self._shown / seconds
-        self._arrived = self._shown = 0
-        if self.skipped or shown < arrived and not self.paused:
+        arrived, shown, skipped = self._arrived / seconds, self._shown / seconds, self._skipped / seconds
+        self._arrived = self._shown = self._skipped = 0
+        if skipped or shown < arrived and not self.paused:
             self._meter = (
                 f"showing {format_count(shown)} of {format_count(arrived)} events/s, "
-                f"{format_count(self.skipped)} skipped"
+                f"{format_count(skipped)} skipped/s"
             )
         else:
             self._meter = f"{format_count(arrived)} events/s"
@@ -138,7 +142,11 @@ class EventPane(Vertical):
         if log.window.filter:
             title += f", filter: {log.window.filter!r}"
         if self.paused:
-            title += f" ⏸ paused, {format_count(self.not_shown_paused)} not shown (p: follow)"
+            # Events that arrive while paused are not decoded, so they
+            # cannot be matched against a filter: with one, the count says
+            # it is of every event (issue 15: it read as matching ones).
+            scope = " (unfiltered)" if log.window.filter else ""
+            title += f" ⏸ paused, {format_count(self.not_shown_paused)} not shown{scope} (p: follow)"
         # Content, not str: a filter like "[x]" must not be read as markup
         self.border_title = Content(title)
         self.border_subtitle = Content(self._meter)

@@ -30,6 +30,23 @@ class Totals:
     losing: tuple[str, ...] = ()  # names of probes whose lost count grows
 
 
+@dataclass(frozen=True)
+class Replaying:
+    """A replay's own facts for the line: where and when it was recorded,
+    and where the playback is."""
+
+    host: str = ""  # the recording machine ("" in recordings that did not keep it)
+    started: str = ""  # local start time of the recording
+    position: float = 0.0  # seconds of the recording played
+    speed: float = 1.0  # 0: as fast as drained
+    paused: bool = False
+    ended: bool = False
+
+
+def _speed(speed: float) -> str:
+    return "max" if speed <= 0 else f"×{speed:g}"
+
+
 def _flags(info: SystemInfo) -> list[Rendering]:
     """`kprobes ✓  BTF ✓  root ✗`, then only the missing ones, then nothing."""
     marks = (("kprobes", info.kprobes), ("BTF", info.btf), ("root", info.root))
@@ -45,15 +62,21 @@ def _flags(info: SystemInfo) -> list[Rendering]:
     return [tuple(full), tuple(missing), ()]
 
 
-def _parts(info: SystemInfo, totals: Totals, paused: bool) -> dict[str, list[Rendering]]:
+def _parts(info: SystemInfo, totals: Totals, paused: bool,
+           replay: Replaying | None = None) -> dict[str, list[Rendering]]:
     """Every part of the line, each as its renderings from longest to shortest."""
     parts: dict[str, list[Rendering]] = {"badge": [((" ktui ", "reverse bold"), ("  ", ""))]}
     if info.buffer == "replay":
         # This machine's kprobes/BTF/root say nothing about a recording.
         source, kernel = info.source or "a recording", info.kernel or "?"
+        host = f"{replay.host}, " if replay is not None and replay.host else ""
+        when = f", {replay.started}" if replay is not None and replay.started else ""
         parts["replay"] = [
-            (("replay ", "bold"), (f"{source}, recorded on kernel {kernel}  ", "")),
+            (("replay ", "bold"), (f"{source}, recorded on {host}kernel {kernel}{when}  ", "")),
+            (("replay ", "bold"), (f"{source}, {host}kernel {kernel}{when}  ", "")),
+            (("replay ", "bold"), (f"{source}, {host}kernel {kernel}  ", "")),
             (("replay ", "bold"), (f"{source}, kernel {kernel}  ", "")),
+            (("replay ", "bold"), (f"{source}, {kernel}  ", "")),
             (("replay ", "bold"), (f"{source}  ", "")),
         ]
     else:
@@ -72,12 +95,26 @@ def _parts(info: SystemInfo, totals: Totals, paused: bool) -> dict[str, list[Ren
     mark = ("⏸ PAUSED", "black on yellow") if paused else ("▶ following", "green")
     short = ("⏸ PAUSED", "black on yellow") if paused else ("▶", "green")
     parts["mode"] = [(("│ ", "dim"), mark), (("│ ", "dim"), short)]
+    if replay is not None:
+        # where the playback is, at what speed; END once every event is shown
+        at = f"{replay.position:.1f}s"
+        if replay.ended:
+            play = ("END", "black on cyan")
+        elif replay.paused or paused:
+            play = ("⏸ PAUSED", "black on yellow")
+        else:
+            play = ("▶ playing", "green")
+        parts["mode"] = [
+            (("│ ", "dim"), play, (f" {at} {_speed(replay.speed)}", "")),
+            (("│ ", "dim"), (play[0].split()[0], play[1]), (f" {at} {_speed(replay.speed)}", "")),
+        ]
     return parts
 
 
 # Which part gives up a rendering next when the line is too wide: the least
 # useful first. The counts and the paused mark stay readable longest.
-SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "mode", "kernel", "replay", "flags", "counts", "kernel")
+SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "mode", "kernel", "replay", "flags", "replay", "counts",
+                 "kernel", "replay", "replay")
 
 
 def _width(parts: dict[str, list[Rendering]], levels: dict[str, int]) -> int:
@@ -96,10 +133,11 @@ def shorten_levels(parts: dict[str, list[Rendering]], width: int) -> dict[str, i
     return levels
 
 
-def status_text(info: SystemInfo, totals: Totals, paused: bool, width: int | None = None) -> Text:
+def status_text(info: SystemInfo, totals: Totals, paused: bool, width: int | None = None,
+                replay: Replaying | None = None) -> Text:
     """The status line, shortened to `width` cells (None: everything), and
     one extra line per warning."""
-    parts = _parts(info, totals, paused)
+    parts = _parts(info, totals, paused, replay)
     levels = shorten_levels(parts, width) if width else dict.fromkeys(parts, 0)
     line = Text(no_wrap=True, overflow="ellipsis", end="")
     for name, options in parts.items():
@@ -141,9 +179,11 @@ class StatusLine(Static):
         super().__init__(id=id)
         self._shown: Text | None = None
         self._state: tuple[SystemInfo, Totals, bool] | None = None
+        self._replay: Replaying | None = None
 
-    def show(self, info: SystemInfo, totals: Totals, paused: bool) -> None:
+    def show(self, info: SystemInfo, totals: Totals, paused: bool, replay: Replaying | None = None) -> None:
         self._state = (info, totals, paused)
+        self._replay = replay
         self._draw()
 
     def on_resize(self) -> None:
@@ -152,7 +192,7 @@ class StatusLine(Static):
     def _draw(self) -> None:
         if self._state is None:
             return
-        text = status_text(*self._state, width=self.size.width or None)
+        text = status_text(*self._state, width=self.size.width or None, replay=self._replay)
         if text != self._shown:  # no refresh when nothing changed
             self._shown = text
             self.update(text)

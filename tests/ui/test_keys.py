@@ -23,6 +23,9 @@ async def test_help_lists_every_key(app):
             assert (binding.tooltip or binding.description) in text, binding.action
         for key_line in ("space", "d / del", "q / ^c", "⏎", "esc", "^p", "?"):
             assert key_line in text, key_line
+        notes = plain(app.screen.query_one("#notes"))
+        assert "k is the kind: c a call probe" in notes  # issue 15: the k column and errors
+        assert "errors counts returns with a negative value" in notes
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
 

@@ -15,7 +15,9 @@ import pytest
 from textual.widgets import Input
 
 from ktui.lang.spec import parse_spec
+from ktui.pipeline.replay import Playback
 from ktui.record.feed import SystemInfo
+from ktui.widgets.event_log import EventLog
 
 from .conftest import SIZE, demo_probeset, make_app, make_feed, polls
 
@@ -33,6 +35,22 @@ def wide_feed(**kwargs):
     return make_feed(dataclasses.replace(demo, probes=(WIDE,) + demo.probes), **kwargs)
 
 
+class ReplayingFakeFeed:
+    """A FakeFeed with a replay's playback facts (ReplayFeed's), fixed so
+    the header is the same every run."""
+
+    host, started = "buildbox", "2026-11-30 12:00:00"
+
+    def __init__(self, feed) -> None:
+        self._feed = feed
+
+    def __getattr__(self, name):
+        return getattr(self._feed, name)
+
+    def playback(self) -> Playback:
+        return Playback(position=12.3, speed=2.0, paused=False, ended=False)
+
+
 def settle(app):
     """The same state every run: a few polls, no toasts, no blinking cursors."""
 
@@ -41,10 +59,13 @@ def settle(app):
             await pilot.pause(0.01)
         polls(app, 5)
         await pilot.pause()
-        # the event pane follows its tail after the next layout: let it land,
-        # or a dialog opened next may catch it one row short (a flaky row)
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
+        # the event pane follows its tail again after a layout: let it land,
+        # or the screen may be taken one row short (a flaky row)
+        log = app.main.query_one(EventLog)
+        for _ in range(50):
+            await pilot.pause()
+            if log.scroll_y == log.max_scroll_y:
+                break
         app.clear_notifications()
 
     return run_before
@@ -84,8 +105,8 @@ class TestSizes:
 
     @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
     def test_replay(self, snap_compare, size):
-        info = SystemInfo(kernel="6.1.0-57-amd64", source="demo.ktrec of 2026-11-30 12:00")
-        app = make_app(wide_feed(replay=True, info=info))
+        info = SystemInfo(kernel="6.1.0-57-amd64", buffer="replay", source="demo.ktrec")
+        app = make_app(ReplayingFakeFeed(wide_feed(replay=True, info=info)))
         assert snap_compare(app, terminal_size=size, run_before=settle(app))
 
     def test_narrow_stats_come_back_under_the_events(self, snap_compare):

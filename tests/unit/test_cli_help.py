@@ -1,0 +1,30 @@
+"""Issue 15: every option of every command says what it does in --help
+(`replay --refresh` and `--log` had no help text)."""
+
+from __future__ import annotations
+
+import click
+
+from ktui.cli import main
+
+
+def walk(command: click.Command, path: str = "ktui"):
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in sorted(command.commands.items()):
+            yield from walk(sub, f"{path} {name}")
+
+
+def test_every_option_has_help_text():
+    missing = [
+        f"{path} {'/'.join(param.opts)}"
+        for path, command in walk(main)
+        for param in command.params
+        if isinstance(param, click.Option) and not param.hidden and not (param.help or "").strip()
+    ]
+    assert not missing, missing
+
+
+def test_every_command_has_a_summary():
+    missing = [path for path, command in walk(main) if path != "ktui" and not (command.help or command.short_help)]
+    assert not missing, missing
