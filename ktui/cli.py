@@ -209,6 +209,11 @@ _common_probe_options = [
                  help="generic: one program compiled once per kernel runs every probe, so probes "
                       "start, and are added or edited, without a compile (Linux 5.15+); compiled: "
                       "a program compiled for this set; auto: generic where the kernel allows."),
+    click.option("--attach", type=click.Choice(["kprobe", "auto", "fentry"]), default="kprobe",
+                 show_default=True,
+                 help="How probes enter the kernel where their set does not say (attach:): auto: "
+                      "fentry/fexit where the kernel allows (cheaper; fexit misses no return), else a "
+                      "kprobe; fentry: fentry/fexit or the probe fails."),
     click.option("--no-cache", is_flag=True,
                  help="Compile the generic program even if ~/.cache/ktui holds it, and keep nothing."),
     click.option("--cost", is_flag=True,
@@ -224,13 +229,15 @@ def probe_options(f):
     return f
 
 
-def _session_options(buffer, buffer_pages, log_path, engine="auto", no_cache=False, cost=False):
+def _session_options(buffer, buffer_pages, log_path, engine="auto", attach="kprobe", no_cache=False,
+                     cost=False):
     from ktui.kernel.session import SessionOptions
 
     return SessionOptions(buffer=buffer, ringbuf_pages=buffer_pages,
                           perf_pages=max(8, min(1024, buffer_pages // 8)),
                           log_path=Path(log_path) if log_path else None,
-                          engine=engine, cache=not no_cache, wait_loaded=False, timing=cost)
+                          engine=engine, attach=attach, cache=not no_cache, wait_loaded=False,
+                          timing=cost)
 
 
 @click.group(cls=_DefaultGroup, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"]})
@@ -245,14 +252,15 @@ def main() -> None:
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
-def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, cost, refresh):
+def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, refresh):
     """The full-screen dashboard (the default command)."""
     ps = _inputs_or_exit(files, specs, pid, comm, default=True)
     _preflight_or_exit()
     _stderr_apart()
     from ktui.dashboard import run_live
 
-    sys.exit(run_live(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache, cost), refresh))
+    options = _session_options(buffer, buffer_pages, log_path, engine, attach, no_cache, cost)
+    sys.exit(run_live(ps, options, refresh))
 
 
 @main.command("check")
@@ -415,7 +423,7 @@ def _leave(code: int) -> None:
 @click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats lines.")
 @click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("--no-stats", is_flag=True, help="Only event lines (and the summary).")
-def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, cost, from_rec,
+def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, from_rec,
                interval, duration, no_stats):
     """One JSON object per event on stdout (NDJSON), stats every --interval."""
     from ktui.headless import replay_to_ndjson, run_stream
@@ -425,7 +433,7 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
-    _leave(run_stream(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache, cost), interval,
+    _leave(run_stream(ps, _session_options(buffer, buffer_pages, log_path, engine, attach, no_cache, cost), interval,
                       duration, with_stats=not no_stats))
 
 
@@ -436,8 +444,8 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 @click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats snapshots.")
 @click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
-def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, cost, output, interval,
-               duration, force):
+def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, output,
+               interval, duration, force):
     """Record raw event batches and stats to a file (replay with `ktui replay`).
 
     An existing file is refused unless --force is given."""
@@ -446,8 +454,8 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
-    _leave(run_record(ps, _session_options(buffer, buffer_pages, log_path, engine, no_cache, cost), output, interval,
-                      duration, force=force))
+    options = _session_options(buffer, buffer_pages, log_path, engine, attach, no_cache, cost)
+    _leave(run_record(ps, options, output, interval, duration, force=force))
 
 
 def _parse_listen(ctx, param, value):

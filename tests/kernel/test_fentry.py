@@ -53,7 +53,9 @@ def run(ps, workload, cache_dir, log):
     ps = loads_probeset(ps) if isinstance(ps, str) else ps
     import dataclasses
     ps = dataclasses.replace(ps, pid=w.pid)
-    with Session(ps, SessionOptions(engine="generic", cache_dir=cache_dir, log_path=log)) as s:
+    # the directory `ktui stream` uses with XDG_CACHE_HOME=cache_dir: one compile for the module
+    options = SessionOptions(engine="generic", cache_dir=cache_dir / "ktui", log_path=log)
+    with Session(ps, options) as s:
         s.wait_loaded()
         statuses = s.statuses()
         w.run_phase()
@@ -139,7 +141,7 @@ def test_no_tracing_link_left(sig, cache_dir, tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_dir))
     args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner.pid), "--interval", "0.2"]
     if sig is None:
-        args += ["--duration", "30"]
+        args += ["--duration", "90"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 300

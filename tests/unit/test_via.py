@@ -68,3 +68,14 @@ def test_probe_table_names_fentry_and_fexit_beside_the_state():
     assert state("kretprobe") == "attached"  # the default says nothing more
     loading = row_cells(ProbeLine(ProbeStatus(0, probe, ProbeState.LOADING, via="fexit")))[3].plain
     assert loading == "loading fexit"
+
+
+def test_attach_option_reaches_the_session_and_is_checked():
+    from click.testing import CliRunner
+
+    from ktui.cli import _session_options, main
+
+    assert _session_options("auto", 2048, None, attach="auto").attach == "auto"
+    assert _session_options("auto", 2048, None).attach == "kprobe"  # the default: fentry is opt-in
+    result = CliRunner().invoke(main, ["stream", "-e", "vfs_read:c", "--attach", "fexit"])
+    assert result.exit_code == 2 and "--attach" in result.output
