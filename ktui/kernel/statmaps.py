@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 
+from ktui.kernel.aggmaps import read_aggregates
 from ktui.lang.model import Kind
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
@@ -65,5 +66,6 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
             hist=hist,
             errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
             top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
+            **read_aggregates(bpf, probe, local),
         )
     return out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ktui.lang.model import ProbeSet, ProbeSetError
+from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, ProbeSet, ProbeSetError
 
 
 HEADER = "# ktui probe set\n"
@@ -46,11 +46,29 @@ def dumps_probeset(ps: ProbeSet) -> str:
         # the session runs it): written as nothing, it loads as the set's
         if probe.maxactive and probe.maxactive != ps.maxactive:
             entry["maxactive"] = probe.maxactive
+        entry.update(aggregate_keys(probe))
         probes.append(entry)
     document["probes"] = probes
     body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
                           default_flow_style=False, width=1_000_000)
     return HEADER + body
+
+
+def aggregate_keys(probe) -> dict[str, object]:
+    """A probe's hist/count/sum as the YAML keys that load back equal."""
+    agg = probe.agg
+    if agg is None:
+        return {}
+    out: dict[str, object] = {}
+    if agg.hist is not None:
+        out["hist"] = str(agg.hist)
+    if agg.keys:
+        out["count"] = [str(k) for k in agg.keys]
+    if agg.sum is not None:
+        out["sum"] = str(agg.sum)
+    if agg.max_keys != AGG_MAX_KEYS_DEFAULT:
+        out["max_keys"] = agg.max_keys
+    return out
 
 
 def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:

@@ -31,7 +31,16 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-"counted_only", "missed_returns", "maxactive", "recursion_misses" and "cost" were added within version 2 (readers that ignore unknown keys
+  A probe with aggregations (hist/count/sum, "The probe language" in the
+  README) also has, in stats: "values_dropped" (hits not counted under
+  their key: the count map was full, max_keys), "value_hist" (with hist:
+  65 log2 slots of the fetched value, as "hist"), "value_keys" (distinct
+  keys counted) and "top_values" (with count: or sum:, at most 10, most
+  first: by sum when the probe sums, else by count), each
+  {"key":{FETCH: VALUE},"count":N,"sum":N} ("key" is {} for a sum without
+  keys; "sum" is 0 without sum:).
+
+"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost" and the aggregation keys were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -101,7 +110,8 @@ class NdjsonSink:
         prev, self._last_stats = self._last_stats, stats
         if not self.with_stats:
             return
-        names = {k: st.probe.name for k, st in self.feed.statuses().items()}
+        statuses = self.feed.statuses()
+        names = {k: st.probe.name for k, st in statuses.items()}
         probes = []
         for pid_, s in sorted(stats.probes.items()):
             line = {
@@ -114,6 +124,9 @@ class NdjsonSink:
             }
             if stats.timed:
                 line["cost"] = cost_fields(s, probe_cost(prev, stats, pid_))
+            status = statuses.get(pid_)
+            if status is not None and status.probe.agg is not None:
+                line.update(aggregate_fields(status.probe, s))
             probes.append(line)
         self.out.write(json.dumps({"v": SCHEMA_VERSION, "type": "stats", "probes": probes}) + "\n")
         self.out.flush()
@@ -134,6 +147,20 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
             line.update(run_ns=s.run_ns, run_count=s.run_count)
         probes.append(line)
     return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}
+
+
+def aggregate_fields(probe, stats: ProbeStats) -> dict:
+    """A probe's hist/count/sum as stats keys (only for a probe with them)."""
+    agg = probe.agg
+    out: dict = {"values_dropped": stats.values_dropped}
+    if agg.hist is not None:
+        out["value_hist"] = list(stats.value_hist)
+    if agg.counts:
+        names = [str(k) for k in agg.keys]
+        out["value_keys"] = stats.value_keys
+        out["top_values"] = [{"key": dict(zip(names, key)), "count": count, "sum": total}
+                             for key, count, total in stats.top_values]
+    return out
 
 
 def cost_fields(stats: ProbeStats, cost: ProbeCost | None) -> dict:
