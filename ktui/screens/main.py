@@ -42,6 +42,7 @@ from ktui.widgets.event_pane import EventPane
 from ktui.widgets.event_window import DEFAULT_WINDOW
 from ktui.widgets.footer import KtuiFooter
 from ktui.widgets.probe_table import ProbeLine, ProbeTable
+from ktui.pipeline.value_views import views_of
 from ktui.widgets.stats_pane import ProbeView, StatsPane
 from ktui.widgets.status_line import StatusLine, Totals
 
@@ -70,6 +71,9 @@ class MainScreen(Screen[None]):
         Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
+        Binding("v", "view", "View", id="view",
+                tooltip="Stats pane: next view of the selected probe (counters, value histogram, "
+                        "top values, top stacks)"),
         Binding("t", "timing", "Cost", id="cost", show=False,
                 tooltip="Each probe's cost (ns/hit, CPU share); slows every BPF program while on"),
     ]
@@ -203,7 +207,8 @@ class MainScreen(Screen[None]):
         changed: each refresh recomposes the footer, and doing it on every
         stats update (once a second) grew memory without bound (the bench's
         host flood, docs/benchmarks.md)."""
-        state = (self.table.selected_id is not None, bool(self.order), self.events.paused)
+        state = (self.table.selected_id is not None, bool(self.order), self.events.paused,
+                 self._has_views())
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
@@ -263,6 +268,8 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------ which keys apply
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "view":  # only a probe with aggregations has more than one view
+            return self._has_views()
         if action in ("toggle", "edit", "delete"):
             return self.table.selected_id is not None
         if action in ("all_on", "all_off"):
@@ -442,6 +449,14 @@ class MainScreen(Screen[None]):
             self.costs = {}
             self.notify("run-time statistics off", title="cost off")
         self.refresh_probes()
+
+    def _has_views(self) -> bool:
+        status = self.selected
+        return status is not None and len(views_of(status.probe)) > 1
+
+    def action_view(self) -> None:
+        """The stats pane's next view of the selected probe (pipeline.value_views)."""
+        self.query_one(StatsPane).next_view()
 
     def action_stats(self) -> None:
         """Narrow window: the stats pane under the events, or folded away."""
