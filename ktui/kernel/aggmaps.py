@@ -12,6 +12,7 @@ from ktui.lang.model import Probe
 from ktui.record.histogram import HIST_SLOTS
 
 TOP_VALUES = 10
+STACKS_KEPT = 200  # stacks per probe in a stats read (a flame graph's worth)
 
 
 def _percpu_sum(table, key: int) -> int:
@@ -71,3 +72,25 @@ def read_aggregates(bpf, probe: Probe, local: int) -> dict:
         fields["value_keys"] = len(entries)
         fields["top_values"] = top_entries(probe, entries)
     return fields
+
+
+def read_stacks(bpf, probes) -> dict[int, list[tuple[tuple[int, ...], int]]]:
+    """Every probe's stacks from the one shared map, in one pass: local
+    probe index -> [(addresses innermost first, count)]."""
+    if not any(p.agg is not None and p.agg.stack is not None for p in probes):
+        return {}
+    out: dict[int, dict[tuple[int, ...], int]] = {}
+    for k, v in bpf[b"ktui_stacks"].items():
+        frames = tuple(int(a) for a in k.ip[: min(int(k.nframes), len(k.ip))])
+        per = out.setdefault(int(k.probe), {})
+        per[frames] = per.get(frames, 0) + int(v.value)
+    return {p: sorted(d.items(), key=lambda kv: (-kv[1], kv[0])) for p, d in out.items()}
+
+
+def stack_fields(bpf, probe: Probe, local: int, stacks: dict) -> dict:
+    """ProbeStats fields for one probe's stacks ({} without `stack:`)."""
+    if probe.agg is None or probe.agg.stack is None:
+        return {}
+    mine = stacks.get(local, [])
+    return {"stacks": tuple(mine[:STACKS_KEPT]), "stack_count": len(mine),
+            "stacks_dropped": _percpu_sum(bpf[b"ktui_stacks_dropped"], local)}

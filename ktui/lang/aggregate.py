@@ -6,6 +6,7 @@ list, separated by spaces (and before ` if FILTER` on the command line):
     vfs_read:c hist(a3)                         a log2 histogram of the size argument
     vfs_read:r count(comm) sum(retval)          bytes read per process
     vfs_read:c count(a3) max_keys(64)           the read sizes seen, at most 64 of them
+    vfs_read:c stack(kernel)                    who calls it: each kernel stack counted
 
 In a probe set the same are keys: `hist: a3`, `count: [comm, a3]` (or one
 string), `sum: retval`, `max_keys: 64`. A clause's argument is a fetch of
@@ -18,6 +19,7 @@ which parses back equal."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ktui.lang.model import (
@@ -32,10 +34,11 @@ from ktui.lang.model import (
 )
 
 AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX = 1, 1 << 20
-CLAUSES = ("hist", "count", "sum", "max_keys")
+CLAUSES = ("hist", "count", "sum", "max_keys", "stack")
+STACK_KINDS = ("kernel",)
 # A clause starts after whitespace: `hist(` never occurs inside a spec,
 # whose fetches have no spaces before a name followed by `(`.
-_CLAUSE_START = re.compile(r"[ \t]+(?=(?:hist|count|sum|max_keys)\()")
+_CLAUSE_START = re.compile(r"[ \t]+(?=(?:hist|count|sum|max_keys|stack)\()")
 
 
 def split_clauses(text: str) -> tuple[str, str, int]:
@@ -68,7 +71,9 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
         if close is None:
             raise SpecError(f"{word}( is not closed with )", col=pos + 1)
         inner, inner_at = text[m.end():close], m.end()
-        if word == "max_keys":
+        if word == "stack":
+            found[word] = inner.strip()
+        elif word == "max_keys":
             number = parse_int(inner.strip())
             if number is None:
                 raise SpecError(f"max_keys: expected a whole number, got {inner.strip()!r}", col=inner_at + 1)
@@ -79,9 +84,10 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
                 raise SpecError(f"{word}(...) takes one fetch", col=inner_at + 1)
             found[word] = fetches if word == "count" else fetches[0]
         pos = close + 1
-    agg = Aggregate(hist=found.get("hist"), keys=found.get("count", ()), sum=found.get("sum"))  # type: ignore[arg-type]
+    agg = Aggregate(hist=found.get("hist"), keys=found.get("count", ()), sum=found.get("sum"),  # type: ignore[arg-type]
+                    stack=found.get("stack"))  # type: ignore[arg-type]
     if "max_keys" in found:
-        agg = Aggregate(agg.hist, agg.keys, agg.sum, found["max_keys"])  # type: ignore[arg-type]
+        agg = dataclasses.replace(agg, max_keys=found["max_keys"])
     check_aggregate(agg, kind)
     return agg
 
@@ -138,6 +144,10 @@ def check_aggregate(agg: Aggregate, kind: Kind | None) -> None:
         _check_one("count", key, kind, text_ok=True)
         if names.count(str(key)) > 1:
             raise SpecError(f"count: {key} is given twice")
+    if agg.stack is not None and agg.stack not in STACK_KINDS:
+        why = ("user stacks are not taken yet (Debian's userland has no frame pointers: "
+               "they would be one or two frames)") if agg.stack in ("user", "both") else f"unknown stack {agg.stack!r}"
+        raise SpecError(f"stack: {why}; use stack: kernel")
     if not AGG_MAX_KEYS_MIN <= agg.max_keys <= AGG_MAX_KEYS_MAX:
         raise SpecError(f"max_keys: must be {AGG_MAX_KEYS_MIN}..{AGG_MAX_KEYS_MAX}, got {agg.max_keys}")
 

@@ -374,6 +374,7 @@ class Aggregate:
     keys: tuple["Fetch", ...] = ()
     sum: "Fetch | None" = None
     max_keys: int = AGG_MAX_KEYS_DEFAULT
+    stack: str | None = None  # "kernel": each hit's kernel stack counted
 
     @property
     def counts(self) -> bool:
@@ -395,6 +396,8 @@ class Aggregate:
             parts.append(f"sum({self.sum})")
         if self.max_keys != AGG_MAX_KEYS_DEFAULT:
             parts.append(f"max_keys({self.max_keys})")
+        if self.stack is not None:
+            parts.append(f"stack({self.stack})")
         return " ".join(parts)
 
 

@@ -70,9 +70,9 @@ SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
     "spec", "function", "address", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive",
-    "hist", "count", "sum", "max_keys",
+    "hist", "count", "sum", "max_keys", "stack",
 )
-AGG_KEYS = ("hist", "count", "sum", "max_keys")
+AGG_KEYS = ("hist", "count", "sum", "max_keys", "stack")
 KIND_WORDS = {
     "c": Kind.CALL, "call": Kind.CALL, "kprobe": Kind.CALL,
     "r": Kind.RETURN, "return": Kind.RETURN, "kretprobe": Kind.RETURN,
@@ -326,6 +326,7 @@ class _SetReader(NodeReader):
             "sum": lambda node: self.agg_fetch(node, "sum", prefix),
             "count": lambda node: self.agg_keys(node, prefix),
             "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
+            "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
         }
         errors_before = len(self.errors)
         changes: dict[str, object] = {}
@@ -432,7 +433,8 @@ class _SetReader(NodeReader):
         an error names the first aggregation key given."""
         base = probe.agg or Aggregate()
         merged = Aggregate(hist=agg.get("hist", base.hist), keys=agg.get("count", base.keys),
-                           sum=agg.get("sum", base.sum), max_keys=agg.get("max_keys", base.max_keys))
+                           sum=agg.get("sum", base.sum), max_keys=agg.get("max_keys", base.max_keys),
+                           stack=agg.get("stack", base.stack))
         try:
             check_aggregate(merged, probe.kind)
         except SpecError as err:

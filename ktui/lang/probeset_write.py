@@ -68,6 +68,8 @@ def aggregate_keys(probe) -> dict[str, object]:
         out["sum"] = str(agg.sum)
     if agg.max_keys != AGG_MAX_KEYS_DEFAULT:
         out["max_keys"] = agg.max_keys
+    if agg.stack is not None:
+        out["stack"] = agg.stack
     return out
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 from ktui.lang.model import Probe
 from ktui.pipeline.format import format_count, printable
 from ktui.pipeline.rates import hist_lines
+from ktui.pipeline.stacks import Symbolize, merged
 from ktui.record.feed import ProbeStats
 
 COUNTERS, VALUES, TOP, STACKS = "counters", "values", "top", "stacks"
 TITLES = {COUNTERS: "counters", VALUES: "value histogram", TOP: "top values", STACKS: "top stacks"}
 STACK_FRAMES_SHOWN = 12  # frames of one stack in the pane (the file output has all)
+TOP_STACKS = 5
 
 Line = tuple[str, str]
 
@@ -28,7 +30,7 @@ def views_of(probe: Probe) -> tuple[str, ...]:
         views.append(VALUES)
     if agg is not None and agg.counts:
         views.append(TOP)
-    if getattr(probe, "stack", None):
+    if agg is not None and agg.stack is not None:
         views.append(STACKS)
     return tuple(views)
 
@@ -58,7 +60,8 @@ def view_tabs(current: str, probe: Probe) -> list[Line]:
     return out
 
 
-def view_lines(view: str, probe: Probe, stats: ProbeStats | None, bar_width: int = 30) -> list[Line]:
+def view_lines(view: str, probe: Probe, stats: ProbeStats | None, bar_width: int = 30,
+               symbolize: Symbolize | None = None) -> list[Line]:
     """The body of a view other than counters."""
     if stats is None:
         return [("no counts yet", "dim")]
@@ -67,7 +70,7 @@ def view_lines(view: str, probe: Probe, stats: ProbeStats | None, bar_width: int
     if view == TOP:
         return top_value_lines(probe, stats)
     if view == STACKS:
-        return stack_lines(stats)
+        return stack_lines(probe, stats, symbolize)
     return []
 
 
@@ -114,19 +117,19 @@ def top_value_lines(probe: Probe, stats: ProbeStats) -> list[Line]:
     return out
 
 
-def stack_lines(stats: ProbeStats) -> list[Line]:
-    stacks = getattr(stats, "top_stacks", ())
-    out: list[Line] = [("top kernel stacks (innermost first)", "bold")]
+def stack_lines(probe: Probe, stats: ProbeStats, symbolize: Symbolize | None) -> list[Line]:
+    out: list[Line] = [(f"top kernel stacks: {stats.stack_count} distinct (innermost frame first)", "bold")]
+    stacks = merged(probe, stats.stacks, symbolize)[:TOP_STACKS]
     if not stacks:
         return out + [("  none yet", "dim")]
-    total = sum(count for _, count in stacks) or 1
+    total = sum(count for _, count in stats.stacks) or 1
     for frames, count in stacks:
         out.append((f"{format_count(count)} ({100 * count / total:.1f}%)", "bold"))
-        for frame in tuple(reversed(frames))[:STACK_FRAMES_SHOWN]:
+        for frame in frames[:STACK_FRAMES_SHOWN]:
             out.append((f"  {frame}", ""))
         if len(frames) > STACK_FRAMES_SHOWN:
             out.append((f"  ... {len(frames) - STACK_FRAMES_SHOWN} more", "dim"))
-    dropped = getattr(stats, "stacks_dropped", 0)
-    if dropped:
-        out.append((f"{format_count(dropped)} stacks not counted: the map is full", "yellow bold"))
+    if stats.stacks_dropped:
+        out.append((f"{format_count(stats.stacks_dropped)} stacks not counted (the map is full, "
+                    "or the kernel could not take them)", "yellow bold"))
     return out

@@ -122,6 +122,12 @@ class ProbeStats:
     value_keys: int = 0  # distinct keys in the count map (shown or not)
     # hits not counted under their key because the count map was full
     values_dropped: int = 0
+    # `stack: kernel`: the most frequent kernel stacks, (return addresses
+    # innermost first, count), most first (at most aggmaps.STACKS_KEPT);
+    # symbolized by the consumer (Feed.symbolize, pipeline.stacks)
+    stacks: tuple[tuple[tuple[int, ...], int], ...] = ()
+    stack_count: int = 0  # distinct stacks counted
+    stacks_dropped: int = 0  # hits whose stack could not be taken or stored (map full)
 
 
 @dataclass(frozen=True)

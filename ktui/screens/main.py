@@ -130,7 +130,7 @@ class MainScreen(Screen[None]):
         yield ProbeTable(id="probes")
         with Horizontal(id="panes"):
             yield EventPane(self.window, self.symbolize, id="events")
-            yield StatsPane(id="stats")
+            yield StatsPane(id="stats", symbolize=self.symbolize)
         yield KtuiFooter()
 
     def on_mount(self) -> None:

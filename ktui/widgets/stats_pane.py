@@ -49,8 +49,9 @@ class StatsPane(VerticalScroll):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, symbolize=None) -> None:
         super().__init__(id=id)
+        self.symbolize = symbolize  # for the stacks view
         self.view: ProbeView | None = None
         self.can_focus = False
         self.wanted_view = COUNTERS  # `v` cycles it (pipeline.value_views)
@@ -61,7 +62,9 @@ class StatsPane(VerticalScroll):
         yield Sparkline([], id="rate-spark")
         yield Static(id="stats-tabs")
         yield Static(id="stats-body")
-        yield ValueView(id="stats-values")
+        values = ValueView(id="stats-values")
+        values.symbolize = self.symbolize
+        yield values
 
     def on_mount(self) -> None:
         self.border_title = "probe"

@@ -32,9 +32,11 @@ def tabs_text(view: str, probe: Probe) -> Text:
 class ValueView(Static):
     """One aggregation view of the selected probe; hidden on counters."""
 
+    symbolize = None  # addr -> "func+0x10", for stacks (the pane's owner sets it)
+
     def show(self, view: str, probe: Probe | None, stats: ProbeStats | None, bar_width: int) -> None:
         self.display = probe is not None and view != COUNTERS
         if probe is None or view == COUNTERS:
             self.update("")
             return
-        self.update(lines_text(view_lines(view, probe, stats, bar_width)))
+        self.update(lines_text(view_lines(view, probe, stats, bar_width, self.symbolize)))

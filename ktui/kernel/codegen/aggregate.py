@@ -25,6 +25,10 @@ from ktui.lang.limits import TASK_COMM_LEN
 from ktui.lang.model import Deref, Fetch, Probe, positional
 
 
+STACK_DEPTH = 63  # frames kept of a stack (bpftrace's and perf's default depth is 127; 63 fits 512 bytes)
+STACK_MAP_SIZE = 16384  # distinct (probe, stack) pairs counted at once
+
+
 def agg_map_name(index: int) -> str:
     return f"ktui_agg{index}"
 
@@ -44,6 +48,8 @@ def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
     ]
     if any(agg.hist is not None for _, agg in aggs):
         lines.append("BPF_PERCPU_ARRAY(ktui_vhist, struct ktui_hist, KTUI_NPROBES);")
+    if any(agg.stack is not None for _, agg in aggs):
+        lines += stack_maps()
     for index, agg in aggs:
         if not agg.counts:
             continue
@@ -54,6 +60,49 @@ def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
                      f"struct ktui_agg_val, {int(agg.max_keys)});")
     lines.append("")
     return lines
+
+
+def stack_maps() -> list[str]:
+    """Stacks are counted in a hash map keyed by the frames themselves:
+    exact, and its entries can be deleted. (A BPF stack-trace map never
+    frees its entries and its buckets collide long before it is full, so
+    on a long run every new stack fails.) The 512-byte key is built in a
+    per-CPU scratch slot: it does not fit the BPF stack."""
+    return [
+        f"#define KTUI_STACK_DEPTH {STACK_DEPTH}",
+        "struct ktui_stack_key {",
+        "    u32 probe;",
+        "    u32 nframes;",
+        "    u64 ip[KTUI_STACK_DEPTH];",
+        "};",
+        "BPF_PERCPU_ARRAY(ktui_stack_scratch, struct ktui_stack_key, 1);",
+        f"BPF_HASH(ktui_stacks, struct ktui_stack_key, u64, {STACK_MAP_SIZE});",
+        "BPF_PERCPU_ARRAY(ktui_stacks_dropped, u64, KTUI_NPROBES);",
+    ]
+
+
+def stack_lines() -> list[str]:
+    """Count this hit's kernel stack (bpf_get_stack zeroes the frames past
+    the ones it writes, so equal stacks are equal keys). A stack that
+    could not be taken or stored is counted in ktui_stacks_dropped."""
+    return [
+        "    u32 sz = 0;",
+        "    struct ktui_stack_key *sk = ktui_stack_scratch.lookup(&sz);",
+        "    if (sk) {",
+        "        sk->probe = probe;",
+        "        long sn = bpf_get_stack(ctx, sk->ip, sizeof(sk->ip), 0);",
+        "        u64 *sc = 0;",
+        "        if (sn > 0) {",
+        "            sk->nframes = (u32)(sn / 8);",
+        "            u64 szero = 0;",
+        "            sc = ktui_stacks.lookup_or_try_init(sk, &szero);",
+        "        }",
+        "        if (sc)",
+        "            __sync_fetch_and_add(sc, 1);",
+        "        else",
+        "            ktui_bump(ktui_stacks_dropped.lookup(&probe));",
+        "    }",
+    ]
 
 
 def key_fields(keys: Sequence[Fetch]) -> list[str]:
@@ -119,6 +168,8 @@ def aggregate_lines(index: int, probe: Probe, gen: FetchGen, comm: str) -> list[
             "        ktui_bump(ktui_agg_dropped.lookup(&probe));",
             "    }",
         ]
+    if agg.stack is not None:
+        out += stack_lines()
     out.append("    }")
     return out
 
