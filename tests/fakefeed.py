@@ -86,6 +86,12 @@ def fake_aggregates(probe: Probe, hits: int) -> dict:
         rows.sort(key=lambda r: -(r[2] if agg.sum is not None else r[1]))
         out["top_values"] = tuple(r for r in rows if r[1])
         out["value_keys"] = len(out["top_values"])
+    if agg.stack is not None:  # two call paths, 3:1 (addresses the tests' symbolize names)
+        paths = ((0xffffffff81000100, 0xffffffff81000200, 0xffffffff81000300),
+                 (0xffffffff81000100, 0xffffffff81000400, 0xffffffff81000300))
+        counts = spread(hits, (3, 1))
+        out["stacks"] = tuple((p, n) for p, n in zip(paths, counts) if n)
+        out["stack_count"] = len(out["stacks"])
     return out
 
 

@@ -1,6 +1,7 @@
 """hist / count / sum, kept in the kernel, against a workload whose every
 read is known: exact histogram buckets, exact counts by value, exact sums
-by comm, and a full count map that reports what it dropped.
+by comm, a full count map that reports what it dropped, and the kernel
+stacks of two syscalls that reach vfs_read.
 
 The workload (workload.py) reads only when told, so with the probe set
 filtered on its pid every hit is one of its reads."""
@@ -8,6 +9,7 @@ filtered on its pid every hit is one of its reads."""
 from __future__ import annotations
 
 from ktui.kernel.session import Session
+from ktui.pipeline.stacks import folded_lines, merged
 from ktui.record.histogram import HIST_SLOTS, slot_of
 
 from .test_pipeline import probe_set
@@ -67,3 +69,26 @@ def test_a_full_count_map_counts_its_drops(workload):
     assert stats.value_keys == 4
     assert sorted(stats.top_values) == [((1,), 2, 0), ((2,), 2, 0), ((3,), 2, 0), ((4,), 2, 0)]
     assert stats.values_dropped == 4
+
+
+def test_stacks_of_two_syscalls_reaching_vfs_read(workload):
+    # read(2) reaches vfs_read through ksys_read, pread64(2) through
+    # ksys_pread64: two call paths, each counted exactly
+    w = workload([[["read", 7, 10], ["pread", 5, 6]]])
+    text = "name: k\nprobes:\n  - spec: who=vfs_read:c stack(kernel)\n"
+    with Session(probe_set(text, w.pid)) as s:
+        w.run_phase()
+        stats = s.stats().probes[by_label(s)["who"]]
+        probe = s.statuses()[by_label(s)["who"]].probe
+        stacks = merged(probe, stats.stacks, s.symbolize, offsets=False)
+        folded = folded_lines(probe, stats.stacks, s.symbolize)
+    assert stats.hits == 16
+    assert stats.stacks_dropped == 0
+    assert all(frames[0] == "vfs_read" for frames, _ in stacks), stacks
+    via_read = sum(n for frames, n in stacks if "ksys_read" in frames or "__x64_sys_read" in frames)
+    via_pread = sum(n for frames, n in stacks if any("pread64" in f for f in frames))
+    assert (via_read, via_pread) == (10, 6), stacks
+    assert sum(n for _, n in stacks) == 16
+    # folded: root first, the probed function last, then the count
+    assert all(line.rsplit(" ", 1)[0].endswith(";vfs_read") for line in folded), folded
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in folded) == 16

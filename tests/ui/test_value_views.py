@@ -83,3 +83,22 @@ def test_views_follow_the_aggregations():
     assert next_view(VALUES, probe) == COUNTERS
     assert next_view(TOP, probe) == COUNTERS  # not one of its views
     assert views_of(parse_probe_text("vfs_read:c")) == (COUNTERS,)
+
+
+async def test_the_stacks_view_shows_frames_counts_and_shares():
+    ps = loads_probeset("name: k\nprobes:\n  - spec: who=vfs_read:c stack(kernel)\n")
+    app = make_app(make_feed(ps, lossy=set(), fail={}))
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 4)
+        await pilot.pause()
+        pane = app.main.query_one(StatsPane)
+        assert "counters | top stacks" in text(pane, "#stats-tabs")
+        await pilot.press("v")
+        await pilot.pause()
+        body = text(pane, "#stats-values")
+        # make_app's symbolize names an address by its low bits
+        (_, first), (_, second) = pane.view.stats.stacks
+        total = first + second
+        assert "2 distinct" in body
+        assert f"{first} ({100 * first / total:.1f}%)" in body and f"{second} ({100 * second / total:.1f}%)" in body
+        assert "sym_100+0x0" in body and "sym_200+0x0" in body and "sym_400+0x0" in body
