@@ -102,3 +102,12 @@ async def test_the_stacks_view_shows_frames_counts_and_shares():
         assert "2 distinct" in body
         assert f"{first} ({100 * first / total:.1f}%)" in body and f"{second} ({100 * second / total:.1f}%)" in body
         assert "sym_100+0x0" in body and "sym_200+0x0" in body and "sym_400+0x0" in body
+
+
+def test_the_dialog_keeps_aggregations_through_an_edit():
+    from ktui.screens.probe_dialog import build_probe, dialog_spec
+
+    probe = build_probe("vfs_read:r count(comm) sum(retval)", "retval >= 0", "bytes")
+    assert str(probe.agg) == "count(comm) sum(retval)"
+    again = build_probe(dialog_spec(probe), str(probe.filter), "bytes", base=probe)
+    assert again == probe
