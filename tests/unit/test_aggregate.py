@@ -159,3 +159,14 @@ def test_ndjson_keys():
     total = aggregate_fields(parse_probe_text("vfs_read:r sum(retval)"),
                              ProbeStats(0, top_values=(((), 4, 9),)))
     assert total["top_values"] == [{"key": {}, "count": 4, "sum": 9}]
+
+
+def test_a_recording_keeps_the_aggregations():
+    from ktui.pipeline.recording import stats_from_json, stats_to_json
+    from ktui.record.feed import StatsSnapshot
+
+    stats = ProbeStats(3, hits=9, value_hist=(0, 2) + (0,) * 63, top_values=((("dd", 7), 2, 14),),
+                       value_keys=1, values_dropped=1, stacks=(((0xffff1, 0xffff2), 9),),
+                       stack_count=1, stacks_dropped=2)
+    back = stats_from_json(json.loads(json.dumps(stats_to_json(StatsSnapshot(1.0, {3: stats})))))
+    assert back.probes[3] == stats
