@@ -285,8 +285,31 @@ class _GuardedSink:
         self._guard(self.sink.on_stats, stats)
 
 
+def write_folded(path: str, feed, stats) -> None:
+    """The stack: probes' stacks as folded lines (pipeline.stacks), from
+    the last stats read (made after every probe was detached). With more
+    than one such probe each line starts with the probe's name."""
+    from ktui.pipeline.stacks import folded_lines
+
+    statuses = feed.statuses()
+    with_stacks = [(pid_, st.probe) for pid_, st in sorted(statuses.items())
+                   if st.probe.agg is not None and st.probe.agg.stack]
+    lines = []
+    for pid_, probe in with_stacks:
+        got = stats.probes.get(pid_) if stats is not None else None
+        if got is None:
+            continue
+        for line in folded_lines(probe, got.stacks, getattr(feed, "symbolize", None)):
+            lines.append(f"{probe.name};{line}" if len(with_stacks) > 1 else line)
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write("".join(line + "\n" for line in lines))
+    except OSError as err:
+        print(f"ktui: {path}: cannot write the folded stacks: {err.strerror}", file=sys.stderr)
+
+
 def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
-               with_stats: bool = True, *, open_feed=None) -> int:
+               with_stats: bool = True, *, open_feed=None, folded: str | None = None) -> int:
     """`ktui stream`. `open_feed(ps, options)` returns an open Feed or an
     exit status; the default compiles and attaches a Session. Tests pass a
     FakeFeed through it to drive this loop without a kernel."""
@@ -309,6 +332,8 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
             watch = (gone, guarded.pipe_broken) if gone.watching else None
             asyncio.run(_collect(collector, guarded, duration, watch))
             summary = sink.summary()
+            if folded is not None:
+                write_folded(folded, session, sink.last_stats)
             if not guarded.broken:
                 try:
                     print(json.dumps(summary), flush=True)

@@ -65,6 +65,36 @@ class FakeBatch:
         return [self._feed.make_event(*self._probes[i % k], self._first + i) for i in range(start, stop)]
 
 
+def fake_aggregates(probe: Probe, hits: int) -> dict:
+    """hist/count/sum values that follow the hits: sizes 7 (half), 4096
+    and 100 (a quarter each), keyed by comm when a key is comm."""
+    agg = probe.agg
+    if agg is None:
+        return {}
+    sizes = spread(hits, (2, 1, 1))
+    out: dict = {"values_dropped": 0}
+    if agg.hist is not None:
+        hist = [0] * 65
+        for size, n in zip((7, 4096, 100), sizes):
+            hist[size.bit_length()] += n
+        out["value_hist"] = tuple(hist)
+    if agg.counts:
+        rows = []
+        for size, comm, n in zip((7, 4096, 100), COMMS, sizes):
+            key = tuple(comm if str(k) == "comm" else size for k in agg.keys)
+            rows.append((key, n, size * n if agg.sum is not None else 0))
+        rows.sort(key=lambda r: -(r[2] if agg.sum is not None else r[1]))
+        out["top_values"] = tuple(r for r in rows if r[1])
+        out["value_keys"] = len(out["top_values"])
+    if agg.stack is not None:  # two call paths, 3:1 (addresses the tests' symbolize names)
+        paths = ((0xffffffff81000100, 0xffffffff81000200, 0xffffffff81000300),
+                 (0xffffffff81000100, 0xffffffff81000400, 0xffffffff81000300))
+        counts = spread(hits, (3, 1))
+        out["stacks"] = tuple((p, n) for p, n in zip(paths, counts) if n)
+        out["stack_count"] = len(out["stacks"])
+    return out
+
+
 class FakeFeed:
     """A `Feed` over a ProbeSet.
 
@@ -238,6 +268,7 @@ class FakeFeed:
         return ProbeStats(
             probe_id,
             **timed,
+            **fake_aggregates(probe, hits),
             hits=hits,
             lost=self._lost[probe_id],
             emitted=self._emitted[probe_id],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 
+from ktui.kernel.aggmaps import read_aggregates, read_stacks, stack_fields
 from ktui.lang.model import Kind
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
@@ -50,6 +51,7 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
         per = comm_counts.setdefault(k.probe, {})
         per[name] = per.get(name, 0) + int(v.value)
     comms = {p: list(d.items()) for p, d in comm_counts.items()}
+    stacks = read_stacks(bpf, unit.program.probes)
     out = {}
     for local in sorted(unit.live):
         probe = unit.program.probes[local]
@@ -68,5 +70,7 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
             latency_sum_ns=latency_sum,
             errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
             top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
+            **read_aggregates(bpf, probe, local),
+            **stack_fields(bpf, probe, local, stacks),
         )
     return out

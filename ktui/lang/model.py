@@ -358,6 +358,48 @@ class Target:
 
 ATTACH_MODES = ("auto", "kprobe", "fentry")
 
+AGG_KEYS_MAX = 4  # fetches a `count:` key holds
+AGG_MAX_KEYS_DEFAULT = 10240  # distinct keys a probe's count map holds
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """What a probe aggregates in the kernel (`lang.aggregate`): a log2
+    histogram of an integer fetch (`hist`), hits counted by the fetched
+    values (`keys`, the YAML `count:` list), and the total of an integer
+    fetch per key (`sum`; one total when there are no keys). `max_keys`
+    bounds the count map; keys past it are dropped and counted."""
+
+    hist: "Fetch | None" = None
+    keys: tuple["Fetch", ...] = ()
+    sum: "Fetch | None" = None
+    max_keys: int = AGG_MAX_KEYS_DEFAULT
+    stack: str | None = None  # "kernel": each hit's kernel stack counted
+
+    @property
+    def counts(self) -> bool:
+        """Whether the probe has a count map (keys, or a sum)."""
+        return bool(self.keys) or self.sum is not None
+
+    def fetches(self) -> tuple["Fetch", ...]:
+        extra = tuple(f for f in (self.hist, self.sum) if f is not None)
+        return extra + self.keys
+
+    def __str__(self) -> str:
+        """The short form after a spec: `hist(a3) count(comm) sum(retval)`."""
+        parts = []
+        if self.hist is not None:
+            parts.append(f"hist({self.hist})")
+        if self.keys:
+            parts.append(f"count({','.join(str(k) for k in self.keys)})")
+        if self.sum is not None:
+            parts.append(f"sum({self.sum})")
+        if self.max_keys != AGG_MAX_KEYS_DEFAULT:
+            parts.append(f"max_keys({self.max_keys})")
+        if self.stack is not None:
+            parts.append(f"stack({self.stack})")
+        return " ".join(parts)
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -388,6 +430,8 @@ class Probe:
     # Filter names that are parameters, bound to the kernel's BTF
     # (`lang.bind`): name -> Named with its binding. None: not bound (yet).
     bindings: "dict[str, Named] | None" = field(default=None, compare=False)
+    # In-kernel aggregations of fetched values (hist/count/sum), or None
+    agg: Aggregate | None = None
 
     @property
     def uses_names(self) -> bool:

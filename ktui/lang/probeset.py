@@ -45,11 +45,12 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ktui.lang import limits
 from ktui.lang.filters import parse_filter
+from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate
 from ktui.lang.attach_rules import text_obstacle
-from ktui.lang.model import ATTACH_MODES, Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
+from ktui.lang.model import ATTACH_MODES, Aggregate, Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.grammar import parse_raw
-from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
+from ktui.lang.spec import parse_fetch, parse_spec_clauses, parse_target, validate_probe
 from ktui.lang.yamlnodes import (
     FAILED,
     INT,
@@ -70,7 +71,9 @@ SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
     "spec", "function", "address", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach",
+    "hist", "count", "sum", "max_keys", "stack",
 )
+AGG_KEYS = ("hist", "count", "sum", "max_keys", "stack")
 KIND_WORDS = {
     "c": Kind.CALL, "call": Kind.CALL, "kprobe": Kind.CALL,
     "r": Kind.RETURN, "return": Kind.RETURN, "kretprobe": Kind.RETURN,
@@ -257,7 +260,7 @@ class _SetReader(NodeReader):
 
     def compact(self, node: ScalarNode, prefix: str) -> Probe:
         try:
-            return parse_spec(node.value)
+            return parse_spec_clauses(node.value)
         except SpecError as err:
             self.fail_inside(node, err, prefix + "spec: ")
 
@@ -333,6 +336,11 @@ class _SetReader(NodeReader):
             "rate_limit": lambda node: self.integer(node, "rate_limit", prefix, limits.COUNT_MIN, limits.COUNT_MAX),
             "maxactive": lambda node: self.maxactive(node, prefix),
             "attach": lambda node: self.attach_mode(node, prefix),
+            "hist": lambda node: self.agg_fetch(node, "hist", prefix),
+            "sum": lambda node: self.agg_fetch(node, "sum", prefix),
+            "count": lambda node: self.agg_keys(node, prefix),
+            "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
+            "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
         }
         errors_before = len(self.errors)
         changes: dict[str, object] = {}
@@ -347,6 +355,12 @@ class _SetReader(NodeReader):
             self.attempt(self.fail, items["maxactive"][0], "maxactive: only a return probe (:r) has one "
                          "(the calls its kretprobe follows at once)", prefix)
             return FAILED
+        agg = {key: changes.pop(key) for key in AGG_KEYS if key in changes}
+        if agg:
+            agg_probe = self.attempt(self.with_aggregate, probe, agg, items, prefix)
+            if agg_probe is FAILED:
+                return FAILED
+            probe = agg_probe
         probe = dataclasses.replace(probe, **changes)
         forced = items["attach"][0] if "attach" in changes else None
         if (changes.get("attach") or self.set_attach) == "fentry":
@@ -407,6 +421,51 @@ class _SetReader(NodeReader):
             if index < len(pieces):
                 self.fail_inside(node, located, prefix + "fetch: ", pieces[index][1])
 
+    def agg_fetch(self, node: Node, key: str, prefix: str):
+        scalar = self.scalar_string(node, key, prefix)
+        try:
+            return _agg_fetch(scalar.value)
+        except SpecError as err:
+            self.fail_inside(scalar, err, prefix + f"{key}: ")
+
+    def agg_keys(self, node: Node, prefix: str) -> tuple:
+        """`count:` is a list of fetches, or one string of them split by commas."""
+        if isinstance(node, ScalarNode):
+            scalar = self.scalar_string(node, "count", prefix)
+            pieces = _split_fetches(scalar.value)
+        else:
+            self.check_tag(node, prefix)
+            if not isinstance(node, SequenceNode) or node.tag != SEQ:
+                self.fail(node, f"count: expected a list of fetches, got {describe(node)}", prefix)
+            pieces = []
+            for item in node.value:
+                scalar = self.scalar_string(item, "count", prefix)
+                pieces.append((scalar.value, 0))
+        keys = []
+        for piece, start in pieces:
+            try:
+                keys.append(_agg_fetch(piece))
+            except SpecError as err:
+                self.fail_inside(scalar, err, prefix + "count: ", start)
+        return tuple(keys)
+
+    def with_aggregate(self, probe: Probe, agg: dict, items: dict[str, tuple[Node, Node]],
+                       prefix: str) -> Probe:
+        """The probe with its hist/count/sum keys, checked against its kind;
+        an error names the first aggregation key given."""
+        base = probe.agg or Aggregate()
+        merged = Aggregate(hist=agg.get("hist", base.hist), keys=agg.get("count", base.keys),
+                           sum=agg.get("sum", base.sum), max_keys=agg.get("max_keys", base.max_keys),
+                           stack=agg.get("stack", base.stack))
+        try:
+            check_aggregate(merged, probe.kind)
+        except SpecError as err:
+            key = next((k for k in AGG_KEYS if k in agg and err.message.startswith(k)),
+                       next(k for k in AGG_KEYS if k in agg))
+            message = err.message if err.message.startswith(key) else f"{key}: {err.message}"
+            self.fail(items[key][1], message, prefix)
+        return dataclasses.replace(probe, agg=merged)
+
     def probe_filter(self, scalar: ScalarNode, prefix: str):
         if not scalar.value.strip():
             self.fail(scalar, "filter: must not be empty (leave the key out for no filter)", prefix)
@@ -439,6 +498,11 @@ def _probe_prefix(number: int, node: Node) -> str:
         name = name if len(name) <= 48 else name[:45] + "..."
         return f"probe {number} ({name}): "
     return f"probe {number}: "
+
+
+def _agg_fetch(text: str):
+    """One aggregated fetch; the kind and type rules are check_aggregate's."""
+    return parse_fetch(text.strip()) if text.strip() else parse_fetch(text)
 
 
 def _split_fetches(text: str) -> list[tuple[str, int]]:

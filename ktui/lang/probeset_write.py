@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ktui.lang.model import ProbeSet, ProbeSetError
+from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, ProbeSet, ProbeSetError
 from ktui.lang.save_place import why_not_kept
 
 
@@ -51,11 +51,31 @@ def dumps_probeset(ps: ProbeSet) -> str:
             entry["maxactive"] = probe.maxactive
         if probe.attach:  # its own, even when the set says the same: loads back equal
             entry["attach"] = probe.attach
+        entry.update(aggregate_keys(probe))
         probes.append(entry)
     document["probes"] = probes
     body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
                           default_flow_style=False, width=1_000_000)
     return HEADER + body
+
+
+def aggregate_keys(probe) -> dict[str, object]:
+    """A probe's hist/count/sum as the YAML keys that load back equal."""
+    agg = probe.agg
+    if agg is None:
+        return {}
+    out: dict[str, object] = {}
+    if agg.hist is not None:
+        out["hist"] = str(agg.hist)
+    if agg.keys:
+        out["count"] = [str(k) for k in agg.keys]
+    if agg.sum is not None:
+        out["sum"] = str(agg.sum)
+    if agg.max_keys != AGG_MAX_KEYS_DEFAULT:
+        out["max_keys"] = agg.max_keys
+    if agg.stack is not None:
+        out["stack"] = agg.stack
+    return out
 
 
 def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from ktui.lang import filters, limits
+from ktui.lang.aggregate import check_aggregate, parse_clauses, split_clauses
 from ktui.lang.checks import check_fetch, check_probe, fetch_col
 from ktui.lang.grammar import (
     Scanner,
@@ -45,12 +46,27 @@ def parse_spec(text: str) -> Probe:
     return probe
 
 
+def parse_spec_clauses(text: str) -> Probe:
+    """A spec followed by aggregation clauses (`vfs_read:r count(comm)
+    sum(retval)`, lang.aggregate): columns count in `text`."""
+    spec, clauses, clauses_at = split_clauses(check_text(text, "spec"))
+    probe = parse_spec(spec)
+    if not clauses.strip():
+        return probe
+    try:
+        agg = parse_clauses(clauses, probe.kind)
+    except SpecError as err:
+        col = clauses_at + 1 if err.col is None else err.col + clauses_at
+        raise SpecError(err.message, col=col) from None
+    return dataclasses.replace(probe, agg=agg)
+
+
 def parse_probe_text(text: str) -> Probe:
     """`[LABEL=]TARGET:KIND[:FETCH,...] [if FILTER]`, as `-e` takes it: the
     validated probe with its filter. A SpecError's column counts in `text`
     itself, the filter's part included (a filter error says `filter:`)."""
     head, sep, tail = text.partition(" if ")
-    probe = parse_spec(head)
+    probe = parse_spec_clauses(head)
     if not sep:
         return probe
     filter_at = len(head) + len(sep)
@@ -140,3 +156,5 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
     if len(probe.fetches) != len(reparsed.fetches):
         raise SpecError("fetches are not in canonical form", col=None)
     check_probe(probe, span, filter_text)
+    if probe.agg is not None:
+        check_aggregate(probe.agg, probe.kind)

@@ -35,7 +35,20 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost" and "via" were added within version 2 (readers that ignore unknown keys
+  A probe with aggregations (hist/count/sum, "The probe language" in the
+  README) also has, in stats: "values_dropped" (hits not counted under
+  their key: the count map was full, max_keys), "value_hist" (with hist:
+  65 log2 slots of the fetched value, as "hist"), "value_keys" (distinct
+  keys counted) and "top_values" (with count: or sum:, at most 10, most
+  first: by sum when the probe sums, else by count), each
+  {"key":{FETCH: VALUE},"count":N,"sum":N} ("key" is {} for a sum without
+  keys; "sum" is 0 without sum:). With stack: kernel, "stack_count"
+  (distinct stacks), "stacks_dropped" (hits whose stack was not counted:
+  the map was full or the kernel could not take it) and "stacks" (at most
+  10, most first: {"frames":["vfs_read+0x5","ksys_read+0x6b",...],"count":N},
+  innermost frame first, from the probed function down).
+
+"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via" and the aggregation keys were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -47,6 +60,9 @@ from typing import Callable, TextIO
 
 from ktui.pipeline.format import errno_name
 from ktui.pipeline.rates import ProbeCost, probe_cost
+from ktui.pipeline.stacks import merged
+
+TOP_STACKS = 10
 from ktui.record.feed import EventBatch, Feed, ProbeStats, StatsSnapshot
 
 SCHEMA_VERSION = 2
@@ -120,9 +136,16 @@ class NdjsonSink:
             }
             if stats.timed:
                 line["cost"] = cost_fields(s, probe_cost(prev, stats, pid_))
+            status = statuses.get(pid_)
+            if status is not None and status.probe.agg is not None:
+                line.update(aggregate_fields(status.probe, s, self.symbolize))
             probes.append(line)
         self.out.write(json.dumps({"v": SCHEMA_VERSION, "type": "stats", "probes": probes}) + "\n")
         self.out.flush()
+
+    @property
+    def last_stats(self) -> StatsSnapshot | None:
+        return self._last_stats
 
     def summary(self) -> dict:
         return summary_of(self.feed, self._last_stats, self.events)
@@ -148,6 +171,23 @@ def _via(statuses, pid_: int) -> str:
     "fentry", "fexit"; "" while it is not attached (off, failed, pending)."""
     status = statuses.get(pid_)
     return status.via if status is not None else ""
+def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
+    """A probe's hist/count/sum/stack as stats keys (only for a probe with them)."""
+    agg = probe.agg
+    out: dict = {"values_dropped": stats.values_dropped}
+    if agg.stack is not None:
+        out["stack_count"] = stats.stack_count
+        out["stacks_dropped"] = stats.stacks_dropped
+        out["stacks"] = [{"frames": list(frames), "count": count}
+                         for frames, count in merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
+    if agg.hist is not None:
+        out["value_hist"] = list(stats.value_hist)
+    if agg.counts:
+        names = [str(k) for k in agg.keys]
+        out["value_keys"] = stats.value_keys
+        out["top_values"] = [{"key": dict(zip(names, key)), "count": count, "sum": total}
+                             for key, count, total in stats.top_values]
+    return out
 
 
 def cost_fields(stats: ProbeStats, cost: ProbeCost | None) -> dict:

@@ -202,6 +202,17 @@ def stats_to_json(stats: StatsSnapshot) -> dict:
     }
 
 
+def aggregates_from_json(v: dict) -> dict:
+    """hist/count/sum/stack fields (absent in recordings made before them)."""
+    return {
+        "value_hist": fit(v.get("value_hist", ())),
+        "top_values": tuple((tuple(k), int(c), int(s)) for k, c, s in v.get("top_values", ())),
+        "value_keys": int(v.get("value_keys", 0)), "values_dropped": int(v.get("values_dropped", 0)),
+        "stacks": tuple((tuple(int(a) for a in f), int(n)) for f, n in v.get("stacks", ())),
+        "stack_count": int(v.get("stack_count", 0)), "stacks_dropped": int(v.get("stacks_dropped", 0)),
+    }
+
+
 def stats_from_json(obj: dict) -> StatsSnapshot:
     probes = {}
     for key, v in obj.get("probes", {}).items():
@@ -215,6 +226,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
             run_ns=int(v.get("run_ns", 0)), run_count=int(v.get("run_count", 0)),
             latency_sum_ns=int(v.get("latency_sum_ns", 0)),  # absent before the kernel kept it
+            **aggregates_from_json(v),
         )
     return StatsSnapshot(float(obj.get("time", 0.0)), probes, timed=bool(obj.get("timed", False)))
 

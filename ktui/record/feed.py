@@ -115,6 +115,22 @@ class ProbeStats:
     # Cumulative while the statistics are on; 0 in a snapshot not `timed`
     run_ns: int = 0
     run_count: int = 0
+    # In-kernel aggregations (a probe's hist/count/sum, lang.aggregate):
+    # log2 slots of its `hist` fetch (record.histogram; () without one) ...
+    value_hist: tuple[int, ...] = ()
+    # ... its top keys as (key values, count, sum), most first: by sum when
+    # the probe sums, else by count; a key's values in `count:` order
+    # (ints, comm as str); () as the key of a sum without keys
+    top_values: tuple[tuple[tuple, int, int], ...] = ()
+    value_keys: int = 0  # distinct keys in the count map (shown or not)
+    # hits not counted under their key because the count map was full
+    values_dropped: int = 0
+    # `stack: kernel`: the most frequent kernel stacks, (return addresses
+    # innermost first, count), most first (at most aggmaps.STACKS_KEPT);
+    # symbolized by the consumer (Feed.symbolize, pipeline.stacks)
+    stacks: tuple[tuple[tuple[int, ...], int], ...] = ()
+    stack_count: int = 0  # distinct stacks counted
+    stacks_dropped: int = 0  # hits whose stack could not be taken or stored (map full)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from ktui.widgets.event_window import DEFAULT_WINDOW
 from ktui.widgets.footer import KtuiFooter
 from ktui.widgets.probe_sort import TIMED_ONLY, Sort
 from ktui.widgets.probe_table import ProbeLine, ProbeTable
+from ktui.pipeline.value_views import views_of
 from ktui.widgets.scrollbars import whole_cell_scrollbars
 from ktui.widgets.stats_pane import ProbeView, StatsPane
 from ktui.widgets.status_line import Replaying, StatusLine, Totals
@@ -80,6 +81,9 @@ class MainScreen(Screen[None]):
                 tooltip="Sort the probes by the next column (again: the next one; then as added)"),
         Binding("I", "invert_sort", "Invert sort", id="invert-sort", show=False,
                 tooltip="Sort the other way round (a click on a column header sorts by it)"),
+        Binding("v", "view", "View", id="view",
+                tooltip="Stats pane: next view of the selected probe (counters, value histogram, "
+                        "top values, top stacks)"),
         Binding("t", "timing", "Cost", id="cost", show=False,
                 tooltip="Each probe's cost (ns/hit, CPU share); slows every BPF program while on"),
     ]
@@ -137,7 +141,7 @@ class MainScreen(Screen[None]):
         yield ProbeTable(id="probes")
         with Horizontal(id="panes"):
             yield EventPane(self.window, self.symbolize, id="events")
-            yield StatsPane(id="stats")
+            yield StatsPane(id="stats", symbolize=self.symbolize)
         yield KtuiFooter()
 
     def on_mount(self) -> None:
@@ -215,7 +219,8 @@ class MainScreen(Screen[None]):
         changed: each refresh recomposes the footer, and doing it on every
         stats update (once a second) grew memory without bound (the bench's
         host flood, docs/benchmarks.md)."""
-        state = (self.table.selected_id is not None, bool(self.order), self.events.paused)
+        state = (self.table.selected_id is not None, bool(self.order), self.events.paused,
+                 self._has_views())
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
@@ -318,6 +323,8 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------ which keys apply
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "view":  # only a probe with aggregations has more than one view
+            return self._has_views()
         if action in ("toggle", "edit", "delete"):
             return self.table.selected_id is not None
         if action in ("all_on", "all_off"):
@@ -510,6 +517,14 @@ class MainScreen(Screen[None]):
             self.costs = {}
             self.notify("run-time statistics off", title="cost off")
         self.refresh_probes()
+
+    def _has_views(self) -> bool:
+        status = self.selected
+        return status is not None and len(views_of(status.probe)) > 1
+
+    def action_view(self) -> None:
+        """The stats pane's next view of the selected probe (pipeline.value_views)."""
+        self.query_one(StatsPane).next_view()
 
     def action_stats(self) -> None:
         """Narrow window: the stats pane under the events, or folded away."""

@@ -16,7 +16,7 @@ from textual.widgets import Input, Label, Static
 from ktui.lang import chars, limits
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import Probe, SpecError
-from ktui.lang.spec import parse_spec, validate_probe
+from ktui.lang.spec import parse_spec_clauses, validate_probe
 from ktui.screens.browse_model import FunctionIndex
 from ktui.screens.probe_check import KernelProblem, ProbeCheck
 from ktui.screens.dialog import Dialog
@@ -50,6 +50,11 @@ def caret_text(text: str, err: SpecError) -> Text:
     return out
 
 
+def dialog_spec(probe: Probe) -> str:
+    """The spec field of a probe being edited: its aggregations after it."""
+    return f"{probe.spec_text} {probe.agg}" if probe.agg is not None else probe.spec_text
+
+
 def build_probe(
     spec: str, filter_text: str, label: str, *, base: Probe | None = None, taken: Collection[str] = ()
 ) -> Probe:
@@ -57,7 +62,7 @@ def build_probe(
     probe being edited (its enabled/sample/rate_limit are kept); `taken` are
     the names of the other probes (names must stay unique in a set)."""
     try:
-        probe = parse_spec(spec)
+        probe = parse_spec_clauses(spec)  # aggregations too: `vfs_read:c hist(a3)`
     except SpecError as err:
         raise FieldProblem("spec", err) from None
     expr = None
@@ -124,7 +129,7 @@ class ProbeDialog(Dialog):
             yield Label("spec", classes="field-label")
             yield Label("TARGET:KIND[:FETCH,...]   e.g. vfs_read:r:ret=retval,count=a3:u64", classes="hint")
             suggester = SpecSuggester(self.functions) if self.functions is not None else None
-            yield Input(p.spec_text if p else "", placeholder="vfs_read:c:a3", id="spec", suggester=suggester)
+            yield Input(dialog_spec(p) if p else "", placeholder="vfs_read:c:a3", id="spec", suggester=suggester)
             yield Static(id="spec-problem", classes="problem")
             yield Label("filter (optional)", classes="field-label")
             yield Label('e.g. comm == "dd" && a3 > 4096   names: fetch labels, a1..a6, retval, comm, pid, tid, cpu', classes="hint")

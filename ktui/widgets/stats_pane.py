@@ -19,7 +19,9 @@ from textual.widgets import Sparkline, Static
 from ktui.lang.model import Kind
 from ktui.pipeline.format import errno_name, format_count, format_cpu_share, format_latency, printable
 from ktui.pipeline.rates import ProbeCost, error_count, hist_lines, percentile
+from ktui.pipeline.value_views import COUNTERS, TITLES, next_view, shown_view, views_of
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
+from ktui.widgets.value_view import ValueView, tabs_text
 
 TOP_N = 6
 
@@ -51,15 +53,21 @@ class StatsPane(VerticalScroll):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, symbolize=None) -> None:
         super().__init__(id=id)
+        self.symbolize = symbolize  # for the stacks view
         self.view: ProbeView | None = None
+        self.wanted_view = COUNTERS  # `v` cycles it (pipeline.value_views)
 
     def compose(self) -> ComposeResult:
         yield Static(id="stats-head")
         yield Static(classes="label", id="rate-label")
         yield Sparkline([], id="rate-spark")
+        yield Static(id="stats-tabs")
         yield Static(id="stats-body")
+        values = ValueView(id="stats-values")
+        values.symbolize = self.symbolize
+        yield values
 
     def on_mount(self) -> None:
         self.border_title = "probe"
@@ -88,6 +96,7 @@ class StatsPane(VerticalScroll):
             label.update("")
             spark.data = []
             body.update("")
+            self._render_values(None, None)
             return
         probe = view.status.probe
         self.border_title = Content(probe.name)
@@ -97,6 +106,27 @@ class StatsPane(VerticalScroll):
         label.update(f"rate/s, last {len(history)} s (max {format_count(peak)})")
         spark.data = history
         body.update(_body(view, self._bar_width(view)))
+        self._render_values(probe, view.stats)
+
+    def next_view(self) -> str:
+        """Switch to the selected probe's next view; returns its title."""
+        if self.view is not None:
+            probe = self.view.status.probe
+            self.wanted_view = next_view(shown_view(self.wanted_view, probe), probe)
+        self._render_view()
+        return TITLES[self.wanted_view]
+
+    def _render_values(self, probe, stats) -> None:
+        """The view bar, and the aggregation view in place of the body."""
+        tabs = self.query_one("#stats-tabs", Static)
+        values = self.query_one("#stats-values", ValueView)
+        shown = COUNTERS if probe is None else shown_view(self.wanted_view, probe)
+        has_views = probe is not None and len(views_of(probe)) > 1
+        tabs.display = has_views
+        tabs.update(tabs_text(shown, probe) if has_views else "")
+        self.query_one("#stats-body", Static).display = shown == COUNTERS
+        width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
+        values.show(shown, probe, stats, width)
 
     def _bar_width(self, view: ProbeView) -> int:
         stats = view.stats

@@ -13,12 +13,26 @@ Operations:
                         N reads of SIZE bytes, one after the other, from the
                         regular file PATH opened before the first phase: the
                         file position at each read is 0, SIZE, 2*SIZE, ...
+    ["comm", NAME]      the process renames itself (prctl PR_SET_NAME): what
+                        follows is seen under comm NAME
+    ["readv", SIZE, N]  N readv(2)s of SIZE bytes in one buffer from /dev/zero
+    ["pread", SIZE, N]  N pread64(2)s of SIZE bytes from /dev/zero
 """
 
+import ctypes
 import json
 import os
 import signal
 import sys
+
+
+# loaded before the first phase: an import there would read files
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def set_comm(name: str) -> None:
+    if LIBC.prctl(15, name.encode(), 0, 0, 0) != 0:  # PR_SET_NAME
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NAME)")
 
 
 def main() -> None:
@@ -44,6 +58,14 @@ def main() -> None:
             elif op[0] == "fileread":
                 for _ in range(op[3]):
                     os.read(files[op[1]], op[2])
+            elif op[0] == "comm":
+                set_comm(op[1])
+            elif op[0] == "readv":
+                for _ in range(op[2]):
+                    os.readv(zero, [bytearray(op[1])])
+            elif op[0] == "pread":
+                for _ in range(op[2]):
+                    os.pread(zero, op[1], 0)
             elif op[0] == "open":
                 os.close(os.open(op[1], os.O_CREAT | os.O_WRONLY, 0o600))
         os.write(1, b"done\n")

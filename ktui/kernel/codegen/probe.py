@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ktui.kernel.codegen.aggregate import aggregate_lines
 from ktui.kernel.codegen.fetch import FetchGen
 from ktui.kernel.codegen.runtime import EntrySlots
 from ktui.kernel.codegen.uses import filter_uses_comm
@@ -133,6 +134,7 @@ def probe_function(index: int, probe: Probe, layout: ProbeLayout, sets: SetFilte
         lines.append(f"    if (!({gen.filter_c(probe.filter)}))")
         lines.append("        return 0;")
     lines.append(f"    ktui_count(probe, {comm});")
+    lines += aggregate_lines(index, probe, gen, comm)
     if ret:
         lines.append("    ktui_account_return(probe, latency, PT_REGS_RC(ctx));")
     if emits:

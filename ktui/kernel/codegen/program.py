@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ktui.kernel.codegen.aggregate import aggregate_maps
 from ktui.kernel.codegen.probe import SetFilter, entry_function, probe_function
 from ktui.kernel.codegen.runtime import (
     PERF,
@@ -76,6 +77,7 @@ def generate(
     out: list[str] = []
     out += prelude(len(probes), layout, buffer, ringbuf_pages, entries)
     out += helpers(buffer, pid, comm, exclude_pid)
+    out += aggregate_maps(probes)
     for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
         out.append("")
         out.append(f"/* probe {index}: {comment_safe(probe.spec_text)} */")

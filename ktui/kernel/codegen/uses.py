@@ -16,7 +16,8 @@ def _uses(probe: Probe, fetch_pred, name_pred) -> bool:
             return walk_expr(expr.inner)
         return fetch_pred(expr)
 
-    if any(walk_expr(positional(f.expr)) for f in probe.fetches):
+    aggregated = probe.agg.fetches() if probe.agg is not None else ()
+    if any(walk_expr(positional(f.expr)) for f in probe.fetches + aggregated):
         return True
 
     def resolves(operand) -> bool:

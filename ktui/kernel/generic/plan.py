@@ -59,6 +59,8 @@ def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0
     event of the session carries; `entry_block` is the return probe's block
     of entry slots. `tracing`: the probe goes by fentry/fexit, whose program
     has the arguments (st->args), not the registers, in a call probe too."""
+    if probe.agg is not None:
+        raise NotGeneric("hist/count/sum are compiled")
     layout = probe_layout(probe)
     if HEADER_SIZE + layout.payload_size > record_size:
         raise ValueError(f"record size {record_size} is too small for {probe.spec_text}")

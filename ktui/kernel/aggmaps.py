@@ -1,0 +1,96 @@
+"""Read a compiled unit's aggregation maps (codegen/aggregate.py) into
+ProbeStats fields: one pass over each probe's count map and one lookup of
+its value histogram per stats read, never per event."""
+
+from __future__ import annotations
+
+import ctypes
+
+from ktui.kernel.codegen.aggregate import agg_map_name
+from ktui.lang.aggregate import is_comm
+from ktui.lang.model import Probe
+from ktui.record.histogram import HIST_SLOTS
+
+TOP_VALUES = 10
+STACKS_KEPT = 200  # stacks per probe in a stats read (a flame graph's worth)
+
+
+def _percpu_sum(table, key: int) -> int:
+    try:
+        return int(sum(table[ctypes.c_int(key)]))
+    except KeyError:
+        return 0
+
+
+def _percpu_hist(table, key: int) -> tuple[int, ...]:
+    import numpy as np
+
+    try:
+        per_cpu = table[ctypes.c_int(key)]
+    except KeyError:
+        return (0,) * HIST_SLOTS
+    counts = np.frombuffer(bytes(per_cpu), dtype=np.uint64).reshape(-1, HIST_SLOTS)
+    return tuple(int(n) for n in counts.sum(axis=0, dtype=np.uint64))
+
+
+def key_values(probe: Probe, key) -> tuple:
+    """A count map key as the values it was made of, in `count:` order."""
+    out = []
+    for i, fetch in enumerate(probe.agg.keys):
+        raw = getattr(key, f"k{i}")
+        if is_comm(fetch):
+            out.append(bytes(raw).split(b"\0", 1)[0].decode("utf-8", "replace"))
+        else:
+            value = int(raw)  # the program sign-extends a signed type to 64 bits
+            if fetch.effective_type.startswith("s"):
+                value = ctypes.c_int64(value).value
+            out.append(value)
+    return tuple(out)
+
+
+def top_entries(probe: Probe, entries: dict[tuple, tuple[int, int]]) -> tuple[tuple[tuple, int, int], ...]:
+    """The TOP_VALUES keys, most first: by sum when the probe sums."""
+    by_sum = probe.agg.sum is not None
+    ranked = sorted(entries.items(), key=lambda kv: (-(kv[1][1] if by_sum else kv[1][0]), -kv[1][0], repr(kv[0])))
+    return tuple((k, c, s) for k, (c, s) in ranked[:TOP_VALUES])
+
+
+def read_aggregates(bpf, probe: Probe, local: int) -> dict:
+    """ProbeStats fields for one probe's aggregations ({} without any)."""
+    agg = probe.agg
+    if agg is None:
+        return {}
+    fields: dict = {"values_dropped": _percpu_sum(bpf[b"ktui_agg_dropped"], local)}
+    if agg.hist is not None:
+        fields["value_hist"] = _percpu_hist(bpf[b"ktui_vhist"], local)
+    if agg.counts:
+        entries: dict[tuple, tuple[int, int]] = {}
+        for k, v in bpf[agg_map_name(local).encode()].items():
+            values = key_values(probe, k)
+            count, total = entries.get(values, (0, 0))  # a comm's stale tail: merged by name
+            entries[values] = (count + int(v.count), total + int(v.sum))
+        fields["value_keys"] = len(entries)
+        fields["top_values"] = top_entries(probe, entries)
+    return fields
+
+
+def read_stacks(bpf, probes) -> dict[int, list[tuple[tuple[int, ...], int]]]:
+    """Every probe's stacks from the one shared map, in one pass: local
+    probe index -> [(addresses innermost first, count)]."""
+    if not any(p.agg is not None and p.agg.stack is not None for p in probes):
+        return {}
+    out: dict[int, dict[tuple[int, ...], int]] = {}
+    for k, v in bpf[b"ktui_stacks"].items():
+        frames = tuple(int(a) for a in k.ip[: min(int(k.nframes), len(k.ip))])
+        per = out.setdefault(int(k.probe), {})
+        per[frames] = per.get(frames, 0) + int(v.value)
+    return {p: sorted(d.items(), key=lambda kv: (-kv[1], kv[0])) for p, d in out.items()}
+
+
+def stack_fields(bpf, probe: Probe, local: int, stacks: dict) -> dict:
+    """ProbeStats fields for one probe's stacks ({} without `stack:`)."""
+    if probe.agg is None or probe.agg.stack is None:
+        return {}
+    mine = stacks.get(local, [])
+    return {"stacks": tuple(mine[:STACKS_KEPT]), "stack_count": len(mine),
+            "stacks_dropped": _percpu_sum(bpf[b"ktui_stacks_dropped"], local)}

@@ -1,0 +1,176 @@
+"""In-kernel aggregations of a probe's fetched values: `hist`, `count`, `sum`.
+
+The short form follows the spec, each clause a word and a parenthesised
+list, separated by spaces (and before ` if FILTER` on the command line):
+
+    vfs_read:c hist(a3)                         a log2 histogram of the size argument
+    vfs_read:r count(comm) sum(retval)          bytes read per process
+    vfs_read:c count(a3) max_keys(64)           the read sizes seen, at most 64 of them
+    vfs_read:c stack(kernel)                    who calls it: each kernel stack counted
+
+In a probe set the same are keys: `hist: a3`, `count: [comm, a3]` (or one
+string), `sum: retval`, `max_keys: 64`. A clause's argument is a fetch of
+the spec language (`a3`, `retval`, `+8(a1):u32`, `pid`...); `count` keys
+may also be `comm`. Names (`count`, `file->f_pos`) are not taken here yet:
+write the positional form (`a3`).
+
+The text becomes `model.Aggregate`; `str()` prints the canonical form,
+which parses back equal."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ktui.lang.model import (
+    AGG_KEYS_MAX,
+    INT_TYPES,
+    Aggregate,
+    Builtin,
+    Fetch,
+    Kind,
+    SpecError,
+    has_names,
+)
+
+AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX = 1, 1 << 20
+CLAUSES = ("hist", "count", "sum", "max_keys", "stack")
+STACK_KINDS = ("kernel",)
+# A clause starts after whitespace: `hist(` never occurs inside a spec,
+# whose fetches have no spaces before a name followed by `(`.
+_CLAUSE_START = re.compile(r"[ \t]+(?=(?:hist|count|sum|max_keys|stack)\()")
+
+
+def split_clauses(text: str) -> tuple[str, str, int]:
+    """`SPEC CLAUSES` -> (spec, clauses, where the clauses start in text)."""
+    m = _CLAUSE_START.search(text)
+    if m is None:
+        return text, "", len(text)
+    return text[:m.start()], text[m.end():], m.end()
+
+
+def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
+    """`hist(a3) count(comm,a3) sum(retval) max_keys(64)` -> Aggregate.
+    A SpecError's column counts in `text`."""
+    from ktui.lang.numbers import parse_int  # numbers imports limits, limits model
+
+    found: dict[str, object] = {}
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos >= len(text):
+            break
+        m = re.compile(r"([a-z_]+)\(").match(text, pos)
+        if m is None or m.group(1) not in CLAUSES:
+            raise SpecError("expected hist(FETCH), count(FETCH,...), sum(FETCH) or max_keys(N)", col=pos + 1)
+        word = m.group(1)
+        if word in found:
+            raise SpecError(f"{word}(...) given twice", col=pos + 1)
+        close = _closing(text, m.end())
+        if close is None:
+            raise SpecError(f"{word}( is not closed with )", col=pos + 1)
+        inner, inner_at = text[m.end():close], m.end()
+        if word == "stack":
+            found[word] = inner.strip()
+        elif word == "max_keys":
+            number = parse_int(inner.strip())
+            if number is None:
+                raise SpecError(f"max_keys: expected a whole number, got {inner.strip()!r}", col=inner_at + 1)
+            found[word] = number
+        else:
+            fetches = tuple(_fetch(piece, inner_at + start) for piece, start in _split(inner))
+            if word != "count" and len(fetches) != 1:
+                raise SpecError(f"{word}(...) takes one fetch", col=inner_at + 1)
+            found[word] = fetches if word == "count" else fetches[0]
+        pos = close + 1
+    agg = Aggregate(hist=found.get("hist"), keys=found.get("count", ()), sum=found.get("sum"),  # type: ignore[arg-type]
+                    stack=found.get("stack"))  # type: ignore[arg-type]
+    if "max_keys" in found:
+        agg = dataclasses.replace(agg, max_keys=found["max_keys"])
+    check_aggregate(agg, kind)
+    return agg
+
+
+def _closing(text: str, start: int) -> int | None:
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _split(text: str) -> list[tuple[str, int]]:
+    pieces, depth, start = [], 0, 0
+    for i, c in enumerate(text + ","):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            piece = text[start:i]
+            lead = len(piece) - len(piece.lstrip())
+            pieces.append((piece.strip(), start + lead))
+            start = i + 1
+    return pieces
+
+
+def _fetch(text: str, at: int) -> Fetch:
+    from ktui.lang.spec import parse_fetch  # spec imports this module
+
+    if not text:
+        raise SpecError("expected a fetch (a1, retval, comm, ...)", col=at + 1)
+    try:
+        return parse_fetch(text)
+    except SpecError as err:
+        raise SpecError(err.message, col=None if err.col is None else err.col + at) from None
+
+
+def check_aggregate(agg: Aggregate, kind: Kind | None) -> None:
+    """What the grammar does not say: integers where a number is needed,
+    retval only in return probes, bounded keys. No column: the caller
+    knows where the clause or key is."""
+    for what, fetch in (("hist", agg.hist), ("sum", agg.sum)):
+        if fetch is not None:
+            _check_one(what, fetch, kind, text_ok=False)
+    if len(agg.keys) > AGG_KEYS_MAX:
+        raise SpecError(f"count: at most {AGG_KEYS_MAX} keys, got {len(agg.keys)}")
+    names = [str(k) for k in agg.keys]
+    for key in agg.keys:
+        _check_one("count", key, kind, text_ok=True)
+        if names.count(str(key)) > 1:
+            raise SpecError(f"count: {key} is given twice")
+    if agg.stack is not None and agg.stack not in STACK_KINDS:
+        why = ("user stacks are not taken yet (Debian's userland has no frame pointers: "
+               "they would be one or two frames)") if agg.stack in ("user", "both") else f"unknown stack {agg.stack!r}"
+        raise SpecError(f"stack: {why}; use stack: kernel")
+    if not AGG_MAX_KEYS_MIN <= agg.max_keys <= AGG_MAX_KEYS_MAX:
+        raise SpecError(f"max_keys: must be {AGG_MAX_KEYS_MIN}..{AGG_MAX_KEYS_MAX}, got {agg.max_keys}")
+
+
+def _check_one(what: str, fetch: Fetch, kind: Kind | None, *, text_ok: bool) -> None:
+    if has_names(fetch.expr):
+        raise SpecError(f"{what}: {fetch}: names are not taken in aggregations yet; "
+                        "write the argument by position (a1..a6)")
+    if fetch.label is not None:
+        raise SpecError(f"{what}: {fetch}: an aggregated value takes no label")
+    if kind is Kind.CALL and "retval" in str(fetch):
+        raise SpecError(f"{what}: retval exists only in return probes (kind r)")
+    is_comm = isinstance(fetch.expr, Builtin) and fetch.expr.name == "comm"
+    if is_comm and text_ok:
+        return
+    if is_comm or fetch.effective_type not in INT_TYPES:
+        allowed = "an integer or comm" if text_ok else "an integer"
+        raise SpecError(f"{what}: {fetch} is not {allowed}")
+
+
+def is_comm(fetch: Fetch) -> bool:
+    return isinstance(fetch.expr, Builtin) and fetch.expr.name == "comm"
+
+
+def is_signed(fetch: Fetch) -> bool:
+    return fetch.effective_type.startswith("s")

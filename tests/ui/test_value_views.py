@@ -1,0 +1,113 @@
+"""The stats pane's views of a probe's aggregations: `v` cycles counters,
+value histogram and top values (only the views the probe has), the key is
+in the footer, and a probe without aggregations keeps its counters."""
+
+from __future__ import annotations
+
+from ktui.lang.probeset import loads_probeset
+from ktui.pipeline.value_views import COUNTERS, TOP, VALUES, next_view, views_of
+from ktui.lang.spec import parse_probe_text
+from ktui.widgets.stats_pane import StatsPane
+
+from .conftest import SIZE, make_app, make_feed, polls
+
+SET = """name: agg
+probes:
+  - spec: sizes=vfs_read:c hist(a3) count(a3)
+  - spec: bytes=vfs_read:r count(comm) sum(retval)
+  - spec: vfs_write:c
+"""
+
+
+def text(pane, selector: str) -> str:
+    widget = pane.query_one(selector)
+    return str(widget.render()) if widget.display else ""
+
+
+async def test_v_cycles_the_views_of_the_selected_probe():
+    app = make_app(make_feed(loads_probeset(SET), lossy=set(), fail={}))
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 4)
+        await pilot.pause()
+        pane = app.main.query_one(StatsPane)
+        assert pane.view.status.probe.name == "sizes"
+        assert "counters | value histogram | top values" in text(pane, "#stats-tabs")
+        assert "top comms" in text(pane, "#stats-body")
+        await pilot.press("v")
+        await pilot.pause()
+        body = text(pane, "#stats-values")
+        assert "hist(a3)" in body and "4096 -> 8191" in body and "4 -> 7" in body
+        assert text(pane, "#stats-body") == ""
+        await pilot.press("v")
+        await pilot.pause()
+        body = text(pane, "#stats-values")
+        assert "by a3: count" in body and "4096" in body
+        await pilot.press("v")
+        await pilot.pause()
+        assert "top comms" in text(pane, "#stats-body") and text(pane, "#stats-values") == ""
+        # the next probe has no histogram: the view follows what it has
+        await pilot.press("down")
+        await pilot.pause()
+        assert pane.view.status.probe.name == "bytes"
+        assert "counters | top values" in text(pane, "#stats-tabs")
+        await pilot.press("v")
+        await pilot.pause()
+        body = text(pane, "#stats-values")
+        assert "by comm: count, sum(retval)" in body and "bash" in body
+        # a probe without aggregations: counters only, no view bar
+        await pilot.press("down")
+        await pilot.pause()
+        assert text(pane, "#stats-tabs") == "" and "top comms" in text(pane, "#stats-body")
+
+
+async def test_the_view_key_is_in_the_footer():
+    app = make_app(make_feed(loads_probeset(SET), lossy=set(), fail={}))
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 2)
+        await pilot.pause()
+        shown = {key for key, active in app.active_bindings.items()
+                 if active.binding.show and active.enabled}
+        assert "v" in shown
+        footer = [o for o in app.screen.query("FooterKey")]
+        assert any(k.key == "v" and k.description == "View" for k in footer)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        from .conftest import plain
+
+        assert "next view of the selected probe" in plain(app.screen.query_one("#keys"))
+
+
+def test_views_follow_the_aggregations():
+    probe = parse_probe_text("vfs_read:c hist(a3)")
+    assert views_of(probe) == (COUNTERS, VALUES)
+    assert next_view(VALUES, probe) == COUNTERS
+    assert next_view(TOP, probe) == COUNTERS  # not one of its views
+    assert views_of(parse_probe_text("vfs_read:c")) == (COUNTERS,)
+
+
+async def test_the_stacks_view_shows_frames_counts_and_shares():
+    ps = loads_probeset("name: k\nprobes:\n  - spec: who=vfs_read:c stack(kernel)\n")
+    app = make_app(make_feed(ps, lossy=set(), fail={}))
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 4)
+        await pilot.pause()
+        pane = app.main.query_one(StatsPane)
+        assert "counters | top stacks" in text(pane, "#stats-tabs")
+        await pilot.press("v")
+        await pilot.pause()
+        body = text(pane, "#stats-values")
+        # make_app's symbolize names an address by its low bits
+        (_, first), (_, second) = pane.view.stats.stacks
+        total = first + second
+        assert "2 distinct" in body
+        assert f"{first} ({100 * first / total:.1f}%)" in body and f"{second} ({100 * second / total:.1f}%)" in body
+        assert "sym_100+0x0" in body and "sym_200+0x0" in body and "sym_400+0x0" in body
+
+
+def test_the_dialog_keeps_aggregations_through_an_edit():
+    from ktui.screens.probe_dialog import build_probe, dialog_spec
+
+    probe = build_probe("vfs_read:r count(comm) sum(retval)", "retval >= 0", "bytes")
+    assert str(probe.agg) == "count(comm) sum(retval)"
+    again = build_probe(dialog_spec(probe), str(probe.filter), "bytes", base=probe)
+    assert again == probe
