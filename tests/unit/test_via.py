@@ -56,7 +56,10 @@ def test_ndjson_and_stderr_summary_say_via(capsys):
         assert {p["probe"]: p["via"] for p in summary["probes"]}["r"] == "kretprobe"
         _print_summary(summary)
     err = capsys.readouterr().err
-    assert "ktui:   c: hits" in err and err.count(", via kprobe") == 1 and ", via kretprobe" in err
+    assert "ktui:   c: hits" in err and ", via" not in err  # kprobes: the line as before
+    fexit = dict(summary["probes"][1], via="fexit")
+    _print_summary({"events": 0, "probes": [fexit]})
+    assert capsys.readouterr().err.splitlines()[-1].endswith(", via fexit")
 
 
 def test_probe_table_names_fentry_and_fexit_beside_the_state():
