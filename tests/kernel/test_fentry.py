@@ -153,7 +153,8 @@ def test_no_tracing_link_left(sig, cache_dir, tmp_path):
     args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner.pid), "--interval", "0.2"]
     if sig is None:
         args += ["--duration", "90"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # stdout unread: to /dev/null (a full pipe would block the stream on its way out)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 300
         while len(tracing_links()) < len(before) + 3:  # fentry, and fexit with its fentry half
