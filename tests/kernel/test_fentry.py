@@ -5,6 +5,7 @@ that counts every call, and no tracing link left after any exit."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -132,9 +133,9 @@ def tracing_links() -> list[str]:
     """Every tracing link in the kernel (bpftool link list; links can
     vanish mid-listing, and then bpftool exits 255: asked again)."""
     for _ in range(20):
-        out = subprocess.run(["bpftool", "link", "list"], capture_output=True, text=True)
+        out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True)
         if out.returncode == 0:
-            return [line for line in out.stdout.splitlines() if re.match(r"^\d+: tracing ", line)]
+            return [link for link in json.loads(out.stdout or "[]") if link.get("type") == "tracing"]
         time.sleep(0.2)
     raise AssertionError(f"bpftool link list kept failing: {out.stderr}")
 
