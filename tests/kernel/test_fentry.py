@@ -151,7 +151,9 @@ def test_no_tracing_link_left(sig, cache_dir, tmp_path):
     path = tmp_path / "set.yaml"
     path.write_text("name: links\nattach: fentry\nprobes:\n  - vfs_read:c:a3\n  - vfs_read:r:retval\n")
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_dir))
-    args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner.pid), "--interval", "0.2"]
+    log = tmp_path / "ktui.log"
+    args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner.pid), "--interval", "0.2",
+            "--log", str(log)]
     if sig is None:
         args += ["--duration", "90"]
     # stdout unread: to /dev/null (a full pipe would block the stream on its way out)
@@ -160,7 +162,11 @@ def test_no_tracing_link_left(sig, cache_dir, tmp_path):
         deadline = time.monotonic() + 300
         while len(tracing_links()) < len(before) + 3:  # fentry, and fexit with its fentry half
             assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "fentry links never appeared"
+            if time.monotonic() >= deadline:
+                proc.kill()
+                pytest.fail(f"fentry links never appeared: {tracing_links()}; "
+                            f"stderr: {proc.stderr.read().decode()[-2000:]}; "
+                            f"log: {log.read_text()[-3000:] if log.exists() else ''}")
             time.sleep(0.5)
         if sig is not None:
             proc.send_signal(sig)
