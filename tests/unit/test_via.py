@@ -82,3 +82,15 @@ def test_attach_option_reaches_the_session_and_is_checked():
     assert _session_options("auto", 2048, None).attach == "kprobe"  # the default: fentry is opt-in
     result = CliRunner().invoke(main, ["stream", "-e", "vfs_read:c", "--attach", "fexit"])
     assert result.exit_code == 2 and "--attach" in result.output
+
+
+def test_a_files_attach_reaches_the_session(tmp_path):
+    from ktui.cli import _inputs_or_exit
+
+    one = tmp_path / "one.yaml"
+    one.write_text("name: one\nattach: fentry\nprobes:\n  - vfs_read:c\n")
+    two = tmp_path / "two.yaml"
+    two.write_text("name: two\nprobes:\n  - vfs_write:c\n")
+    assert _inputs_or_exit((str(one),), ()).attach == "fentry"
+    both = _inputs_or_exit((str(one), str(two)), ())
+    assert [p.attach for p in both.probes] == ["fentry", ""]
