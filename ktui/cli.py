@@ -19,6 +19,7 @@ bounded where they are parsed (cli_args). See docs/bad-inputs.md.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -117,9 +118,14 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     probes = []
     name, description, source = "command line", "", None
     kernel = _kernel_names() if bind else None
+    set_attach = ""
     for f in files:
         ps = load_probeset(f, kernel)
-        probes.extend(ps.probes)
+        if len(files) == 1:
+            set_attach = ps.attach  # kept on the set: it saves back as it was
+            probes.extend(ps.probes)
+        else:  # each file's `attach:` goes with its own probes
+            probes.extend(p if p.attach else dataclasses.replace(p, attach=ps.attach) for p in ps.probes)
         name, description, source = ps.name, ps.description, ps.source
         pid = pid if pid is not None else ps.pid
         comm = comm if comm is not None else ps.comm
@@ -138,7 +144,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     if len(files) > 1 or specs:
         name = name if not specs else "command line"
     return ProbeSet(name=name, description=description, probes=tuple(probes), pid=pid,
-                    comm=comm, source=source if len(files) == 1 and not specs else None)
+                    comm=comm, source=source if len(files) == 1 and not specs else None, attach=set_attach)
 
 
 def _kernel_names():

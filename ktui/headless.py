@@ -240,7 +240,8 @@ def _print_summary(summary: dict) -> None:
         cost = ""
         if p.get("run_count"):
             cost = f", cost {p['run_ns'] / p['run_count']:.0f} ns/hit over {p['run_count']} runs"
-        via = f", via {p['via']}" if p.get("via") else ""
+        # fentry/fexit named; a kprobe (the default) leaves the line as it was
+        via = f", via {p['via']}" if p.get("via") in ("fentry", "fexit") else ""
         print(f"ktui:   {p['probe']}: hits {p['hits']}, emitted {p['emitted']}, lost {p['lost']}{missed}{counted}"
               f"{cost}{via}", file=sys.stderr)
 

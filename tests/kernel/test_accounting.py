@@ -37,7 +37,7 @@ def reader():
     p.wait()
 
 
-SUMMARY_LINE = re.compile(r"ktui:   (.+): hits (\d+), emitted (\d+), lost (\d+)(?:, counted while loading \d+)?$")
+SUMMARY_LINE = re.compile(r"ktui:   (.+): hits (\d+), emitted (\d+), lost (\d+)(?:, counted while loading \d+)?(?:, via \w+)?$")
 
 
 def summary_from_stderr(err: str) -> dict[str, tuple[int, int, int]]:

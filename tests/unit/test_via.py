@@ -56,7 +56,10 @@ def test_ndjson_and_stderr_summary_say_via(capsys):
         assert {p["probe"]: p["via"] for p in summary["probes"]}["r"] == "kretprobe"
         _print_summary(summary)
     err = capsys.readouterr().err
-    assert "ktui:   c: hits" in err and err.count(", via kprobe") == 1 and ", via kretprobe" in err
+    assert "ktui:   c: hits" in err and ", via" not in err  # kprobes: the line as before
+    fexit = dict(summary["probes"][1], via="fexit")
+    _print_summary({"events": 0, "probes": [fexit]})
+    assert capsys.readouterr().err.splitlines()[-1].endswith(", via fexit")
 
 
 def test_probe_table_names_fentry_and_fexit_beside_the_state():
@@ -79,3 +82,15 @@ def test_attach_option_reaches_the_session_and_is_checked():
     assert _session_options("auto", 2048, None).attach == "kprobe"  # the default: fentry is opt-in
     result = CliRunner().invoke(main, ["stream", "-e", "vfs_read:c", "--attach", "fexit"])
     assert result.exit_code == 2 and "--attach" in result.output
+
+
+def test_a_files_attach_reaches_the_session(tmp_path):
+    from ktui.cli import _inputs_or_exit
+
+    one = tmp_path / "one.yaml"
+    one.write_text("name: one\nattach: fentry\nprobes:\n  - vfs_read:c\n")
+    two = tmp_path / "two.yaml"
+    two.write_text("name: two\nprobes:\n  - vfs_write:c\n")
+    assert _inputs_or_exit((str(one),), ()).attach == "fentry"
+    both = _inputs_or_exit((str(one), str(two)), ())
+    assert [p.attach for p in both.probes] == ["fentry", ""]
