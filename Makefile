@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The kernel matrix: the whole kernel suite on Debian bookworm's stock 6.1,
 # and on 6.12 (bookworm backports), whose compiles take twice as long under
-# emulation, the pipeline's core tests, the generic engine's, missed returns', each probe's cost, fentry/fexit's and ktui list's. probesets/memory.yaml names 6.1's
+# emulation, the pipeline's core tests, the generic engine's, missed returns', each probe's cost, fentry/fexit's, the aggregations' and ktui list's. probesets/memory.yaml names 6.1's
 # allocator functions, which 6.10+ renamed (*_noprof): it is 6.1-only.
 KERNEL_MAIN ?= $(shell ls /boot/vmlinuz-6.1.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
 KERNEL_NEXT ?= $(shell ls /boot/vmlinuz-6.12.*-amd64 2>/dev/null | sort -V | tail -n1 | sed 's|/boot/vmlinuz-||')
@@ -50,7 +50,7 @@ test-kernel:
 	$(VM) --kernel $(KERNEL_MAIN) -- "$(KERNEL_PYTEST) tests/kernel $(KERNEL_PYTEST_ARGS)"
 	@if [ -n "$(KERNEL_NEXT)" ]; then \
 		echo "== kernel tests on $(KERNEL_NEXT) (VM)"; \
-		$(VM) --kernel $(KERNEL_NEXT) -- "$(KERNEL_PYTEST) tests/kernel/test_pipeline.py tests/kernel/test_generic.py tests/kernel/test_missed_returns.py tests/kernel/test_cost.py tests/kernel/test_fentry.py tests/kernel/test_list.py tests/kernel/test_names.py tests/kernel/test_dashboard_e2e.py::test_find_a_function_and_add_a_probe_by_picking_its_names -k 'not test_pipeline or ((values or toggle or flood or shipped) and not memory)'"; \
+		$(VM) --kernel $(KERNEL_NEXT) -- "$(KERNEL_PYTEST) tests/kernel/test_pipeline.py tests/kernel/test_generic.py tests/kernel/test_missed_returns.py tests/kernel/test_cost.py tests/kernel/test_fentry.py tests/kernel/test_aggregations.py tests/kernel/test_list.py tests/kernel/test_names.py tests/kernel/test_dashboard_e2e.py::test_find_a_function_and_add_a_probe_by_picking_its_names -k 'not test_pipeline or ((values or toggle or flood or shipped) and not memory)'"; \
 	fi
 
 bench: install-test
