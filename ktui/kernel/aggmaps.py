@@ -8,29 +8,12 @@ import ctypes
 
 from ktui.kernel.codegen.aggregate import agg_map_name
 from ktui.lang.aggregate import is_comm
+from ktui.kernel.percpu import percpu_hist, percpu_sum
 from ktui.lang.model import Probe
-from ktui.record.histogram import HIST_SLOTS
 
 TOP_VALUES = 10
 STACKS_KEPT = 200  # stacks per probe in a stats read (a flame graph's worth)
 
-
-def _percpu_sum(table, key: int) -> int:
-    try:
-        return int(sum(table[ctypes.c_int(key)]))
-    except KeyError:
-        return 0
-
-
-def _percpu_hist(table, key: int) -> tuple[int, ...]:
-    import numpy as np
-
-    try:
-        per_cpu = table[ctypes.c_int(key)]
-    except KeyError:
-        return (0,) * HIST_SLOTS
-    counts = np.frombuffer(bytes(per_cpu), dtype=np.uint64).reshape(-1, HIST_SLOTS)
-    return tuple(int(n) for n in counts.sum(axis=0, dtype=np.uint64))
 
 
 def key_values(probe: Probe, key) -> tuple:
@@ -60,9 +43,9 @@ def read_aggregates(bpf, probe: Probe, local: int) -> dict:
     agg = probe.agg
     if agg is None:
         return {}
-    fields: dict = {"values_dropped": _percpu_sum(bpf[b"ktui_agg_dropped"], local)}
+    fields: dict = {"values_dropped": percpu_sum(bpf[b"ktui_agg_dropped"], local)}
     if agg.hist is not None:
-        fields["value_hist"] = _percpu_hist(bpf[b"ktui_vhist"], local)
+        fields["value_hist"] = percpu_hist(bpf[b"ktui_vhist"], local)
     if agg.counts:
         entries: dict[tuple, tuple[int, int]] = {}
         for k, v in bpf[agg_map_name(local).encode()].items():
@@ -93,4 +76,4 @@ def stack_fields(bpf, probe: Probe, local: int, stacks: dict) -> dict:
         return {}
     mine = stacks.get(local, [])
     return {"stacks": tuple(mine[:STACKS_KEPT]), "stack_count": len(mine),
-            "stacks_dropped": _percpu_sum(bpf[b"ktui_stacks_dropped"], local)}
+            "stacks_dropped": percpu_sum(bpf[b"ktui_stacks_dropped"], local)}

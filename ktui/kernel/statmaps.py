@@ -7,33 +7,13 @@ so it costs one lookup, not one per slot."""
 
 from __future__ import annotations
 
-import ctypes
-
 from ktui.kernel.aggmaps import read_aggregates, read_stacks, stack_fields
+from ktui.kernel.percpu import percpu_hist, percpu_sum
 from ktui.lang.model import Kind
 from ktui.record.feed import ProbeStats
-from ktui.record.histogram import HIST_SLOTS
 
 TOP_COMMS = 5
 
-
-def _percpu_sum(table, key: int) -> int:
-    try:
-        return int(sum(table[ctypes.c_int(key)]))
-    except KeyError:
-        return 0
-
-
-def _percpu_hist(table, key: int) -> tuple[int, ...]:
-    """One lookup: every CPU's struct ktui_hist, summed slot by slot."""
-    import numpy as np  # not at import: the session loads it once probes run
-
-    try:
-        per_cpu = table[ctypes.c_int(key)]
-    except KeyError:
-        return (0,) * HIST_SLOTS
-    counts = np.frombuffer(bytes(per_cpu), dtype=np.uint64).reshape(-1, HIST_SLOTS)
-    return tuple(int(n) for n in counts.sum(axis=0, dtype=np.uint64))
 
 
 def read_unit_stats(unit) -> dict[int, ProbeStats]:
@@ -58,14 +38,14 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
         hist: tuple[int, ...] = ()
         latency_sum = 0
         if probe.kind is Kind.RETURN:
-            hist = _percpu_hist(hist_t, local)
-            latency_sum = _percpu_sum(sum_t, local)
+            hist = percpu_hist(hist_t, local)
+            latency_sum = percpu_sum(sum_t, local)
         pid_ = unit.ids[local]
         out[pid_] = ProbeStats(
             probe_id=pid_,
-            hits=_percpu_sum(hits_t, local),
-            lost=_percpu_sum(lost_t, local),
-            emitted=_percpu_sum(emit_t, local),
+            hits=percpu_sum(hits_t, local),
+            lost=percpu_sum(lost_t, local),
+            emitted=percpu_sum(emit_t, local),
             hist=hist,
             latency_sum_ns=latency_sum,
             errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
