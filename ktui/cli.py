@@ -235,8 +235,10 @@ def probe_options(f):
     return f
 
 
-def _session_options(buffer, buffer_pages, log_path, engine="auto", attach="kprobe", no_cache=False,
+def _session_options(buffer, buffer_pages, log_path, *, engine="auto", attach="kprobe", no_cache=False,
                      cost=False):
+    # Keyword-only: every command shares probe_options, and a positional call
+    # once passed --no-cache where --attach belonged.
     from ktui.kernel.session import SessionOptions
 
     return SessionOptions(buffer=buffer, ringbuf_pages=buffer_pages,
@@ -265,7 +267,8 @@ def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, att
     _stderr_apart()
     from ktui.dashboard import run_live
 
-    options = _session_options(buffer, buffer_pages, log_path, engine, attach, no_cache, cost)
+    options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,
+                               no_cache=no_cache, cost=cost)
     sys.exit(run_live(ps, options, refresh))
 
 
@@ -444,8 +447,9 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
         _fail("--folded: no probe counts stacks (add stack: kernel, or stack(kernel) after a spec)", EXIT_USAGE)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
-    _leave(run_stream(ps, _session_options(buffer, buffer_pages, log_path, engine, attach, no_cache, cost), interval,
-                      duration, with_stats=not no_stats, folded=folded))
+    options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,
+                               no_cache=no_cache, cost=cost)
+    _leave(run_stream(ps, options, interval, duration, with_stats=not no_stats, folded=folded))
 
 
 @main.command("record")
@@ -465,7 +469,8 @@ def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
     ps = _inputs_or_exit(files, specs, pid, comm)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
-    options = _session_options(buffer, buffer_pages, log_path, engine, attach, no_cache, cost)
+    options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,
+                               no_cache=no_cache, cost=cost)
     _leave(run_record(ps, options, output, interval, duration, force=force))
 
 
@@ -503,7 +508,7 @@ def _export_loader(files, specs, pid, comm):
                    "--listen 0.0.0.0:PORT serves every network, and the metrics reveal the names "
                    "of the processes that hit the probes (the comm label) and which kernel "
                    "functions this host traces.")
-def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, no_cache, cost, listen):
+def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, listen):
     """Serve the probe sets' in-kernel counters as Prometheus metrics.
 
     Each scrape of http://ADDR:PORT/metrics reads the BPF maps once: hits,
@@ -521,8 +526,9 @@ def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
         _fail(str(exc), EXIT_INVALID)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
-    _leave(run_export(loaded, load, _session_options(buffer, buffer_pages, log_path, engine, no_cache, cost),
-                      listen))
+    options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,
+                               no_cache=no_cache, cost=cost)
+    _leave(run_export(loaded, load, options, listen))
 
 
 @main.command("replay")
