@@ -79,7 +79,7 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
                 raise SpecError(f"max_keys: expected a whole number, got {inner.strip()!r}", col=inner_at + 1)
             found[word] = number
         else:
-            fetches = tuple(_fetch(piece, inner_at + start) for piece, start in _split(inner))
+            fetches = tuple(_fetch(piece, inner_at + start) for piece, start in split_fetches(inner))
             if word != "count" and len(fetches) != 1:
                 raise SpecError(f"{word}(...) takes one fetch", col=inner_at + 1)
             found[word] = fetches if word == "count" else fetches[0]
@@ -104,18 +104,21 @@ def _closing(text: str, start: int) -> int | None:
     return None
 
 
-def _split(text: str) -> list[tuple[str, int]]:
+def split_fetches(text: str) -> list[tuple[str, int]]:
+    """Split `a1, +0(a2):string` at top-level commas: (piece, offset in text).
+    The one splitter of fetch lists: the short form's clauses here and the
+    YAML `fetch:`/`count:` strings (probeset.py)."""
     pieces, depth, start = [], 0, 0
-    for i, c in enumerate(text + ","):
-        if c == "(":
+    for index, char in enumerate(text + ","):
+        if char == "(":
             depth += 1
-        elif c == ")":
+        elif char == ")":
             depth -= 1
-        elif c == "," and depth == 0:
-            piece = text[start:i]
-            lead = len(piece) - len(piece.lstrip())
-            pieces.append((piece.strip(), start + lead))
-            start = i + 1
+        elif char == "," and depth <= 0:
+            piece = text[start:index]
+            stripped = piece.lstrip()
+            pieces.append((stripped.rstrip(), start + len(piece) - len(stripped)))
+            start = index + 1
     return pieces
 
 

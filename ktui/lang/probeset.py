@@ -45,7 +45,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ktui.lang import limits
 from ktui.lang.filters import parse_filter
-from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate
+from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate, split_fetches
 from ktui.lang.attach_rules import text_obstacle
 from ktui.lang.model import ATTACH_MODES, Aggregate, Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from ktui.lang.bind import Kernel, bind_probe
@@ -306,7 +306,7 @@ class _SetReader(NodeReader):
         if isinstance(node, ScalarNode):
             scalar = self.scalar_string(node, "fetch", prefix)
             return tuple(self.fetch(scalar, piece, start, prefix)
-                         for piece, start in _split_fetches(scalar.value))
+                         for piece, start in split_fetches(scalar.value))
         self.check_tag(node, prefix)
         if not isinstance(node, SequenceNode) or node.tag != SEQ:
             self.fail(node, f"fetch: expected a list of strings, got {describe(node)}", prefix)
@@ -417,7 +417,7 @@ class _SetReader(NodeReader):
         if isinstance(node, SequenceNode) and index < len(node.value) and isinstance(node.value[index], ScalarNode):
             self.fail_inside(node.value[index], located, prefix + "fetch: ")
         if isinstance(node, ScalarNode):
-            pieces = _split_fetches(node.value)
+            pieces = split_fetches(node.value)
             if index < len(pieces):
                 self.fail_inside(node, located, prefix + "fetch: ", pieces[index][1])
 
@@ -432,7 +432,7 @@ class _SetReader(NodeReader):
         """`count:` is a list of fetches, or one string of them split by commas."""
         if isinstance(node, ScalarNode):
             scalar = self.scalar_string(node, "count", prefix)
-            pieces = _split_fetches(scalar.value)
+            pieces = split_fetches(scalar.value)
         else:
             self.check_tag(node, prefix)
             if not isinstance(node, SequenceNode) or node.tag != SEQ:
@@ -503,19 +503,3 @@ def _probe_prefix(number: int, node: Node) -> str:
 def _agg_fetch(text: str):
     """One aggregated fetch; the kind and type rules are check_aggregate's."""
     return parse_fetch(text.strip()) if text.strip() else parse_fetch(text)
-
-
-def _split_fetches(text: str) -> list[tuple[str, int]]:
-    """Split `a1, +0(a2):string` at top-level commas: (piece, offset in text)."""
-    pieces, depth, start = [], 0, 0
-    for index, char in enumerate(text + ","):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth <= 0:
-            piece = text[start:index]
-            stripped = piece.lstrip()
-            pieces.append((stripped.rstrip(), start + len(piece) - len(stripped)))
-            start = index + 1
-    return pieces
