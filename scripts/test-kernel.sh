@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The kernel part of `make test`: every kernel test inside a throwaway VM
+# (ktui/vm/boot.py, as for `ktui vm`), one boot per kernel.
+#
+#   scripts/test-kernel.sh MAIN_KERNEL [NEXT_KERNEL] [-- EXTRA PYTEST ARGS]
+#
+# The matrix: the whole kernel suite on Debian bookworm's stock 6.1; on 6.12
+# (bookworm backports), whose compiles take twice as long under emulation, the
+# pipeline's core tests, the generic engine's, missed returns', each probe's
+# cost, fentry/fexit's, the aggregations' and ktui list's. probesets/memory.yaml
+# names 6.1's allocator functions, which 6.10+ renamed (*_noprof): 6.1-only.
+#
+# The two boots run side by side (scripts/in-parallel.sh): each single-threaded
+# TCG guest uses about one of our two host CPUs, so the kernel part takes about
+# as long as its longer half (one after the other: 18 + 16 min in CI 19).
+# --durations shows where each run's time goes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+main="${1:?usage: $0 MAIN_KERNEL [NEXT_KERNEL] [-- PYTEST ARGS]}"; shift
+next=""
+if (( $# )) && [[ "$1" != "--" ]]; then next="$1"; shift; fi
+[[ "${1:-}" == "--" ]] && shift
+extra="$*"
+
+python=.venv/bin/python
+pytest="$python -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning"
+next_tests="tests/kernel/test_pipeline.py tests/kernel/test_generic.py tests/kernel/test_missed_returns.py"
+next_tests+=" tests/kernel/test_cost.py tests/kernel/test_fentry.py tests/kernel/test_aggregations.py"
+next_tests+=" tests/kernel/test_list.py tests/kernel/test_names.py"
+next_tests+=" tests/kernel/test_dashboard_e2e.py::test_find_a_function_and_add_a_probe_by_picking_its_names"
+next_filter="not test_pipeline or ((values or toggle or flood or shipped) and not memory)"
+
+in_vm() {  # KERNEL GUEST_COMMAND -> one shell-quoted host command line
+    printf '%q ' "$python" -m ktui.vm --kernel "$1" -- "$2"
+}
+jobs=("kernel tests on $main (VM)" "$(in_vm "$main" "$pytest --durations=15 tests/kernel $extra")")
+if [[ -n "$next" ]]; then
+    jobs+=("kernel tests on $next (VM)"
+           "$(in_vm "$next" "$pytest --durations=10 $next_tests -k '$next_filter' $extra")")
+fi
+exec bash scripts/in-parallel.sh "${jobs[@]}"
