@@ -165,12 +165,15 @@ class StatsPane(VerticalScroll):
         shown_counters = self.query_one("#stats-body", Static).display
         return self.query_one("#stats-body" if shown_counters else "#stats-values", Static)
 
-    def _draw_lines(self) -> None:
+    def _draw_lines(self, focused: bool | None = None) -> None:
+        """focused: whether the pane has focus (on_focus runs before
+        has_focus says so); None: ask has_focus."""
+        focused = self.has_focus if focused is None else focused
         body = self.query_one("#stats-body", Static)
         values = self.query_one("#stats-values", ValueView)
         probe = self.view.status.probe if self.view is not None else None
         counters = probe is None or shown_view(self.wanted_view, probe) == COUNTERS
-        cursor = self._picks[self._cursor] if self._picks and self.has_focus else None
+        cursor = self._picks[self._cursor] if self._picks and focused else None
         body.display = counters
         body.update(lines_text(self._lines, cursor) if counters else "")
         values.show(None if counters else self._lines, cursor)
@@ -226,11 +229,11 @@ class StatsPane(VerticalScroll):
         return True
 
     def on_focus(self) -> None:
-        self._draw_lines()  # the cursor shows while the pane has focus
+        self._draw_lines(focused=True)  # the cursor shows while the pane has focus
         self.call_after_refresh(self._scroll_to_cursor)
 
     def on_blur(self) -> None:
-        self._draw_lines()
+        self._draw_lines(focused=False)
 
     def _bar_width(self, view: ProbeView) -> int:
         stats = view.stats
