@@ -49,8 +49,10 @@ class ProbeView:
 
 class StatsPane(VerticalScroll):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
+        Binding("up", "cursor_up", "Up", show=False,
+                tooltip="Cursor to the line above that stands for events (past the first: scroll)"),
+        Binding("down", "cursor_down", "Down", show=False,
+                tooltip="Cursor to the line below that stands for events (past the last: scroll)"),
         Binding("enter", "drill", "Drill down", id="drill",
                 tooltip="Stats pane: show only the events behind the line under the cursor (a top comm, "
                         "an errno, a top value, a histogram bucket); esc clears"),
