@@ -328,7 +328,18 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------ which keys apply
 
+    # A replay has no kernel: adding, editing, deleting and opening probes
+    # all fail there (ReplayFeed refuses to add or remove a probe; issue 15:
+    # the footer offered them all the same, and `a` let a spec be typed only
+    # to refuse it). What works on a recording stays: on/off (which probes'
+    # events show), views, filters, drill-down, `b` (this machine's
+    # functions, read-only, saying so) and `w` (the recorded probes as a
+    # probe set, to run them live; never over the recording itself).
+    NOT_IN_REPLAY = ("add", "edit", "delete", "open")
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.NOT_IN_REPLAY and self.info.buffer == "replay":
+            return False
         if action == "clear_drill":
             return self.events.drill is not None
         if action == "view":  # only a probe with aggregations has more than one view
