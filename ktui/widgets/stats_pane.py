@@ -141,6 +141,7 @@ class StatsPane(VerticalScroll):
         if self.view is not None:
             probe = self.view.status.probe
             self.wanted_view = next_view(shown_view(self.wanted_view, probe), probe)
+        self._cursor, self._cursor_pick = 0, None  # another view: from its first line
         self._render_view()
         return TITLES[self.wanted_view]
 

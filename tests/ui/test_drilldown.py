@@ -188,3 +188,13 @@ async def test_the_cursor_shows_only_while_the_pane_has_focus():
         await pilot.pause()
         assert not pane.has_focus
         assert not any("reverse" in str(span.style) for span in body.content.spans)
+
+
+async def test_another_view_starts_its_cursor_on_its_first_line():
+    app = app_for()
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await start(pilot, app)
+        await move_to(pilot, pane, Pick(COMM, "bash"))
+        await pilot.press("v")  # value histogram: its first bucket, not the comm's place
+        await pilot.pause()
+        assert pane.cursor_pick == Pick(BUCKET, 3)  # 7, the smallest size counted
