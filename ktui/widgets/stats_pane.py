@@ -159,7 +159,10 @@ class StatsPane(VerticalScroll):
         else:
             width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
             self._lines = view_lines(shown, probe, stats, width, self.symbolize)
+        had_picks = bool(self._picks)
         self._picks = [i for i, line in enumerate(self._lines) if pick_of(line) is not None]
+        if had_picks != bool(self._picks) and self.has_focus:
+            self.refresh_bindings()  # Enter (drill down) comes or goes in the footer
         self._place_cursor()
         self._draw_lines()
 
