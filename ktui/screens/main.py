@@ -206,6 +206,9 @@ class MainScreen(Screen[None]):
         known = set(self.statuses)
         self.order = [i for i in self.order if i in known] + sorted(known.difference(self.order))
         self.history.retain(known)
+        drill = self.events.drill
+        if drill is not None and drill.probe_id not in known:
+            self.events.set_drill(None)  # its probe is gone: every event again, and the line says so
         stats = self.snapshot.probes if self.snapshot is not None else {}
         lines = [ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing, self.costs.get(i))
                  for i in self.order]

@@ -198,3 +198,18 @@ async def test_another_view_starts_its_cursor_on_its_first_line():
         await pilot.press("v")  # value histogram: its first bucket, not the comm's place
         await pilot.pause()
         assert pane.cursor_pick == Pick(BUCKET, 3)  # 7, the smallest size counted
+
+
+async def test_deleting_the_drilled_probe_ends_the_drill_down():
+    app = app_for()
+    async with app.run_test(size=SIZE) as pilot:
+        await drill(pilot, app, Pick(COMM, "cat"))
+        await pilot.press("tab")  # back to the probe table, on reads
+        await pilot.pause()
+        assert app.main.selected.probe.name == "reads"
+        await pilot.press("d", "y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "reads" not in {s.probe.name for s in app.feed.statuses().values()}
+        assert app.main.query_one(EventLog).window.drill is None
+        assert "drill-down" not in header(app)
