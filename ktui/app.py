@@ -32,6 +32,7 @@ from ktui.screens.main import MainScreen
 from ktui.widgets.event_log import EventLog
 from ktui.widgets.event_pane import EventPane
 from ktui.widgets.event_window import DEFAULT_WINDOW
+from ktui.widgets.stats_pane import StatsPane
 
 STATS_INTERVAL = 1.0  # seconds between reads of the in-kernel counters
 DIALOG_KEYS = [
@@ -158,6 +159,7 @@ class KtuiApp(App[None]):
         return [
             ("dashboard", MainScreen.BINDINGS),
             ("event pane", EventLog.BINDINGS + EventPane.BINDINGS),
+            ("stats pane", StatsPane.BINDINGS),
             ("function browser", BrowserScreen.BINDINGS),
             ("dialogs", DIALOG_KEYS + Dialog.BINDINGS),
             ("anywhere", self.BINDINGS + [Binding("ctrl+p", "command_palette", "Command palette")]),

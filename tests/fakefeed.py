@@ -65,6 +65,20 @@ class FakeBatch:
         return [self._feed.make_event(*self._probes[i % k], self._first + i) for i in range(start, stop)]
 
 
+# An aggregated fetch's values in events (hist/count/sum of a3, say): the
+# sizes fake_aggregates counts, in its shares (7 half, 4096 and 100 a quarter)
+AGG_SIZES = (7, 4096, 7, 100)
+
+
+def _aggregated(probe: Probe) -> tuple:
+    """The expressions a probe's aggregations read (not comm/pid: events
+    carry those anyway)."""
+    agg = probe.agg
+    if agg is None:
+        return ()
+    return tuple(f.expr for f in agg.fetches() if not isinstance(f.expr, Builtin))
+
+
 def fake_aggregates(probe: Probe, hits: int) -> dict:
     """hist/count/sum values that follow the hits: sizes 7 (half), 4096
     and 100 (a quarter each), keyed by comm when a key is comm."""
@@ -236,10 +250,13 @@ class FakeFeed:
             tid=pid,
             comm=COMMS[seq % len(COMMS)],
             latency_ns=latency_for(seq) if is_return else None,
-            values=tuple(self._value(f.expr, f.effective_type, seq, i) for i, f in enumerate(probe.fetches)),
+            values=tuple(self._value(f.expr, f.effective_type, seq, i, _aggregated(probe))
+                         for i, f in enumerate(probe.fetches)),
         )
 
-    def _value(self, expr, ftype: str, seq: int, index: int):
+    def _value(self, expr, ftype: str, seq: int, index: int, aggregated=()):
+        if expr in aggregated and ftype[:1] in ("u", "s", "x"):
+            return AGG_SIZES[seq % len(AGG_SIZES)]  # as fake_aggregates counts them
         if isinstance(expr, Builtin):
             return {"comm": COMMS[seq % len(COMMS)], "pid": 1000 + seq % 7, "tid": 1000 + seq % 7, "cpu": seq % 4}[expr.name]
         if isinstance(expr, RetVal):

@@ -3,14 +3,17 @@ pane as it always was), the histogram of its `hist:` value, its top
 `count:`/`sum:` keys, and its top kernel stacks. Which views a probe has,
 which comes next (`v`), and the text of each; the widget only draws it.
 
-A line is (text, style): style is a Rich style name or "" (nothing here
-imports Rich: the widget turns lines into Text)."""
+A line is (text, style) or (text, style, pick): style is a Rich style name
+or "" (nothing here imports Rich: the widget turns lines into Text); a
+pick (pipeline.drilldown) says what choosing the line drills down to: an
+errno, a top comm, a top value, a histogram bucket."""
 
 from __future__ import annotations
 
-from ktui.lang.model import Probe
-from ktui.pipeline.format import format_count, printable
-from ktui.pipeline.rates import hist_lines
+from ktui.lang.model import Kind, Probe
+from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
+from ktui.pipeline.format import errno_name, format_count, format_latency, printable
+from ktui.pipeline.rates import error_count, hist_lines, percentile
 from ktui.pipeline.stacks import Symbolize, merged
 from ktui.record.feed import ProbeStats
 
@@ -18,8 +21,14 @@ COUNTERS, VALUES, TOP, STACKS = "counters", "values", "top", "stacks"
 TITLES = {COUNTERS: "counters", VALUES: "value histogram", TOP: "top values", STACKS: "top stacks"}
 STACK_FRAMES_SHOWN = 12  # frames of one stack in the pane (the file output has all)
 TOP_STACKS = 5
+TOP_N = 6  # errnos and comms in the counters view
 
-Line = tuple[str, str]
+Line = tuple  # (text, style) or (text, style, Pick)
+
+
+def pick_of(line: Line) -> Pick | None:
+    """What choosing this line drills down to, if anything."""
+    return line[2] if len(line) > 2 else None
 
 
 def views_of(probe: Probe) -> tuple[str, ...]:
@@ -81,7 +90,7 @@ def value_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int) -> list[Li
     lines = hist_lines(stats.value_hist, bar_width=bar_width, unit="value")
     if not lines:
         return out + [("no values yet", "dim")]
-    out += [(line, "") for line in lines]
+    out += slot_lines(stats.value_hist, lines, BUCKET)
     if agg is not None and agg.hist is not None and agg.hist.effective_type.startswith("s"):
         out.append(("negative values (errors) are not in the histogram", "dim"))
     return out
@@ -105,7 +114,7 @@ def top_value_lines(probe: Probe, stats: ProbeStats) -> list[Line]:
         text = f"  {key_text(key)[:24]:<24} {format_count(count):>8} {share}"
         if sums:
             text += f"  {format_count(summed):>10}"
-        out.append((text, ""))
+        out.append((text, "", Pick(VALUE, tuple(key))))
     if not stats.top_values:
         out.append(("  none yet", "dim"))
     if stats.value_keys > len(stats.top_values):
@@ -132,4 +141,43 @@ def stack_lines(probe: Probe, stats: ProbeStats, symbolize: Symbolize | None) ->
     if stats.stacks_dropped:
         out.append((f"{format_count(stats.stacks_dropped)} stacks not counted (the map is full, "
                     "or the kernel could not take them)", "yellow bold"))
+    return out
+
+
+def slot_lines(hist, lines: list[str], kind: str) -> list[Line]:
+    """hist_lines' text with a pick on each slot that counted something
+    (its first line is the header; then one line per slot from the first
+    used one)."""
+    first = next(k for k, count in enumerate(hist) if count)
+    out: list[Line] = [(lines[0], "")]
+    for i, line in enumerate(lines[1:]):
+        slot = first + i
+        out.append((line, "", Pick(kind, slot)) if hist[slot] else (line, ""))
+    return out
+
+
+def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int) -> list[Line]:
+    """The counters view's body: a return probe's latency histogram,
+    errors and errnos, then the top comms."""
+    if stats is None:
+        return []
+    out: list[Line] = []
+    if probe.kind is Kind.RETURN:
+        p50, p99 = percentile(stats.hist, 50), percentile(stats.hist, 99)
+        out.append((f"latency  p50 {format_latency(p50)}  p99 {format_latency(p99)}", "bold"))
+        lines = hist_lines(stats.hist, bar_width=bar_width) if bar_width else []
+        out += slot_lines(stats.hist, lines, LATENCY) if lines else [("no returns yet", "dim")]
+        out.append(("", ""))
+        errors = error_count(stats)
+        share = f" ({100 * errors / stats.hits:.1f}% of returns)" if stats.hits else ""
+        out.append((f"errors {format_count(errors)}{share}", "bold"))
+        for code, count in stats.errnos[:TOP_N]:
+            out.append((f"  {errno_name(code):<12} {-abs(code):>5}  {format_count(count):>8}", "red",
+                        Pick(ERRNO, abs(code))))
+        out.append(("", ""))
+    out.append(("top comms", "bold"))
+    for comm, count in stats.top_comms[:TOP_N]:
+        out.append((f"  {printable(comm):<16} {format_count(count):>8}", "", Pick(COMM, comm)))
+    if not stats.top_comms:
+        out.append(("  none yet", "dim"))
     return out

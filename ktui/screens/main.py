@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 
 from ktui.lang.model import Probe, ProbeSet
+from ktui.pipeline.drilldown import NotDrillable, drill_down
 from ktui.pipeline.format import Symbolize
 from ktui.pipeline.rates import ProbeCost, RateHistory, costs, drop_percent, lost_growing, rates, totals
 from ktui.record.feed import EventBatch, Feed, FeedError, ProbeStatus, StatsSnapshot
@@ -55,6 +56,9 @@ DEFAULT_SAVE_PATH = "./ktui-probeset.yaml"
 
 class MainScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
+        # first: while a drill-down hides events, how to get them back
+        Binding("escape", "clear_drill", "All events", id="drill-off",
+                tooltip="Clear the drill-down (Enter on a stats line): every event again"),
         Binding("space", "toggle", "On/off", id="toggle", tooltip="Attach or detach the selected probe"),
         # early in the list: a narrow footer cuts the keys at its end
         Binding("s", "stats", "Stats", id="stats",
@@ -202,6 +206,9 @@ class MainScreen(Screen[None]):
         known = set(self.statuses)
         self.order = [i for i in self.order if i in known] + sorted(known.difference(self.order))
         self.history.retain(known)
+        drill = self.events.drill
+        if drill is not None and drill.probe_id not in known:
+            self.events.set_drill(None)  # its probe is gone: every event again, and the line says so
         stats = self.snapshot.probes if self.snapshot is not None else {}
         lines = [ProbeLine(self.statuses[i], stats.get(i), self.rates.get(i), i in self.losing, self.costs.get(i))
                  for i in self.order]
@@ -220,7 +227,7 @@ class MainScreen(Screen[None]):
         stats update (once a second) grew memory without bound (the bench's
         host flood, docs/benchmarks.md)."""
         state = (self.table.selected_id is not None, bool(self.order), self.events.paused,
-                 self._has_views())
+                 self._has_views(), self.events.drill is not None)
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
@@ -248,7 +255,9 @@ class MainScreen(Screen[None]):
         sums = totals(self.snapshot) if self.snapshot is not None else None
         names = tuple(self.statuses[i].probe.name for i in self.order if i in self.losing)
         shown = Totals() if sums is None else Totals(sums.emitted, sums.lost, drop_percent(sums.lost, sums.emitted), names)
-        self.query_one(StatusLine).show(self.info, shown, self.events.paused, self._replaying())
+        drill = self.events.drill
+        self.query_one(StatusLine).show(self.info, shown, self.events.paused, self._replaying(),
+                                        drill=drill.describe() if drill is not None else "")
 
     @property
     def _playback(self):
@@ -322,7 +331,20 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------ which keys apply
 
+    # A replay has no kernel: adding, editing, deleting and opening probes
+    # all fail there (ReplayFeed refuses to add or remove a probe; issue 15:
+    # the footer offered them all the same, and `a` let a spec be typed only
+    # to refuse it). What works on a recording stays: on/off (which probes'
+    # events show), views, filters, drill-down, `b` (this machine's
+    # functions, read-only, saying so) and `w` (the recorded probes as a
+    # probe set, to run them live; never over the recording itself).
+    NOT_IN_REPLAY = ("add", "edit", "delete", "open")
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.NOT_IN_REPLAY and self.info.buffer == "replay":
+            return False
+        if action == "clear_drill":
+            return self.events.drill is not None
         if action == "view":  # only a probe with aggregations has more than one view
             return self._has_views()
         if action in ("toggle", "edit", "delete"):
@@ -525,6 +547,27 @@ class MainScreen(Screen[None]):
     def action_view(self) -> None:
         """The stats pane's next view of the selected probe (pipeline.value_views)."""
         self.query_one(StatsPane).next_view()
+
+    @on(StatsPane.Drill)
+    def _drill(self, message: StatsPane.Drill) -> None:
+        """Enter on a stats line: the event pane shows only its events."""
+        status = self.selected
+        if status is None:
+            return
+        try:
+            drill = drill_down(status.probe_id, status.probe, message.pick)
+        except NotDrillable as err:
+            self.notify(str(err), title="drill-down", severity="warning", timeout=8)
+            return
+        self._set_drill(drill)
+
+    def action_clear_drill(self) -> None:
+        self._set_drill(None)
+
+    def _set_drill(self, drill) -> None:
+        self.events.set_drill(drill)
+        self._show_status()
+        self._refresh_bindings_if_changed()
 
     def action_stats(self) -> None:
         """Narrow window: the stats pane under the events, or folded away."""

@@ -128,6 +128,12 @@ class EventLog(ScrollView, can_focus=True):
         self.cursor = len(self.window) - 1
         self._after_reset()
 
+    def set_drill(self, drill) -> None:
+        """A drill-down from the stats pane (pipeline.drilldown), or None."""
+        self.window.set_drill(drill)
+        self.cursor = len(self.window) - 1
+        self._after_reset()
+
     def clear(self) -> None:
         self.window.clear()
         self.cursor = -1

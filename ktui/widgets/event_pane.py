@@ -116,6 +116,21 @@ class EventPane(Vertical):
         self.filter_input.add_class("-open")
         self.filter_input.focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Esc with no filter typed goes on to the screen (it clears a drill-down)
+        if action == "close_filter":
+            return self.filter_input.has_class("-open") or bool(self.filter_input.value)
+        return True
+
+    @property
+    def drill(self):
+        return self.log_view.window.drill
+
+    def set_drill(self, drill) -> None:
+        """Show only the events of a drill-down (pipeline.drilldown), or all."""
+        self.log_view.set_drill(drill)
+        self._update_title()
+
     def action_close_filter(self) -> None:
         """Escape: drop the filter and go back to the events."""
         self.filter_input.value = ""
@@ -139,13 +154,15 @@ class EventPane(Vertical):
         border repaint per poll would cost more than the rows themselves."""
         log = self.log_view
         title = "events"
+        if log.window.drill is not None:
+            title += f", drill-down: {log.window.drill.what}"
         if log.window.filter:
             title += f", filter: {log.window.filter!r}"
         if self.paused:
             # Events that arrive while paused are not decoded, so they
             # cannot be matched against a filter: with one, the count says
             # it is of every event (issue 15: it read as matching ones).
-            scope = " (unfiltered)" if log.window.filter else ""
+            scope = " (unfiltered)" if log.window.filtered else ""
             title += f" ⏸ paused, {format_count(self.not_shown_paused)} not shown{scope} (p: follow)"
         # Content, not str: a filter like "[x]" must not be read as markup
         self.border_title = Content(title)

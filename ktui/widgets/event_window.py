@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ktui.lang.model import Probe
+from ktui.pipeline.drilldown import DrillDown
 from ktui.pipeline.format import Symbolize, event_columns
 from ktui.record.feed import Event
 
@@ -33,6 +34,10 @@ class EventWindow:
     With no filter the view is the window itself. With a filter, the view
     keeps the last `size` matching rows, so a rare event stays visible even
     while the unfiltered window turns over many times a second.
+
+    The filter is the text typed after `/`, a drill-down from the stats
+    pane (pipeline.drilldown: a test on the decoded event, tried first, as
+    it is cheaper than formatting the line), or both.
     """
 
     def __init__(self, size: int = DEFAULT_WINDOW, symbolize: Symbolize | None = None) -> None:
@@ -41,6 +46,7 @@ class EventWindow:
         self.rows: deque[EventRow] = deque(maxlen=size)
         self.view: deque[EventRow] = self.rows
         self.filter = ""
+        self.drill: DrillDown | None = None
         self._next_seq = 0
 
     def __len__(self) -> int:
@@ -51,7 +57,13 @@ class EventWindow:
             row.columns = event_columns(row.event, row.probe, self.symbolize)
         return row.columns
 
+    @property
+    def filtered(self) -> bool:
+        return bool(self.filter) or self.drill is not None
+
     def matches(self, row: EventRow) -> bool:
+        if self.drill is not None and not self.drill.matches(row.event):
+            return False
         if not self.filter:
             return True
         if row.search is None:
@@ -79,7 +91,15 @@ class EventWindow:
     def set_filter(self, text: str) -> None:
         """Filter on any text of the line (probe name, comm, values), ignoring case."""
         self.filter = text.strip().lower()
-        if not self.filter:
+        self._refilter()
+
+    def set_drill(self, drill: DrillDown | None) -> None:
+        """Show only the events a drill-down covers (None: all of them)."""
+        self.drill = drill
+        self._refilter()
+
+    def _refilter(self) -> None:
+        if not self.filtered:
             self.view = self.rows
         else:
             self.view = deque((r for r in self.rows if self.matches(r)), maxlen=self.size)

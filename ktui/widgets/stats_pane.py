@@ -4,26 +4,35 @@ The pane takes focus (tab) and scrolls (arrows, page keys, Home/End, the
 wheel), so the errnos and top comms under a tall histogram are always
 reachable (issue 15: at 120x35 they were cut off, out of reach).
 While the run-time statistics are on (`t`), the probe's own cost, with
-what that measures and what it costs the machine."""
+what that measures and what it costs the machine.
+
+With focus, up/down move a cursor over the lines that stand for events (an
+errno, a top comm, a top value, a histogram bucket) and Enter asks for a
+drill-down on it (issue 14): the pane posts `Drill`, the screen filters the
+event pane. Above the first such line and below the last, the arrows
+scroll, so the head stays reachable."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.geometry import Region
+from textual.message import Message
 from textual.widgets import Sparkline, Static
 
-from ktui.lang.model import Kind
-from ktui.pipeline.format import errno_name, format_count, format_cpu_share, format_latency, printable
-from ktui.pipeline.rates import ProbeCost, error_count, hist_lines, percentile
-from ktui.pipeline.value_views import COUNTERS, TITLES, next_view, shown_view, views_of
+from ktui.pipeline.drilldown import Pick
+from ktui.pipeline.format import format_count, format_cpu_share, format_latency
+from ktui.pipeline.rates import ProbeCost, hist_lines
+from ktui.pipeline.value_views import (COUNTERS, TITLES, counter_lines, next_view, pick_of, shown_view, view_lines,
+                                       views_of)
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
-from ktui.widgets.value_view import ValueView, tabs_text
-
-TOP_N = 6
+from ktui.widgets.value_view import ValueView, lines_text, tabs_text
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,15 @@ class ProbeView:
 
 
 class StatsPane(VerticalScroll):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor_up", "Up", show=False,
+                tooltip="Cursor to the line above that stands for events (past the first: scroll)"),
+        Binding("down", "cursor_down", "Down", show=False,
+                tooltip="Cursor to the line below that stands for events (past the last: scroll)"),
+        Binding("enter", "drill", "Drill down", id="drill",
+                tooltip="Stats pane: show only the events behind the line under the cursor (a top comm, "
+                        "an errno, a top value, a histogram bucket); esc clears"),
+    ]
     DEFAULT_CSS = """
     StatsPane {
         border: round $border-blurred;
@@ -58,6 +76,17 @@ class StatsPane(VerticalScroll):
         self.symbolize = symbolize  # for the stacks view
         self.view: ProbeView | None = None
         self.wanted_view = COUNTERS  # `v` cycles it (pipeline.value_views)
+        self._lines: list = []  # the body shown (counters or a view), pipeline.value_views lines
+        self._picks: list[int] = []  # indexes of the lines that can be drilled into
+        self._cursor = 0  # which of them the cursor is on
+        self._cursor_pick: Pick | None = None  # ... and what it stood for: kept across updates
+
+    class Drill(Message):
+        """Enter on a line that stands for events."""
+
+        def __init__(self, pick: Pick) -> None:
+            super().__init__()
+            self.pick = pick
 
     def compose(self) -> ComposeResult:
         yield Static(id="stats-head")
@@ -65,9 +94,7 @@ class StatsPane(VerticalScroll):
         yield Sparkline([], id="rate-spark")
         yield Static(id="stats-tabs")
         yield Static(id="stats-body")
-        values = ValueView(id="stats-values")
-        values.symbolize = self.symbolize
-        yield values
+        yield ValueView(id="stats-values")
 
     def on_mount(self) -> None:
         self.border_title = "probe"
@@ -79,6 +106,8 @@ class StatsPane(VerticalScroll):
     def show(self, view: ProbeView | None) -> None:
         if view == self.view:
             return
+        if view is None or self.view is None or view.status.probe_id != self.view.status.probe_id:
+            self._cursor, self._cursor_pick = 0, None  # another probe: from its first line
         self.view = view
         self._render_view()
 
@@ -105,7 +134,6 @@ class StatsPane(VerticalScroll):
         peak = max(history) if history else 0.0
         label.update(f"rate/s, last {len(history)} s (max {format_count(peak)})")
         spark.data = history
-        body.update(_body(view, self._bar_width(view)))
         self._render_values(probe, view.stats)
 
     def next_view(self) -> str:
@@ -113,20 +141,105 @@ class StatsPane(VerticalScroll):
         if self.view is not None:
             probe = self.view.status.probe
             self.wanted_view = next_view(shown_view(self.wanted_view, probe), probe)
+        self._cursor, self._cursor_pick = 0, None  # another view: from its first line
         self._render_view()
         return TITLES[self.wanted_view]
 
     def _render_values(self, probe, stats) -> None:
-        """The view bar, and the aggregation view in place of the body."""
+        """The view bar, and the counters body or the aggregation view."""
         tabs = self.query_one("#stats-tabs", Static)
-        values = self.query_one("#stats-values", ValueView)
         shown = COUNTERS if probe is None else shown_view(self.wanted_view, probe)
         has_views = probe is not None and len(views_of(probe)) > 1
         tabs.display = has_views
         tabs.update(tabs_text(shown, probe) if has_views else "")
-        self.query_one("#stats-body", Static).display = shown == COUNTERS
-        width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
-        values.show(shown, probe, stats, width)
+        if probe is None:
+            self._lines = []
+        elif shown == COUNTERS:
+            self._lines = counter_lines(probe, stats, self._bar_width(self.view))
+        else:
+            width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
+            self._lines = view_lines(shown, probe, stats, width, self.symbolize)
+        had_picks = bool(self._picks)
+        self._picks = [i for i, line in enumerate(self._lines) if pick_of(line) is not None]
+        if had_picks != bool(self._picks) and self.has_focus:
+            self.refresh_bindings()  # Enter (drill down) comes or goes in the footer
+        self._place_cursor()
+        self._draw_lines()
+
+    def _body_widget(self) -> Static:
+        """The widget the lines are drawn in: the counters body or the view."""
+        shown_counters = self.query_one("#stats-body", Static).display
+        return self.query_one("#stats-body" if shown_counters else "#stats-values", Static)
+
+    def _draw_lines(self, focused: bool | None = None) -> None:
+        """focused: whether the pane has focus (on_focus runs before
+        has_focus says so); None: ask has_focus."""
+        focused = self.has_focus if focused is None else focused
+        body = self.query_one("#stats-body", Static)
+        values = self.query_one("#stats-values", ValueView)
+        probe = self.view.status.probe if self.view is not None else None
+        counters = probe is None or shown_view(self.wanted_view, probe) == COUNTERS
+        cursor = self._picks[self._cursor] if self._picks and focused else None
+        body.display = counters
+        body.update(lines_text(self._lines, cursor) if counters else "")
+        values.show(None if counters else self._lines, cursor)
+
+    # ------------------------------------------------------------ drill-down cursor
+
+    def _place_cursor(self) -> None:
+        """Keep the cursor on the line of the same pick when the numbers
+        move it; else on the same place, within the lines there are."""
+        picks = [pick_of(self._lines[i]) for i in self._picks]
+        if self._cursor_pick in picks:
+            self._cursor = picks.index(self._cursor_pick)
+        self._cursor = max(0, min(self._cursor, len(picks) - 1))
+        self._cursor_pick = picks[self._cursor] if picks else None
+
+    @property
+    def cursor_pick(self) -> Pick | None:
+        """What Enter would drill down to."""
+        return self._cursor_pick if self._picks else None
+
+    def _move(self, step: int) -> None:
+        target = self._cursor + step
+        if not self._picks or not 0 <= target < len(self._picks):
+            # past the first or the last line with events: scroll, to the head and the notes
+            (self.scroll_up if step < 0 else self.scroll_down)(animate=False)
+            return
+        self._cursor = target
+        self._cursor_pick = pick_of(self._lines[self._picks[target]])
+        self._draw_lines()
+        self.call_after_refresh(self._scroll_to_cursor)
+
+    def _scroll_to_cursor(self) -> None:
+        if not self._picks:
+            return
+        body = self._body_widget()
+        y = body.virtual_region.y + self._picks[self._cursor]
+        self.scroll_to_region(Region(0, y, 1, 1), animate=False, immediate=True, force=True)
+
+    def action_cursor_up(self) -> None:
+        self._move(-1)
+
+    def action_cursor_down(self) -> None:
+        self._move(1)
+
+    def action_drill(self) -> None:
+        pick = self.cursor_pick
+        if pick is not None:
+            self.post_message(self.Drill(pick))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "drill":
+            return bool(self._picks)
+        return True
+
+    def on_focus(self) -> None:
+        self._draw_lines(focused=True)  # the cursor shows while the pane has focus
+        self.call_after_refresh(self._scroll_to_cursor)
+
+    def on_blur(self) -> None:
+        self._draw_lines(focused=False)
 
     def _bar_width(self, view: ProbeView) -> int:
         stats = view.stats
@@ -192,29 +305,3 @@ def cost_line(cost: ProbeCost | None) -> str:
     if cost.ns_per_hit is None:
         return "cost: no runs in the last interval"
     return f"cost {format_latency(cost.ns_per_hit)}/hit  {format_cpu_share(cost.cpu_percent)} of a CPU"
-
-
-def _body(view: ProbeView, bar_width: int) -> Text:
-    text = Text(no_wrap=True, overflow="ellipsis")
-    stats = view.stats
-    if stats is None:
-        return text
-    if view.status.probe.kind is Kind.RETURN:
-        p50, p99 = percentile(stats.hist, 50), percentile(stats.hist, 99)
-        text.append(f"latency  p50 {format_latency(p50)}  p99 {format_latency(p99)}\n", "bold")
-        lines = hist_lines(stats.hist, bar_width=bar_width) if bar_width else []
-        text.append("\n".join(lines) if lines else "no returns yet", "" if lines else "dim")
-        text.append("\n\n")
-        errors = error_count(stats)
-        share = f" ({100 * errors / stats.hits:.1f}% of returns)" if stats.hits else ""
-        text.append(f"errors {format_count(errors)}{share}\n", "bold")
-        for code, count in stats.errnos[:TOP_N]:
-            text.append(f"  {errno_name(code):<12} {-abs(code):>5}  {format_count(count):>8}\n", "red")
-        text.append("\n")
-    text.append("top comms\n", "bold")
-    for comm, count in stats.top_comms[:TOP_N]:
-        text.append(f"  {printable(comm):<16} {format_count(count):>8}\n")
-    if not stats.top_comms:
-        text.append("  none yet\n", "dim")
-    text.rstrip()
-    return text

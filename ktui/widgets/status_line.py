@@ -134,9 +134,10 @@ def shorten_levels(parts: dict[str, list[Rendering]], width: int) -> dict[str, i
 
 
 def status_text(info: SystemInfo, totals: Totals, paused: bool, width: int | None = None,
-                replay: Replaying | None = None) -> Text:
-    """The status line, shortened to `width` cells (None: everything), and
-    one extra line per warning."""
+                replay: Replaying | None = None, drill: str = "") -> Text:
+    """The status line, shortened to `width` cells (None: everything), then
+    a line for a drill-down (`drill-down: vfs_read comm=bash (Esc clears)`:
+    the event pane shows only some events) and one line per warning."""
     parts = _parts(info, totals, paused, replay)
     levels = shorten_levels(parts, width) if width else dict.fromkeys(parts, 0)
     line = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -154,6 +155,12 @@ def status_text(info: SystemInfo, totals: Totals, paused: bool, width: int | Non
         )
     text = Text(no_wrap=True, overflow="ellipsis", end="")
     text.append_text(line)
+    if drill:
+        shown = Text(f" {drill}", "bold cyan")
+        if width:
+            shown.truncate(width, overflow="ellipsis")
+        text.append("\n")
+        text.append_text(shown)
     for note in warnings:
         warning = Text(f" ⚠ {note}", "yellow")
         if width:
@@ -180,10 +187,13 @@ class StatusLine(Static):
         self._shown: Text | None = None
         self._state: tuple[SystemInfo, Totals, bool] | None = None
         self._replay: Replaying | None = None
+        self._drill = ""
 
-    def show(self, info: SystemInfo, totals: Totals, paused: bool, replay: Replaying | None = None) -> None:
+    def show(self, info: SystemInfo, totals: Totals, paused: bool, replay: Replaying | None = None,
+             drill: str = "") -> None:
         self._state = (info, totals, paused)
         self._replay = replay
+        self._drill = drill
         self._draw()
 
     def on_resize(self) -> None:
@@ -192,7 +202,7 @@ class StatusLine(Static):
     def _draw(self) -> None:
         if self._state is None:
             return
-        text = status_text(*self._state, width=self.size.width or None, replay=self._replay)
+        text = status_text(*self._state, width=self.size.width or None, replay=self._replay, drill=self._drill)
         if text != self._shown:  # no refresh when nothing changed
             self._shown = text
             self.update(text)

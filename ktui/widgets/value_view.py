@@ -8,16 +8,19 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ktui.lang.model import Probe
-from ktui.pipeline.value_views import COUNTERS, view_lines, view_tabs
-from ktui.record.feed import ProbeStats
+from ktui.pipeline.value_views import view_tabs
 
 
-def lines_text(lines) -> Text:
+def lines_text(lines, cursor: int | None = None) -> Text:
+    """The lines as one Text; line `cursor` (the drill-down cursor, while
+    the pane has focus) drawn reversed."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    for i, (line, style) in enumerate(lines):
+    for i, line in enumerate(lines):
         if i:
             text.append("\n")
-        text.append(line, style)
+        text.append(line[0], line[1])
+        if i == cursor:
+            text.stylize("reverse", len(text) - len(line[0]), len(text))
     return text
 
 
@@ -32,11 +35,7 @@ def tabs_text(view: str, probe: Probe) -> Text:
 class ValueView(Static):
     """One aggregation view of the selected probe; hidden on counters."""
 
-    symbolize = None  # addr -> "func+0x10", for stacks (the pane's owner sets it)
-
-    def show(self, view: str, probe: Probe | None, stats: ProbeStats | None, bar_width: int) -> None:
-        self.display = probe is not None and view != COUNTERS
-        if probe is None or view == COUNTERS:
-            self.update("")
-            return
-        self.update(lines_text(view_lines(view, probe, stats, bar_width, self.symbolize)))
+    def show(self, lines, cursor: int | None = None) -> None:
+        """lines: pipeline.value_views' lines; None hides the view."""
+        self.display = lines is not None
+        self.update("" if lines is None else lines_text(lines, cursor))

@@ -112,3 +112,32 @@ async def test_replay_keys_are_in_the_footer_and_help_only_in_a_replay():
     async with live.run_test(size=(160, 40)) as pilot:
         await pilot.pause()
         assert not live.main.check_action("to_end", ())
+
+
+async def test_a_replay_hides_the_keys_that_cannot_work_there():
+    """Issue 15: a recording has no kernel. Add, edit, delete and open fail
+    there (ReplayFeed refuses to add or remove a probe): the footer and the
+    palette leave them out and the keys do nothing. What works stays: on/off,
+    browse (read-only), write (the recorded probes as a probe set), pause."""
+    hidden, kept = {"a", "e", "d", "o"}, {"space", "b", "w", "p"}
+
+    def footer(app) -> set[str]:
+        return {k.key for k in app.screen.query("FooterKey")}
+
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(200, 40)) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        assert app.main.selected is not None  # edit/delete would apply to it, live
+        shown = footer(app)
+        assert not hidden & shown and kept <= shown, shown
+        for key in sorted(hidden):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.screen is app.main, key  # no dialog opened
+        assert len(feed.statuses()) == len(app.main.order) > 0
+    live = make_app()
+    async with live.run_test(size=(200, 40)) as pilot:
+        await pilot.pause()
+        assert hidden | kept <= footer(live)

@@ -149,3 +149,36 @@ class TestConfirm:
     def test_delete_asks_first(self, snap_compare):
         app = make_app()
         assert snap_compare(app, press=["d"], terminal_size=SIZE, run_before=settle(app))
+
+
+class TestDrillDown:
+    """Issue 14: at 80x24, the stats pane opened under the events (`s`),
+    Enter on a top comm: the events of that comm only, the status line
+    saying so and how to clear it, the cursor on the comm."""
+
+    def test_drill_down_on_a_comm_at_80x24(self, snap_compare):
+        from ktui.lang.probeset import loads_probeset
+        from ktui.pipeline.drilldown import COMM, Pick
+
+        from .test_drilldown import SET, move_to
+        from .test_navigation import focus
+        from ktui.widgets.stats_pane import StatsPane
+
+        app = make_app(make_feed(loads_probeset(SET), lossy=set(), fail={}, events_per_drain=40))
+
+        async def run_before(pilot) -> None:
+            await settle(app)(pilot)
+            await pilot.press("s")
+            await focus(pilot, StatsPane)
+            await move_to(pilot, app.main.query_one(StatsPane), Pick(COMM, "cat"))
+            await pilot.press("enter")
+            polls(app, 2)
+            await pilot.pause()
+            log = app.main.query_one(EventLog)
+            for _ in range(50):
+                await pilot.pause()
+                if log.scroll_y == log.max_scroll_y:
+                    break
+            app.clear_notifications()
+
+        assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

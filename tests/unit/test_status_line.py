@@ -72,3 +72,13 @@ def test_warnings_take_extra_lines_only_when_there_are_some():
     assert len(lines) == 3 and all(len(line) <= 80 for line in lines)
     assert lines[1].startswith(" ⚠ no BTF") and lines[1].endswith("…")
     assert "losing events: vfs_read" in lines[2]
+
+
+def test_a_drill_down_takes_its_own_line_before_the_warnings():
+    noted = SystemInfo("6.1.0-57-amd64", True, False, True, "ringbuf", notes=("no BTF",))
+    drill = "drill-down: vfs_read comm=" + "b" * 80 + " (Esc clears)"
+    lines = status_text(noted, Totals(), False, 80, drill=drill).plain.split("\n")
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines)
+    assert lines[1].startswith(" drill-down: vfs_read comm=bbb") and lines[1].endswith("…")
+    assert lines[2].startswith(" ⚠ no BTF")
+    assert len(status_text(noted, Totals(), False, 80).plain.split("\n")) == 2
