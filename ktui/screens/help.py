@@ -76,6 +76,11 @@ class HelpScreen(ModalFrame[None]):
         super().__init__()
         self.sections = sections
 
+    def on_screen_resume(self) -> None:
+        # The app keeps one help screen (composed once, shown again on
+        # every `?`): it opens at the top each time, as a new one would.
+        self.query_one(f"#{self.FRAME_ID}").scroll_home(animate=False, immediate=True)
+
     def compose(self) -> ComposeResult:
         with self.frame("ktui keys  (esc: close)"):
             yield Static(help_table(self.sections, self.app.get_key_display), id="keys")
