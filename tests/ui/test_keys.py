@@ -30,6 +30,24 @@ async def test_help_lists_every_key(app):
         assert isinstance(app.screen, MainScreen)
 
 
+async def test_help_is_composed_once_and_opens_at_the_top_each_time(app):
+    """Issue 15: composing the help again on every `?` was most of the key's
+    latency; the one screen kept opens as a new one would, at the top."""
+    async with app.run_test(size=(100, 20)) as pilot:
+        await pilot.press("question_mark")
+        first = app.screen
+        box = first.query_one("#help")
+        box.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert box.scroll_y > 0  # the help is longer than 20 lines
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen is first and box.scroll_y == 0
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
 async def test_q_quits(app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")
