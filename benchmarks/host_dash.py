@@ -79,6 +79,7 @@ async def flood(rate: float, seconds: float) -> dict:
     feed = BufferedFeed(paced)
     app = KtuiApp(feed, refresh_hz=15)
     latencies, idle_latencies, samples = [], [], []
+    by_key: dict[str, list[float]] = {"question_mark": [], "escape": []}
     cpu0 = time.process_time()
     async with app.run_test(size=SIZE) as pilot:
         feed.start()
@@ -98,6 +99,7 @@ async def flood(rate: float, seconds: float) -> dict:
                     if time.monotonic() - t0 > 10:
                         break
                 latencies.append(time.monotonic() - t0)
+                by_key[key].append(latencies[-1])
             # Pilot: until the app is idle again (key handled, screen refreshed).
             t0 = time.monotonic()
             await pilot.press("question_mark")
@@ -119,6 +121,10 @@ async def flood(rate: float, seconds: float) -> dict:
         "key_ms_median": 1000 * latencies[len(latencies) // 2],
         "key_ms_p95": 1000 * latencies[int(len(latencies) * 0.95)],
         "key_ms_max": 1000 * latencies[-1], "keys": len(latencies),
+        # `?` (help opens) and `escape` (it closes) apart: which one is slow
+        **{f"key_ms_{name}_{q}": 1000 * sorted(by_key[key])[int(len(by_key[key]) * f)]
+           for key, name in (("question_mark", "open"), ("escape", "close"))
+           for q, f in (("median", 0.5), ("p95", 0.95))},
         "key_idle_ms_median": 1000 * idle_latencies[len(idle_latencies) // 2],
         "key_idle_ms_p95": 1000 * idle_latencies[int(len(idle_latencies) * 0.95)],
         "peak_rss_kb": peak_kb(), "rss_samples": samples,

@@ -35,6 +35,7 @@ from ktui.widgets.event_pane import EventPane
 from ktui.widgets.event_window import DEFAULT_WINDOW
 
 STATS_INTERVAL = 1.0  # seconds between reads of the in-kernel counters
+PREWARM_AFTER = 0.2  # seconds after the dashboard is ready: the help's table is rendered then
 DIALOG_KEYS = [
     Binding("enter", "submit", "Add / save / open / write", tooltip="Submit the dialog (errors stay inline)"),
     Binding("tab", "focus_next", "Next field"),
@@ -133,8 +134,10 @@ class KtuiApp(App[None]):
     def on_ready(self) -> None:
         """The dashboard is composed: first poll, then poll on a timer."""
         self.poll(read_stats=True)
-        if self.refresh_hz:
+        if self.refresh_hz:  # 0: no timers at all (tests poll, and prewarm, when they say)
             self.set_interval(1 / self.refresh_hz, self._tick, name="poll")
+            # The help's table, rendered while idle after start (HelpScreen.prewarm)
+            self.set_timer(PREWARM_AFTER, lambda: self._help_screen().prewarm(), name="prewarm-help")
 
     def on_unmount(self) -> None:
         self._stop_logging()
@@ -173,13 +176,18 @@ class KtuiApp(App[None]):
         return bool(stack) and stack[-1] is not self.main
 
     def action_help(self) -> None:
-        # One help screen for the run, installed so that closing it keeps
-        # it: composing it and laying out its table again on every `?` was
-        # most of the key's latency (docs/benchmarks.md, "Responsive under
-        # load"). Its keys are the classes' bindings: fixed for a run.
+        self.push_screen(self._help_screen())
+
+    def _help_screen(self) -> HelpScreen:
+        """One help screen for the run, installed so that closing it keeps
+        it: composing it and laying out its table again on every `?` was
+        most of the key's latency (docs/benchmarks.md, "Responsive under
+        load"). Its keys are the classes' bindings: fixed for a run."""
         if not self.is_screen_installed("help"):
             self.install_screen(HelpScreen(self.help_sections()), name="help")
-        self.push_screen("help")
+        screen = self.get_screen("help")
+        assert isinstance(screen, HelpScreen)
+        return screen
 
     def help_sections(self) -> list[Section]:
         return [

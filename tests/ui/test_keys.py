@@ -48,6 +48,29 @@ async def test_help_is_composed_once_and_opens_at_the_top_each_time(app):
         assert isinstance(app.screen, MainScreen)
 
 
+async def test_the_help_table_rendered_at_idle_is_the_one_drawn():
+    """Issue 15: the first `?` took 100-300 ms, most of it rendering the
+    table of keys (three times). Rendered while idle after start, at the
+    widths Textual then draws it at, opening it renders nothing new, and
+    what was rendered ahead is what a cold open draws."""
+    for size in (SIZE, (80, 24)):
+        warm, cold = make_app(), make_app()
+        async with warm.run_test(size=size) as pilot:
+            warm._help_screen().prewarm()
+            table = warm._help_screen().keys_table()
+            ahead = dict(table._segments)
+            assert len(ahead) == 2
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert table._segments.keys() == ahead.keys()  # no width missed
+            assert all(table._segments[w] is ahead[w] for w in ahead)  # none rendered again
+        async with cold.run_test(size=size) as pilot:
+            await pilot.press("question_mark")
+            await pilot.pause()
+            drawn = cold._help_screen().keys_table()._segments
+        assert drawn == ahead, size
+
+
 async def test_q_quits(app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")
