@@ -21,6 +21,7 @@ from ktui.pipeline.format import errno_name, format_count, format_cpu_share, for
 from ktui.pipeline.rates import ProbeCost, error_count, hist_lines, percentile
 from ktui.pipeline.value_views import COUNTERS, TITLES, next_view, shown_view, views_of
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
+from ktui.widgets.static_update import update_static
 from ktui.widgets.value_view import ValueView, tabs_text
 
 TOP_N = 6
@@ -92,20 +93,20 @@ class StatsPane(VerticalScroll):
         view = self.view
         if view is None:
             self.border_title = "probe"
-            head.update("No probe selected.\nPress a to add one, o to open a probe set.")
-            label.update("")
+            update_static(head, "No probe selected.\nPress a to add one, o to open a probe set.")
+            update_static(label, "")
             spark.data = []
-            body.update("")
+            update_static(body, "")
             self._render_values(None, None)
             return
         probe = view.status.probe
         self.border_title = Content(probe.name)
-        head.update(_head(view))
+        update_static(head, _head(view))
         history = list(view.history)
         peak = max(history) if history else 0.0
-        label.update(f"rate/s, last {len(history)} s (max {format_count(peak)})")
+        update_static(label, f"rate/s, last {len(history)} s (max {format_count(peak)})")
         spark.data = history
-        body.update(_body(view, self._bar_width(view)))
+        update_static(body, _body(view, self._bar_width(view)))
         self._render_values(probe, view.stats)
 
     def next_view(self) -> str:
@@ -123,7 +124,7 @@ class StatsPane(VerticalScroll):
         shown = COUNTERS if probe is None else shown_view(self.wanted_view, probe)
         has_views = probe is not None and len(views_of(probe)) > 1
         tabs.display = has_views
-        tabs.update(tabs_text(shown, probe) if has_views else "")
+        update_static(tabs, tabs_text(shown, probe) if has_views else "")
         self.query_one("#stats-body", Static).display = shown == COUNTERS
         width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
         values.show(shown, probe, stats, width)

@@ -10,6 +10,7 @@ from textual.widgets import Static
 from ktui.lang.model import Probe
 from ktui.pipeline.value_views import COUNTERS, view_lines, view_tabs
 from ktui.record.feed import ProbeStats
+from ktui.widgets.static_update import update_static
 
 
 def lines_text(lines) -> Text:
@@ -37,6 +38,6 @@ class ValueView(Static):
     def show(self, view: str, probe: Probe | None, stats: ProbeStats | None, bar_width: int) -> None:
         self.display = probe is not None and view != COUNTERS
         if probe is None or view == COUNTERS:
-            self.update("")
+            update_static(self, "")
             return
-        self.update(lines_text(view_lines(view, probe, stats, bar_width, self.symbolize)))
+        update_static(self, lines_text(view_lines(view, probe, stats, bar_width, self.symbolize)))
