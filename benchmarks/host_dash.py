@@ -1,6 +1,7 @@
 """The host half of `make bench`: the dashboard under a synthetic flood, no kernel.
 
     python -m benchmarks.host_dash flood --rate 100000 --seconds 20
+    python -m benchmarks.host_dash idle --seconds 20
     python -m benchmarks.host_dash ingest --recording bench-out/stream-record.ktrec
 
 One measurement per process, so each reports its own peak RSS (ru_maxrss).
@@ -8,6 +9,7 @@ One measurement per process, so each reports its own peak RSS (ru_maxrss).
 BufferedFeed collector over a FakeFeed that produces `rate` events per
 second of wall clock; every second `?` is pressed (help opens) and then
 `escape`, and the time until the screen has switched is the key latency.
+`idle`: the same key presses with no events at all (`flood --rate 0`).
 `ingest`: a real recording replayed as fast as possible, through the
 Collector alone and through Collector + dashboard polls.
 Prints one JSON object.
@@ -77,6 +79,7 @@ async def flood(rate: float, seconds: float) -> dict:
     feed = BufferedFeed(paced)
     app = KtuiApp(feed, refresh_hz=15)
     latencies, idle_latencies, samples = [], [], []
+    by_key: dict[str, list[float]] = {"question_mark": [], "escape": []}
     cpu0 = time.process_time()
     async with app.run_test(size=SIZE) as pilot:
         feed.start()
@@ -96,6 +99,7 @@ async def flood(rate: float, seconds: float) -> dict:
                     if time.monotonic() - t0 > 10:
                         break
                 latencies.append(time.monotonic() - t0)
+                by_key[key].append(latencies[-1])
             # Pilot: until the app is idle again (key handled, screen refreshed).
             t0 = time.monotonic()
             await pilot.press("question_mark")
@@ -109,14 +113,20 @@ async def flood(rate: float, seconds: float) -> dict:
         await pilot.press("q")
     feed.close()
     latencies.sort()
+    idle_latencies.sort()
     return {
-        "mode": "flood", "rate": rate, "seconds": round(elapsed, 1),
+        "mode": "flood" if rate else "idle", "rate": rate, "seconds": round(elapsed, 1),
         "produced": paced.produced, "achieved_rate": paced.produced / elapsed,
         "skipped": feed.skipped, "cpu_share": cpu / elapsed,
         "key_ms_median": 1000 * latencies[len(latencies) // 2],
         "key_ms_p95": 1000 * latencies[int(len(latencies) * 0.95)],
         "key_ms_max": 1000 * latencies[-1], "keys": len(latencies),
-        "key_idle_ms_median": 1000 * sorted(idle_latencies)[len(idle_latencies) // 2],
+        # `?` (help opens) and `escape` (it closes) apart: which one is slow
+        **{f"key_ms_{name}_{q}": 1000 * sorted(by_key[key])[int(len(by_key[key]) * f)]
+           for key, name in (("question_mark", "open"), ("escape", "close"))
+           for q, f in (("median", 0.5), ("p95", 0.95))},
+        "key_idle_ms_median": 1000 * idle_latencies[len(idle_latencies) // 2],
+        "key_idle_ms_p95": 1000 * idle_latencies[int(len(idle_latencies) * 0.95)],
         "peak_rss_kb": peak_kb(), "rss_samples": samples,
     }
 
@@ -177,13 +187,13 @@ async def ingest_dashboard(recording: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["flood", "ingest"])
+    ap.add_argument("mode", choices=["flood", "idle", "ingest"])
     ap.add_argument("--rate", type=float, default=100_000)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--recording")
     args = ap.parse_args()
-    if args.mode == "flood":
-        out = asyncio.run(flood(args.rate, args.seconds))
+    if args.mode in ("flood", "idle"):
+        out = asyncio.run(flood(args.rate if args.mode == "flood" else 0, args.seconds))
     else:
         out = {"mode": "ingest", "collector": ingest_collector(args.recording)}
         out["dashboard"] = asyncio.run(ingest_dashboard(args.recording))

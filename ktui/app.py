@@ -23,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.worker import WorkerFailed
 
 from ktui.pipeline.format import Symbolize
+from ktui.pipeline.held import HeldBatches
 from ktui.record.feed import Feed
 from ktui.screens.browse_model import FunctionIndex
 from ktui.screens.browser import BrowserScreen
@@ -35,6 +36,7 @@ from ktui.widgets.event_window import DEFAULT_WINDOW
 from ktui.widgets.stats_pane import StatsPane
 
 STATS_INTERVAL = 1.0  # seconds between reads of the in-kernel counters
+PREWARM_AFTER = 0.2  # seconds after the dashboard is ready: the help's table is rendered then
 DIALOG_KEYS = [
     Binding("enter", "submit", "Add / save / open / write", tooltip="Submit the dialog (errors stay inline)"),
     Binding("tab", "focus_next", "Next field"),
@@ -101,6 +103,7 @@ class KtuiApp(App[None]):
             functions=functions,
         )
         self._stats_at = float("-inf")
+        self._held = HeldBatches(keep=window)  # drained while covered (see poll)
         self._log_handler: logging.Handler | None = None
         self._propagate = True
         # The first exception that escaped a handler, timer or worker: the
@@ -132,14 +135,24 @@ class KtuiApp(App[None]):
     def on_ready(self) -> None:
         """The dashboard is composed: first poll, then poll on a timer."""
         self.poll(read_stats=True)
-        if self.refresh_hz:
-            self.set_interval(1 / self.refresh_hz, self.poll, name="poll")
+        if self.refresh_hz:  # 0: no timers at all (tests poll, and prewarm, when they say)
+            self.set_interval(1 / self.refresh_hz, self._tick, name="poll")
+            # The help's table, rendered while idle after start (HelpScreen.prewarm)
+            self.set_timer(PREWARM_AFTER, lambda: self._help_screen().prewarm(), name="prewarm-help")
 
     def on_unmount(self) -> None:
         self._stop_logging()
 
-    def poll(self, *, read_stats: bool | None = None) -> None:
-        """Drain the feed once (and read stats when due); one screen update."""
+    def _tick(self) -> None:
+        self.poll(hold_if_covered=True)
+
+    def poll(self, *, read_stats: bool | None = None, hold_if_covered: bool = False) -> None:
+        """Drain the feed once (and read stats when due); one screen update.
+
+        hold_if_covered (the timer's polls): while the help or a dialog
+        covers the dashboard, its events wait in `_held` and the dimmed
+        dashboard is updated with the stats, once a second (pipeline/held.py
+        says why)."""
         if not self.main.ready:
             return  # nothing to show events in yet: leave them in the feed
         now = time.monotonic()
@@ -149,11 +162,33 @@ class KtuiApp(App[None]):
             self._stats_at = now
         batch = self.feed.drain()
         snapshot = self.feed.stats() if read_stats else None
+        hold = hold_if_covered and snapshot is None and self._covered()
+        if hold or self._held:
+            self._held.add(batch)
+            if hold:
+                return
+            batch = self._held.take()
         with self.batch_update():
             self.main.apply(batch, snapshot)
 
+    def _covered(self) -> bool:
+        """A modal (help, a dialog) or another screen is on top of the dashboard."""
+        stack = self.screen_stack
+        return bool(stack) and stack[-1] is not self.main
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.help_sections()))
+        self.push_screen(self._help_screen())
+
+    def _help_screen(self) -> HelpScreen:
+        """One help screen for the run, installed so that closing it keeps
+        it: composing it and laying out its table again on every `?` was
+        most of the key's latency (docs/benchmarks.md, "Responsive under
+        load"). Its keys are the classes' bindings: fixed for a run."""
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(self.help_sections()), name="help")
+        screen = self.get_screen("help")
+        assert isinstance(screen, HelpScreen)
+        return screen
 
     def help_sections(self) -> list[Section]:
         return [

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Iterable, Sequence
 
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -58,6 +61,33 @@ def help_table(sections: Sequence[Section], key_display) -> Table:
     return table
 
 
+class RenderedOnce:
+    """A renderable drawn once per width: Textual renders a Static's
+    content to measure it, to find its height and to draw it, and a Rich
+    Table of every key takes 15-30 ms each time, so the first `?` took
+    100-300 ms (issue 15). The segments are kept as they came, so what is
+    drawn is exactly the table's own output. (A table ignores the height
+    it is offered, so the width alone is the key.)"""
+
+    def __init__(self, renderable: Table) -> None:
+        self.renderable = renderable
+        self._segments: dict[int, list[Segment]] = {}
+        self._measures: dict[int, Measurement] = {}
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        if options.max_width not in self._measures:
+            self._measures[options.max_width] = Measurement.get(console, options, self.renderable)
+        return self._measures[options.max_width]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.segments(console, options)
+
+    def segments(self, console: Console, options: ConsoleOptions) -> list[Segment]:
+        if options.max_width not in self._segments:
+            self._segments[options.max_width] = list(console.render(self.renderable, options))
+        return self._segments[options.max_width]
+
+
 class HelpScreen(ModalFrame[None]):
     FRAME_ID = "help"
     SCROLLS = True
@@ -75,8 +105,35 @@ class HelpScreen(ModalFrame[None]):
     def __init__(self, sections: Sequence[Section]) -> None:
         super().__init__()
         self.sections = sections
+        self._table: RenderedOnce | None = None
+
+    def keys_table(self) -> RenderedOnce:
+        if self._table is None:
+            self._table = RenderedOnce(help_table(self.sections, self.app.get_key_display))
+        return self._table
+
+    @staticmethod
+    def table_widths(screen_width: int) -> tuple[int, ...]:
+        """The widths Textual draws the table at, from the CSS below: the
+        frame is 100 cells or 95% of the screen, less its border and
+        padding (4); the height is found before the scrollbar (2) shows."""
+        inner = min(100, screen_width * 95 // 100) - 4
+        return inner, inner - 2
+
+    def prewarm(self) -> None:
+        """Render the table now, at the widths it will be drawn at (the app
+        calls this while idle after start): the first `?` then costs what
+        the later ones do."""
+        options = self.app.console_options.update(highlight=False)
+        for width in self.table_widths(self.app.size.width):
+            self.keys_table().segments(self.app.console, options.update_width(width))
+
+    def on_screen_resume(self) -> None:
+        # The app keeps one help screen (composed once, shown again on
+        # every `?`): it opens at the top each time, as a new one would.
+        self.query_one(f"#{self.FRAME_ID}").scroll_home(animate=False, immediate=True)
 
     def compose(self) -> ComposeResult:
         with self.frame("ktui keys  (esc: close)"):
-            yield Static(help_table(self.sections, self.app.get_key_display), id="keys")
+            yield Static(self.keys_table(), id="keys")
             yield Static("\n".join(NOTES), id="notes")

@@ -27,7 +27,7 @@ from textual.strip import Strip
 
 from ktui.lang.model import Probe
 from ktui.pipeline.format import Symbolize
-from ktui.record.feed import Event
+from ktui.record.feed import Event, EventBatch
 from ktui.widgets.event_line import MIN_DETAILS, LineLayout, choose_layout, cut_time, fit
 from ktui.widgets.event_window import DEFAULT_WINDOW, EventRow, EventWindow
 
@@ -110,7 +110,14 @@ class EventLog(ScrollView, can_focus=True):
 
     def add_events(self, events: Iterable[Event], probes: dict[int, Probe]) -> None:
         was_at_end = self.cursor >= len(self.window) - 1
-        added, dropped = self.window.append(events, probes)
+        self._added(was_at_end, *self.window.append(events, probes))
+
+    def add_batch(self, batch: EventBatch, start: int, stop: int, probes: dict[int, Probe]) -> None:
+        """Events [start, stop) of a batch; decoded when drawn (event_window)."""
+        was_at_end = self.cursor >= len(self.window) - 1
+        self._added(was_at_end, *self.window.append_batch(batch, start, stop, probes))
+
+    def _added(self, was_at_end: bool, added: int, dropped: int) -> None:
         if not added:
             return
         if was_at_end:

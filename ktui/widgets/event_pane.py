@@ -84,7 +84,7 @@ class EventPane(Vertical):
         self.skipped += total - take
         self._skipped += total - take
         self._shown += take
-        self.log_view.add_events(batch.events(total - take), probes)
+        self.log_view.add_batch(batch, total - take, total, probes)
 
     def update_meter(self, seconds: float) -> None:
         """Turn the counts since the last call into per-second figures."""

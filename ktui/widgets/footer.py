@@ -17,6 +17,12 @@ Textual's footer also lays its keys out in a row and cuts the row at the
 screen's edge, mid-label (issue 15: `? Hel` at 80 columns with the event
 pane focused). Here the keys that do not fit whole are left out instead,
 the last ones first, except quit and help, which always stay.
+
+And it recomposes only when what it shows would change: Textual's footer
+recomposes (7 keys unmounted, 7 mounted, a layout) on every bindings signal,
+so each open and close of the help or a dialog rebuilt the dashboard's
+footer, under the modal, for the same keys (docs/benchmarks.md,
+"Responsive under load").
 """
 
 from __future__ import annotations
@@ -50,8 +56,18 @@ class KtuiFooter(Footer):
     def __init__(self) -> None:
         super().__init__()
         self._fitted_width = 0
+        self._composed: tuple | None = None  # what the keys were composed from
+
+    def _shows(self) -> tuple:
+        """Everything compose() reads, as one comparable value."""
+        if not self._bindings_ready:
+            return ()
+        keys = tuple((b.key, self.app.get_key_display(b), b.description, b.action, b.group, enabled, tooltip)
+                     for _, b, enabled, tooltip in self.screen.active_bindings.values() if b.show)
+        return (self.size.width, self.compact, self.show_command_palette, keys)
 
     def compose(self) -> ComposeResult:
+        self._composed = self._shows()
         widgets = list(super().compose())
         # FooterKey lives in a private Textual module: known by its fields.
         if not all(hasattr(w, "key_display") and hasattr(w, "description") for w in widgets):
@@ -71,6 +87,8 @@ class KtuiFooter(Footer):
             self.call_after_refresh(self.recompose)
 
     async def recompose(self) -> None:
+        if self.is_attached and self._composed is not None and self._shows() == self._composed:
+            return  # the same keys: nothing to rebuild
         await super().recompose()
         compact = self.compact
         self.compact = not compact

@@ -32,6 +32,7 @@ from ktui.pipeline.rates import ProbeCost, hist_lines
 from ktui.pipeline.value_views import (COUNTERS, TITLES, counter_lines, next_view, pick_of, shown_view, view_lines,
                                        views_of)
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
+from ktui.widgets.static_update import update_static
 from ktui.widgets.value_view import ValueView, lines_text, tabs_text
 
 
@@ -121,18 +122,18 @@ class StatsPane(VerticalScroll):
         view = self.view
         if view is None:
             self.border_title = "probe"
-            head.update("No probe selected.\nPress a to add one, o to open a probe set.")
-            label.update("")
+            update_static(head, "No probe selected.\nPress a to add one, o to open a probe set.")
+            update_static(label, "")
             spark.data = []
-            body.update("")
+            update_static(body, "")
             self._render_values(None, None)
             return
         probe = view.status.probe
         self.border_title = Content(probe.name)
-        head.update(_head(view))
+        update_static(head, _head(view))
         history = list(view.history)
         peak = max(history) if history else 0.0
-        label.update(f"rate/s, last {len(history)} s (max {format_count(peak)})")
+        update_static(label, f"rate/s, last {len(history)} s (max {format_count(peak)})")
         spark.data = history
         self._render_values(probe, view.stats)
 
@@ -151,7 +152,7 @@ class StatsPane(VerticalScroll):
         shown = COUNTERS if probe is None else shown_view(self.wanted_view, probe)
         has_views = probe is not None and len(views_of(probe)) > 1
         tabs.display = has_views
-        tabs.update(tabs_text(shown, probe) if has_views else "")
+        update_static(tabs, tabs_text(shown, probe) if has_views else "")
         if probe is None:
             self._lines = []
         elif shown == COUNTERS:
@@ -181,7 +182,7 @@ class StatsPane(VerticalScroll):
         counters = probe is None or shown_view(self.wanted_view, probe) == COUNTERS
         cursor = self._picks[self._cursor] if self._picks and focused else None
         body.display = counters
-        body.update(lines_text(self._lines, cursor) if counters else "")
+        update_static(body, lines_text(self._lines, cursor) if counters else "")
         values.show(None if counters else self._lines, cursor)
 
     # ------------------------------------------------------------ drill-down cursor

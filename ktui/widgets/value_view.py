@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from ktui.lang.model import Probe
 from ktui.pipeline.value_views import view_tabs
+from ktui.widgets.static_update import update_static
 
 
 def lines_text(lines, cursor: int | None = None) -> Text:
@@ -38,4 +39,4 @@ class ValueView(Static):
     def show(self, lines, cursor: int | None = None) -> None:
         """lines: pipeline.value_views' lines; None hides the view."""
         self.display = lines is not None
-        self.update("" if lines is None else lines_text(lines, cursor))
+        update_static(self, "" if lines is None else lines_text(lines, cursor))

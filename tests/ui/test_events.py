@@ -5,6 +5,7 @@ from __future__ import annotations
 from ktui.screens.event_detail import EventDetailScreen
 from ktui.screens.main import MainScreen
 from ktui.widgets.event_log import EventLog
+from ktui.widgets.event_window import BLOCK
 
 from .conftest import SIZE, make_app, make_feed, plain, polls
 
@@ -143,7 +144,14 @@ async def test_flood_keeps_the_window_bounded_and_counts_skipped():
         await pilot.pause()
         pane = app.main.events
         assert len(pane.log_view.window) == 2000
-        assert feed.decoded == 5 * 2000  # only the tail of each batch became Events
+        # Only the blocks of rows drawn became Events: the last screenful
+        # of the last batch (issue 15: all 2000 of every batch were decoded,
+        # ~9 ms a poll, for the ~30 rows on screen).
+        assert 0 < feed.decoded <= 2 * BLOCK + SIZE[1]
+        # The rest of the window is still there, decoded when scrolled to.
+        newest = pane.log_view.window.view[-1].event.ts_ns
+        oldest = pane.log_view.window.view[0].event
+        assert oldest.ts_ns <= newest and feed.decoded <= 3 * BLOCK + SIZE[1]
         assert pane.skipped == 5 * 98_000
         # per second over the last stats interval (1 s, 2 polls), not the total
         assert "showing 4000 of 200.0k events/s, 196.0k skipped/s" in title(app)
@@ -180,3 +188,33 @@ async def test_paused_with_a_filter_says_the_count_is_unfiltered(app):
         await pilot.press("slash", *"openat", "enter")
         await pilot.pause()
         assert "21 not shown (unfiltered) (p: follow)" in title(app)
+
+
+async def test_under_the_help_the_timer_holds_events_and_the_stats_read_shows_them():
+    """Issue 15: each repaint of the dashboard under a modal re-renders the
+    whole screen as the modal's background. While covered, the timer's polls
+    drain and hold; the stats read (once a second) and the first poll after
+    the dashboard is back apply everything held, no event uncounted."""
+    feed = make_feed(events_per_drain=700)
+    app = make_app(feed, window=500)
+    async with app.run_test(size=SIZE) as pilot:
+        pane = app.main.events
+        await pilot.press("question_mark")
+        seen, skipped, drained = pane.log_view.window._next_seq, pane.skipped, feed._seq
+        for _ in range(3):
+            app.poll(read_stats=False, hold_if_covered=True)
+        assert feed._seq == drained + 3 * 700  # drained...
+        assert pane.log_view.window._next_seq == seen  # ...held, not drawn behind the help
+        app.poll(read_stats=True, hold_if_covered=True)  # the stats read applies them
+        assert pane.skipped == skipped + 4 * 700 - 500  # every event counted
+        newest = pane.log_view.window.view[-1].event
+        assert newest == feed.make_event(*feed_probe(feed, newest.probe_id), feed._seq - 1)
+        app.poll(read_stats=False, hold_if_covered=True)
+        await pilot.press("escape")
+        app.poll(read_stats=False, hold_if_covered=True)  # back on top: held and new, drawn
+        assert pane.skipped == skipped + 6 * 700 - 2 * 500
+        assert not app._held
+
+
+def feed_probe(feed, probe_id):
+    return probe_id, feed.statuses()[probe_id].probe

@@ -29,3 +29,28 @@ async def test_screen_switches_leave_no_dead_footer_keys(app):
         # Textual's own Footer kept ~7 dead keys per switch (200+ here)
         assert attached > 0
         assert total - attached < 20, (total, attached)
+
+
+def footer_keys(app) -> list:
+    from ktui.widgets.footer import KtuiFooter
+
+    return [w for w in app.main.query_one(KtuiFooter).children if hasattr(w, "key_display")]
+
+
+async def test_the_footer_is_rebuilt_only_when_its_keys_change(app):
+    """Issue 15: each open and close of the help rebuilt the dashboard's
+    footer for the same keys (7 widgets out, 7 in, a layout: part of the
+    key's latency). The same keys keep their widgets; other keys do not."""
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 2)
+        await pilot.pause()
+        before = footer_keys(app)
+        await pilot.press("question_mark")
+        await pilot.press("escape")
+        await pilot.pause()
+        after = footer_keys(app)
+        assert after and all(a is b for a, b in zip(before, after, strict=True))
+        await pilot.press("p")  # pause: "Follow" takes the place of "Pause"
+        await pilot.pause()
+        paused = footer_keys(app)
+        assert "Follow" in [k.description for k in paused] and "Pause" not in [k.description for k in paused]

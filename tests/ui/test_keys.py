@@ -30,6 +30,47 @@ async def test_help_lists_every_key(app):
         assert isinstance(app.screen, MainScreen)
 
 
+async def test_help_is_composed_once_and_opens_at_the_top_each_time(app):
+    """Issue 15: composing the help again on every `?` was most of the key's
+    latency; the one screen kept opens as a new one would, at the top."""
+    async with app.run_test(size=(100, 20)) as pilot:
+        await pilot.press("question_mark")
+        first = app.screen
+        box = first.query_one("#help")
+        box.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert box.scroll_y > 0  # the help is longer than 20 lines
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen is first and box.scroll_y == 0
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_the_help_table_rendered_at_idle_is_the_one_drawn():
+    """Issue 15: the first `?` took 100-300 ms, most of it rendering the
+    table of keys (three times). Rendered while idle after start, at the
+    widths Textual then draws it at, opening it renders nothing new, and
+    what was rendered ahead is what a cold open draws."""
+    for size in (SIZE, (80, 24)):
+        warm, cold = make_app(), make_app()
+        async with warm.run_test(size=size) as pilot:
+            warm._help_screen().prewarm()
+            table = warm._help_screen().keys_table()
+            ahead = dict(table._segments)
+            assert len(ahead) == 2
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert table._segments.keys() == ahead.keys()  # no width missed
+            assert all(table._segments[w] is ahead[w] for w in ahead)  # none rendered again
+        async with cold.run_test(size=size) as pilot:
+            await pilot.press("question_mark")
+            await pilot.pause()
+            drawn = cold._help_screen().keys_table()._segments
+        assert drawn == ahead, size
+
+
 async def test_q_quits(app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")

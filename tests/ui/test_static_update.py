@@ -1,0 +1,53 @@
+"""Static updates without needless layouts (ktui/widgets/static_update.py)."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from ktui.widgets.static_update import update_static
+
+from .conftest import SIZE, make_app, make_feed, polls
+
+
+async def test_only_a_change_that_may_change_the_height_lays_out(app, monkeypatch):
+    calls: list[tuple[str, bool]] = []
+    real = Static.update
+
+    def spy(self, content="", *, layout=True):
+        calls.append((str(content), layout))
+        real(self, content, layout=layout)
+
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 2)
+        await pilot.pause()
+        label = app.main.query_one("#rate-label", Static)
+        monkeypatch.setattr(Static, "update", spy)
+        update_static(label, "rate/s, last 2 s")
+        update_static(label, "rate/s, last 2 s")  # the same: not set again
+        update_static(label, "rate/s, last 3 s")  # one line that fits: no layout
+        update_static(label, "two\nlines")  # may be taller: layout
+        update_static(label, "x" * 500)  # wraps: layout
+        assert calls == [("rate/s, last 2 s", False), ("rate/s, last 3 s", False),
+                         ("two\nlines", True), ("x" * 500, True)]
+        await pilot.pause()
+        assert label.size.height > 2  # the wrapped line took its lines
+
+
+async def test_every_second_at_idle_the_stats_pane_asks_for_no_layout(monkeypatch):
+    """Issue 15: five Statics asked for a layout of the whole screen every
+    stats read, ~40 ms: the longest wait a key had at idle."""
+    layouts: list[str | None] = []
+    real = Static.update
+
+    def spy(self, content="", *, layout=True):
+        if layout:
+            layouts.append(self.id)
+        real(self, content, layout=layout)
+
+    app = make_app(make_feed(events_per_drain=0))  # idle: no events, the same numbers
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 4)
+        await pilot.pause()
+        monkeypatch.setattr(Static, "update", spy)
+        polls(app, 4)  # two stats reads
+        assert layouts == []
