@@ -136,7 +136,7 @@ def _symbols(f: BinaryIO, sh, sections, found: dict[int, tuple[int, str]]) -> No
             continue
         # several names for one address (getpid, __getpid): the global one
         # without leading underscores, as a reader would call it
-        rank = (st_info >> 4 != STB_GLOBAL, name.startswith("_"))
+        rank = (name.startswith("_"), st_info >> 4 != STB_GLOBAL)
         if st_value not in found or (st_value in ranks and rank < ranks[st_value]):
             found[st_value] = (st_size, name)
             ranks[st_value] = rank
