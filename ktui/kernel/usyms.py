@@ -124,9 +124,8 @@ class UserSymbols:
 
     def _name(self, pid: int, m: Mapping, addr: int) -> str:
         file_offset = addr - m.start + m.offset
-        if not m.is_file:
-            where = m.path or "anon"
-            return f"{where}+0x{addr - m.start:x}" if where.startswith("[") else f"0x{addr:x}"
+        if not m.is_file:  # the vdso is code at a known place; the heap, stack, JIT are not
+            return f"{m.path}+0x{addr - m.start:x}" if m.path in ("[vdso]", "[vsyscall]") else f"0x{addr:x}"
         base = os.path.basename(m.path.removesuffix(" (deleted)"))
         elf = self._elf(pid, m)
         if elf is None:
