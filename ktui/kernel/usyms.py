@@ -20,6 +20,7 @@ as bcc's and bpftrace's symbolizers do."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -84,11 +85,18 @@ class UserSymbols:
         self._maps: OrderedDict[int, tuple[float, list[Mapping] | None]] = OrderedDict()
         self._files: OrderedDict[tuple[str, int], ElfSymbols | None] = OrderedDict()
         self._frames: OrderedDict[tuple[int, int], str] = OrderedDict()
+        # two units' stats may be read at once (each holds only its own lock)
+        self._lock = threading.Lock()
 
     def frames(self, pid: int, addresses: Iterable[int]) -> tuple[str, ...]:
-        return tuple(self.frame(pid, a) for a in addresses)
+        with self._lock:
+            return tuple(self._frame(pid, a) for a in addresses)
 
     def frame(self, pid: int, addr: int) -> str:
+        with self._lock:
+            return self._frame(pid, addr)
+
+    def _frame(self, pid: int, addr: int) -> str:
         key = (pid, addr)
         named = self._frames.get(key)
         if named is not None:
