@@ -79,7 +79,12 @@ def read_stacks(bpf, probes, user_symbols=None) -> dict[int, list[tuple[tuple, i
             named = (user_symbols.frames(int(k.tgid), user) if user_symbols is not None
                      else tuple(f"0x{a:x}" for a in user))
             _add(out, int(k.probe), kernel + named, int(v.value))
-    return {p: sorted(d.items(), key=lambda kv: (-kv[1], [str(f) for f in kv[0]])) for p, d in out.items()}
+    return {p: sorted(d.items(), key=lambda kv: (-kv[1], _order(kv[0]))) for p, d in out.items()}
+
+
+def _order(frames: tuple) -> tuple:
+    """Addresses by value, named user frames after them by text."""
+    return tuple((1, f) if isinstance(f, str) else (0, f) for f in frames)
 
 
 def _add(out: dict[int, dict[tuple, int]], probe: int, frames: tuple, count: int) -> None:

@@ -122,6 +122,13 @@ USER_STACK_CAVEAT = ("user frames follow frame pointers: Debian's userland has n
                      "user stacks stop after a frame or two, or go astray (marked partial)")
 
 
+def _frame_lines(frames, room: int, style: str) -> list[Line]:
+    out: list[Line] = [(f"  {frame}", style) for frame in frames[:room]]
+    if len(frames) > room:
+        out.append((f"  ... {len(frames) - room} more", "dim"))
+    return out
+
+
 def stack_lines(probe: Probe, stats: ProbeStats, symbolize: Symbolize | None) -> list[Line]:
     kind = probe.agg.stack if probe.agg is not None and probe.agg.stack else "kernel"
     out: list[Line] = [(f"top {STACK_TITLES.get(kind, 'stacks')}: {stats.stack_count} distinct "
@@ -140,14 +147,12 @@ def stack_lines(probe: Probe, stats: ProbeStats, symbolize: Symbolize | None) ->
             head += ("  no user stack (a kernel thread)" if not user
                      else "  partial user stack" if is_partial(user) else "")
         out.append((head, "bold"))
-        frames = [(f, "") for f in kernel]
-        if kernel and user:
-            frames.append(("--", "dim"))  # kernel above, user below, as bcc's stackcount
-        frames += [(f, "cyan") for f in user]
-        for frame, style in frames[:STACK_FRAMES_SHOWN]:
-            out.append((f"  {frame}", style))
-        if len(frames) > STACK_FRAMES_SHOWN:
-            out.append((f"  ... {len(frames) - STACK_FRAMES_SHOWN} more", "dim"))
+        if kernel and user:  # half the room each: the user side must not scroll away
+            out += _frame_lines(kernel, STACK_FRAMES_SHOWN // 2, "")
+            out.append(("  --", "dim"))  # kernel above, user below, as bcc's stackcount
+            out += _frame_lines(user, STACK_FRAMES_SHOWN // 2, "cyan")
+        else:
+            out += _frame_lines(kernel or user, STACK_FRAMES_SHOWN, "cyan" if user else "")
     if stats.stacks_dropped:
         out.append((f"{format_count(stats.stacks_dropped)} stacks not counted (the map is full, "
                     "or the kernel could not take them)", "yellow bold"))
