@@ -187,3 +187,17 @@ def test_a_recording_keeps_named_user_frames():
     stats = ProbeStats(0, stacks=(((0x20, "leaf+0x4"), 3),), stack_count=1)
     back = aggregates_from_json(json.loads(json.dumps({"stacks": stats.stacks})))
     assert back["stacks"] == ((((0x20, "leaf+0x4")), 3),)
+
+
+def test_stream_folded_file_has_user_frames_first_and_says_they_may_be_partial(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from ktui.headless import write_folded
+
+    probe = parse_probe_text("who=vfs_read:c stack(both)")
+    stats = ProbeStats(0, stacks=(((0x20, 0x30, "leaf+0x4", "main+0x9"), 3),), stack_count=1)
+    feed = SimpleNamespace(statuses=lambda: {0: SimpleNamespace(probe=probe)}, symbolize=symbolize)
+    out = tmp_path / "out.folded"
+    write_folded(str(out), feed, SimpleNamespace(probes={0: stats}))
+    assert out.read_text() == "[partial user stack];main;leaf;-;ksys_read;vfs_read 3\n"
+    assert "frame pointers" in capsys.readouterr().err
