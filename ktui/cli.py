@@ -433,8 +433,8 @@ def _leave(code: int) -> None:
 @click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("--no-stats", is_flag=True, help="Only event lines (and the summary).")
 @click.option("--folded", "folded", type=click.Path(dir_okay=False), default=None,
-              help="On exit, write the stack: probes' kernel stacks to this file as folded lines "
-                   "(flamegraph.pl, speedscope).")
+              help="On exit, write the stack: probes' stacks to this file as folded lines "
+                   "(flamegraph.pl, speedscope; user frames first, as bcc's stackcount -f).")
 def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, from_rec,
                interval, duration, no_stats, folded):
     """One JSON object per event on stdout (NDJSON), stats every --interval."""
@@ -444,7 +444,7 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
         sys.exit(replay_to_ndjson(from_rec, with_stats=not no_stats))
     ps = _inputs_or_exit(files, specs, pid, comm)
     if folded is not None and not any(p.agg is not None and p.agg.stack for p in ps.probes):
-        _fail("--folded: no probe counts stacks (add stack: kernel, or stack(kernel) after a spec)", EXIT_USAGE)
+        _fail("--folded: no probe counts stacks (add stack: kernel|user|both, or stack(kernel) after a spec)", EXIT_USAGE)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
     options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,

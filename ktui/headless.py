@@ -290,7 +290,7 @@ def write_folded(path: str, feed, stats) -> None:
     """The stack: probes' stacks as folded lines (pipeline.stacks), from
     the last stats read (made after every probe was detached). With more
     than one such probe each line starts with the probe's name."""
-    from ktui.pipeline.stacks import folded_lines
+    from ktui.pipeline.stacks import PARTIAL, folded_lines, wants_user
 
     statuses = feed.statuses()
     with_stacks = [(pid_, st.probe) for pid_, st in sorted(statuses.items())
@@ -307,6 +307,10 @@ def write_folded(path: str, feed, stats) -> None:
             out.write("".join(line + "\n" for line in lines))
     except OSError as err:
         print(f"ktui: {path}: cannot write the folded stacks: {err.strerror}", file=sys.stderr)
+        return
+    if any(wants_user(probe) for _, probe in with_stacks):
+        print(f"ktui: {path}: user frames follow frame pointers, which most of Debian's userland "
+              f"lacks: stacks that stop short start with {PARTIAL}", file=sys.stderr)
 
 
 def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,

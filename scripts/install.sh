@@ -26,6 +26,9 @@ if [ "$want_test" = 1 ]; then
     # tests/kernel/test_export.py scrapes `ktui export` with a real Prometheus
     # (the guest shares this root filesystem, so it finds the binary there).
     apt_pkgs+=(prometheus)
+    # tests/unit/test_usyms.py and tests/kernel/test_user_stacks.py build a
+    # small C program with frame pointers and read it back (nm, strip).
+    apt_pkgs+=(gcc binutils)
 fi
 if [ "$want_vm" = 1 ]; then
     # The VM rig: a stock Debian kernel booted under software emulation.

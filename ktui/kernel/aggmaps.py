@@ -57,17 +57,39 @@ def read_aggregates(bpf, probe: Probe, local: int) -> dict:
     return fields
 
 
-def read_stacks(bpf, probes) -> dict[int, list[tuple[tuple[int, ...], int]]]:
-    """Every probe's stacks from the one shared map, in one pass: local
-    probe index -> [(addresses innermost first, count)]."""
-    if not any(p.agg is not None and p.agg.stack is not None for p in probes):
-        return {}
-    out: dict[int, dict[tuple[int, ...], int]] = {}
-    for k, v in bpf[b"ktui_stacks"].items():
-        frames = tuple(int(a) for a in k.ip[: min(int(k.nframes), len(k.ip))])
-        per = out.setdefault(int(k.probe), {})
-        per[frames] = per.get(frames, 0) + int(v.value)
-    return {p: sorted(d.items(), key=lambda kv: (-kv[1], kv[0])) for p, d in out.items()}
+def read_stacks(bpf, probes, user_symbols=None) -> dict[int, list[tuple[tuple, int]]]:
+    """Every probe's stacks from the shared maps, one pass each: local
+    probe index -> [(frames innermost first, count)]. A kernel frame is
+    its address (symbolized by the consumer, from kallsyms); a user frame
+    is already text (`UserSymbols`): it can be named only now, from the
+    process's maps while it lives. `stack: both` gives the kernel frames,
+    then the user ones."""
+    kinds = {p.agg.stack for p in probes if p.agg is not None and p.agg.stack is not None}
+    out: dict[int, dict[tuple, int]] = {}
+    if "kernel" in kinds:
+        for k, v in bpf[b"ktui_stacks"].items():
+            frames = tuple(int(a) for a in k.ip[: min(int(k.nframes), len(k.ip))])
+            _add(out, int(k.probe), frames, int(v.value))
+    if kinds & {"user", "both"}:
+        for k, v in bpf[b"ktui_ustacks"].items():
+            kernel = ()
+            if hasattr(k, "kip"):
+                kernel = tuple(int(a) for a in k.kip[: min(int(k.nkframes), len(k.kip))])
+            user = [int(a) for a in k.uip[: min(int(k.nuframes), len(k.uip))]]
+            named = (user_symbols.frames(int(k.tgid), user) if user_symbols is not None
+                     else tuple(f"0x{a:x}" for a in user))
+            _add(out, int(k.probe), kernel + named, int(v.value))
+    return {p: sorted(d.items(), key=lambda kv: (-kv[1], _order(kv[0]))) for p, d in out.items()}
+
+
+def _order(frames: tuple) -> tuple:
+    """Addresses by value, named user frames after them by text."""
+    return tuple((1, f) if isinstance(f, str) else (0, f) for f in frames)
+
+
+def _add(out: dict[int, dict[tuple, int]], probe: int, frames: tuple, count: int) -> None:
+    per = out.setdefault(probe, {})
+    per[frames] = per.get(frames, 0) + count  # one stack of several processes adds up
 
 
 def stack_fields(bpf, probe: Probe, local: int, stacks: dict) -> dict:

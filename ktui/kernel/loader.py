@@ -104,6 +104,11 @@ class Loader(Protocol):
 class BccLoader:
     """The real kernel side: bcc compiles and loads, the PMU attaches."""
 
+    def __init__(self) -> None:
+        from ktui.kernel.usyms import UserSymbols
+
+        self.user_symbols = UserSymbols()  # its caches live as long as the session
+
     def compile(self, text: str, log_fd: int) -> object:
         from bcc import BPF  # imported late: offline commands need no bcc
 
@@ -144,7 +149,7 @@ class BccLoader:
     def read_stats(self, unit: "Unit") -> dict[int, ProbeStats]:
         from ktui.kernel.statmaps import read_unit_stats
 
-        return read_unit_stats(unit)
+        return read_unit_stats(unit, self.user_symbols)
 
     def free(self, bpf, log_fd: int) -> None:
         with captured_stderr(log_fd):

@@ -16,7 +16,8 @@ TOP_COMMS = 5
 
 
 
-def read_unit_stats(unit) -> dict[int, ProbeStats]:
+def read_unit_stats(unit, user_symbols=None) -> dict[int, ProbeStats]:
+    """`user_symbols` (usyms.UserSymbols) names user stack frames."""
     bpf = unit.bpf
     hits_t, emit_t, lost_t = bpf[b"ktui_hits"], bpf[b"ktui_emitted"], bpf[b"ktui_lost"]
     hist_t, sum_t = bpf[b"ktui_hist"], bpf[b"ktui_lat_sum"]
@@ -31,7 +32,7 @@ def read_unit_stats(unit) -> dict[int, ProbeStats]:
         per = comm_counts.setdefault(k.probe, {})
         per[name] = per.get(name, 0) + int(v.value)
     comms = {p: list(d.items()) for p, d in comm_counts.items()}
-    stacks = read_stacks(bpf, unit.program.probes)
+    stacks = read_stacks(bpf, unit.program.probes, user_symbols)
     out = {}
     for local in sorted(unit.live):
         probe = unit.program.probes[local]

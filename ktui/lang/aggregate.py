@@ -7,6 +7,8 @@ list, separated by spaces (and before ` if FILTER` on the command line):
     vfs_read:r count(comm) sum(retval)          bytes read per process
     vfs_read:c count(a3) max_keys(64)           the read sizes seen, at most 64 of them
     vfs_read:c stack(kernel)                    who calls it: each kernel stack counted
+    vfs_read:c stack(user)                      which code in which process: user stacks
+    vfs_read:c stack(both)                      kernel and user frames as one stack
 
 In a probe set the same are keys: `hist: a3`, `count: [comm, a3]` (or one
 string), `sum: retval`, `max_keys: 64`. A clause's argument is a fetch of
@@ -35,7 +37,7 @@ from ktui.lang.model import (
 
 AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX = 1, 1 << 20
 CLAUSES = ("hist", "count", "sum", "max_keys", "stack")
-STACK_KINDS = ("kernel",)
+STACK_KINDS = ("kernel", "user", "both")
 # A clause starts after whitespace: `hist(` never occurs inside a spec,
 # whose fetches have no spaces before a name followed by `(`.
 _CLAUSE_START = re.compile(r"[ \t]+(?=(?:hist|count|sum|max_keys|stack)\()")
@@ -148,9 +150,7 @@ def check_aggregate(agg: Aggregate, kind: Kind | None) -> None:
         if names.count(str(key)) > 1:
             raise SpecError(f"count: {key} is given twice")
     if agg.stack is not None and agg.stack not in STACK_KINDS:
-        why = ("user stacks are not taken yet (Debian's userland has no frame pointers: "
-               "they would be one or two frames)") if agg.stack in ("user", "both") else f"unknown stack {agg.stack!r}"
-        raise SpecError(f"stack: {why}; use stack: kernel")
+        raise SpecError(f"stack: unknown stack {agg.stack!r}; use kernel, user or both")
     if not AGG_MAX_KEYS_MIN <= agg.max_keys <= AGG_MAX_KEYS_MAX:
         raise SpecError(f"max_keys: must be {AGG_MAX_KEYS_MIN}..{AGG_MAX_KEYS_MAX}, got {agg.max_keys}")
 

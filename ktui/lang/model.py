@@ -374,7 +374,7 @@ class Aggregate:
     keys: tuple["Fetch", ...] = ()
     sum: "Fetch | None" = None
     max_keys: int = AGG_MAX_KEYS_DEFAULT
-    stack: str | None = None  # "kernel": each hit's kernel stack counted
+    stack: str | None = None  # "kernel", "user" or "both": each hit's call stack counted
 
     @property
     def counts(self) -> bool:

@@ -46,7 +46,13 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   (distinct stacks), "stacks_dropped" (hits whose stack was not counted:
   the map was full or the kernel could not take it) and "stacks" (at most
   10, most first: {"frames":["vfs_read+0x5","ksys_read+0x6b",...],"count":N},
-  innermost frame first, from the probed function down).
+  innermost frame first, from the probed function down). With stack: user
+  or both, each stack also has "user_frames" (innermost first:
+  "func+0xoff", "binary+0xaddr", "0x..." outside any file, "0x...[gone]"
+  when the process had exited before the stacks were read) and "partial"
+  (true when the user frames do not reach the thread's start: frame
+  pointers missing, as in most of Debian's userland); "frames" holds the
+  kernel frames (empty for stack: user).
 
 "counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via" and the aggregation keys were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
@@ -60,7 +66,7 @@ from typing import Callable, TextIO
 
 from ktui.pipeline.format import errno_name
 from ktui.pipeline.rates import ProbeCost, probe_cost
-from ktui.pipeline.stacks import merged
+from ktui.pipeline.stacks import is_partial, merged, split_merged, wants_user
 
 TOP_STACKS = 10
 from ktui.record.feed import EventBatch, Feed, ProbeStats, StatsSnapshot
@@ -178,8 +184,13 @@ def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
     if agg.stack is not None:
         out["stack_count"] = stats.stack_count
         out["stacks_dropped"] = stats.stacks_dropped
-        out["stacks"] = [{"frames": list(frames), "count": count}
-                         for frames, count in merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
+        if wants_user(probe):
+            out["stacks"] = [{"frames": list(kernel), "user_frames": list(user), "count": count,
+                              "partial": bool(user) and is_partial(user)}
+                             for kernel, user, count in split_merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
+        else:
+            out["stacks"] = [{"frames": list(frames), "count": count}
+                             for frames, count in merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
     if agg.hist is not None:
         out["value_hist"] = list(stats.value_hist)
     if agg.counts:

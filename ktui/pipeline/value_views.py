@@ -1,6 +1,6 @@
 """The stats pane's views of one probe, as plain lines: its counters (the
 pane as it always was), the histogram of its `hist:` value, its top
-`count:`/`sum:` keys, and its top kernel stacks. Which views a probe has,
+`count:`/`sum:` keys, and its top stacks (kernel, user or both). Which views a probe has,
 which comes next (`v`), and the text of each; the widget only draws it.
 
 A line is (text, style) or (text, style, pick): style is a Rich style name
@@ -14,7 +14,7 @@ from ktui.lang.model import Kind, Probe
 from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
 from ktui.pipeline.format import errno_name, format_count, format_latency, printable
 from ktui.pipeline.rates import error_count, hist_lines, percentile
-from ktui.pipeline.stacks import Symbolize, merged
+from ktui.pipeline.stacks import Symbolize, is_partial, merged, split_merged, wants_user
 from ktui.record.feed import ProbeStats
 
 COUNTERS, VALUES, TOP, STACKS = "counters", "values", "top", "stacks"
@@ -126,18 +126,42 @@ def top_value_lines(probe: Probe, stats: ProbeStats) -> list[Line]:
     return out
 
 
+STACK_TITLES = {"kernel": "kernel stacks", "user": "user stacks", "both": "kernel + user stacks"}
+USER_STACK_CAVEAT = ("user frames follow frame pointers: Debian's userland has none, so most "
+                     "user stacks stop after a frame or two, or go astray (marked partial)")
+
+
+def _frame_lines(frames, room: int, style: str) -> list[Line]:
+    out: list[Line] = [(f"  {frame}", style) for frame in frames[:room]]
+    if len(frames) > room:
+        out.append((f"  ... {len(frames) - room} more", "dim"))
+    return out
+
+
 def stack_lines(probe: Probe, stats: ProbeStats, symbolize: Symbolize | None) -> list[Line]:
-    out: list[Line] = [(f"top kernel stacks: {stats.stack_count} distinct (innermost frame first)", "bold")]
-    stacks = merged(probe, stats.stacks, symbolize)[:TOP_STACKS]
+    kind = probe.agg.stack if probe.agg is not None and probe.agg.stack else "kernel"
+    out: list[Line] = [(f"top {STACK_TITLES.get(kind, 'stacks')}: {stats.stack_count} distinct "
+                        "(innermost frame first)", "bold")]
+    if wants_user(probe):
+        out.append((USER_STACK_CAVEAT, "yellow"))
+        stacks = [(k, u, n) for k, u, n in split_merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
+    else:
+        stacks = [(frames, (), n) for frames, n in merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
     if not stacks:
         return out + [("  none yet", "dim")]
     total = sum(count for _, count in stats.stacks) or 1
-    for frames, count in stacks:
-        out.append((f"{format_count(count)} ({100 * count / total:.1f}%)", "bold"))
-        for frame in frames[:STACK_FRAMES_SHOWN]:
-            out.append((f"  {frame}", ""))
-        if len(frames) > STACK_FRAMES_SHOWN:
-            out.append((f"  ... {len(frames) - STACK_FRAMES_SHOWN} more", "dim"))
+    for kernel, user, count in stacks:
+        head = f"{format_count(count)} ({100 * count / total:.1f}%)"
+        if wants_user(probe):
+            head += ("  no user stack (a kernel thread)" if not user
+                     else "  partial user stack" if is_partial(user) else "")
+        out.append((head, "bold"))
+        if kernel and user:  # half the room each: the user side must not scroll away
+            out += _frame_lines(kernel, STACK_FRAMES_SHOWN // 2, "")
+            out.append(("  --", "dim"))  # kernel above, user below, as bcc's stackcount
+            out += _frame_lines(user, STACK_FRAMES_SHOWN // 2, "cyan")
+        else:
+            out += _frame_lines(kernel or user, STACK_FRAMES_SHOWN, "cyan" if user else "")
     if stats.stacks_dropped:
         out.append((f"{format_count(stats.stacks_dropped)} stacks not counted (the map is full, "
                     "or the kernel could not take them)", "yellow bold"))

@@ -125,10 +125,12 @@ class ProbeStats:
     value_keys: int = 0  # distinct keys in the count map (shown or not)
     # hits not counted under their key because the count map was full
     values_dropped: int = 0
-    # `stack: kernel`: the most frequent kernel stacks, (return addresses
-    # innermost first, count), most first (at most aggmaps.STACKS_KEPT);
-    # symbolized by the consumer (Feed.symbolize, pipeline.stacks)
-    stacks: tuple[tuple[tuple[int, ...], int], ...] = ()
+    # `stack:`: the most frequent stacks, (frames innermost first, count),
+    # most first (at most aggmaps.STACKS_KEPT). A kernel frame is its
+    # return address, symbolized by the consumer (Feed.symbolize,
+    # pipeline.stacks); a user frame (`stack: user`/`both`, after the kernel
+    # frames) is text, named when read (kernel/usyms.py)
+    stacks: tuple[tuple[tuple[int | str, ...], int], ...] = ()
     stack_count: int = 0  # distinct stacks counted
     stacks_dropped: int = 0  # hits whose stack could not be taken or stored (map full)
 

@@ -104,6 +104,24 @@ async def test_the_stacks_view_shows_frames_counts_and_shares():
         assert "sym_100+0x0" in body and "sym_200+0x0" in body and "sym_400+0x0" in body
 
 
+async def test_the_stacks_view_of_kernel_and_user_frames_warns_they_may_be_partial():
+    ps = loads_probeset("name: k\nprobes:\n  - spec: who=vfs_read:c stack(both)\n")
+    app = make_app(make_feed(ps, lossy=set(), fail={}))
+    async with app.run_test(size=SIZE) as pilot:
+        polls(app, 4)
+        await pilot.pause()
+        pane = app.main.query_one(StatsPane)
+        await pilot.press("v")
+        await pilot.pause()
+        body = text(pane, "#stats-values")
+        assert "top kernel + user stacks: 2 distinct" in body
+        assert "frame pointers" in body and "partial user stack" in body
+        lines = [line.strip() for line in body.splitlines()]
+        # kernel frames, then --, then the user frames, innermost first
+        at = lines.index("sym_100+0x0")
+        assert lines[at: at + 6] == ["sym_100+0x0", "sym_200+0x0", "sym_300+0x0", "--", "leaf+0x4", "main+0x10"], lines
+
+
 def test_the_dialog_keeps_aggregations_through_an_edit():
     from ktui.screens.probe_dialog import build_probe, dialog_spec
 

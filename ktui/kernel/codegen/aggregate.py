@@ -27,6 +27,12 @@ from ktui.lang.model import Deref, Fetch, Probe, positional
 
 STACK_DEPTH = 63  # frames kept of a stack (bpftrace's and perf's default depth is 127; 63 fits 512 bytes)
 STACK_MAP_SIZE = 16384  # distinct (probe, stack) pairs counted at once
+# User frames kept of a stack: frame-pointer walks rarely go deeper on
+# Debian (no frame pointers), and the key stays 272 bytes (776 with the
+# kernel frames of `stack: both`): 16384 preallocated keys take 4.3 MiB
+# (12 MiB), plus the hash table's own ~50 bytes an entry.
+USTACK_DEPTH = 32
+USTACK_MAP_SIZE = 16384  # distinct (probe, process, stack) triples counted at once
 
 
 def agg_map_name(index: int) -> str:
@@ -48,8 +54,13 @@ def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
     ]
     if any(agg.hist is not None for _, agg in aggs):
         lines.append("BPF_PERCPU_ARRAY(ktui_vhist, struct ktui_hist, KTUI_NPROBES);")
-    if any(agg.stack is not None for _, agg in aggs):
+    kinds = {agg.stack for _, agg in aggs if agg.stack is not None}
+    if kinds:
+        lines.append("BPF_PERCPU_ARRAY(ktui_stacks_dropped, u64, KTUI_NPROBES);")
+    if "kernel" in kinds:
         lines += stack_maps()
+    if kinds & {"user", "both"}:
+        lines += ustack_maps(with_kernel="both" in kinds)
     for index, agg in aggs:
         if not agg.counts:
             continue
@@ -77,8 +88,68 @@ def stack_maps() -> list[str]:
         "};",
         "BPF_PERCPU_ARRAY(ktui_stack_scratch, struct ktui_stack_key, 1);",
         f"BPF_HASH(ktui_stacks, struct ktui_stack_key, u64, {STACK_MAP_SIZE});",
-        "BPF_PERCPU_ARRAY(ktui_stacks_dropped, u64, KTUI_NPROBES);",
     ]
+
+
+def ustack_maps(*, with_kernel: bool) -> list[str]:
+    """`stack: user` / `both`: a second map, keyed by the process (tgid:
+    user addresses mean nothing without it; user space reads its
+    /proc/PID/maps to symbolize them) and the frames. The kernel frames'
+    array is there only when a probe of the program wants both."""
+    return [
+        f"#define KTUI_USTACK_DEPTH {USTACK_DEPTH}",
+        f"#define KTUI_KSTACK_DEPTH {STACK_DEPTH}",
+        *(["#define KTUI_USTACK_KIP 1"] if with_kernel else []),
+        "struct ktui_ustack_key {",
+        "    u32 probe;",
+        "    u32 tgid;",
+        "    u32 nkframes;",
+        "    u32 nuframes;",
+        *(["    u64 kip[KTUI_KSTACK_DEPTH];"] if with_kernel else []),
+        "    u64 uip[KTUI_USTACK_DEPTH];",
+        "};",
+        "BPF_PERCPU_ARRAY(ktui_ustack_scratch, struct ktui_ustack_key, 1);",
+        f"BPF_HASH(ktui_ustacks, struct ktui_ustack_key, u64, {USTACK_MAP_SIZE});",
+    ]
+
+
+def ustack_lines(kind: str) -> list[str]:
+    """Count this hit's user stack (and kernel stack, for `both`) under
+    its process. No user frames (a kernel thread) is a stack of its own,
+    not a drop; a stack the kernel could not take, or a full map, is
+    counted in ktui_stacks_dropped. The user frames come from the frame
+    pointer chain (the kernel's perf callchain walk): where the code has
+    no frame pointers, the stack stops early or goes astray."""
+    out = [
+        "    u32 uz = 0;",
+        "    struct ktui_ustack_key *uk = ktui_ustack_scratch.lookup(&uz);",
+        "    if (uk) {",
+        "        uk->probe = probe;",
+        "        uk->tgid = (u32)(bpf_get_current_pid_tgid() >> 32);",
+    ]
+    if kind == "both":
+        out.append("        long kn = bpf_get_stack(ctx, uk->kip, sizeof(uk->kip), 0);")
+    else:
+        out += ["        long kn = 0;",
+                "#ifdef KTUI_USTACK_KIP  /* the slot may hold a `both` probe's kernel frames */",
+                "        __builtin_memset(uk->kip, 0, sizeof(uk->kip));",
+                "#endif"]
+    out += [
+        "        long un = bpf_get_stack(ctx, uk->uip, sizeof(uk->uip), BPF_F_USER_STACK);",
+        "        u64 *uc = 0;",
+        f"        if (kn {'>' if kind == 'both' else '>='} 0 && un >= 0) {{",
+        "            uk->nkframes = (u32)(kn / 8);",
+        "            uk->nuframes = (u32)(un / 8);",
+        "            u64 uzero = 0;",
+        "            uc = ktui_ustacks.lookup_or_try_init(uk, &uzero);",
+        "        }",
+        "        if (uc)",
+        "            __sync_fetch_and_add(uc, 1);",
+        "        else",
+        "            ktui_bump(ktui_stacks_dropped.lookup(&probe));",
+        "    }",
+    ]
+    return out
 
 
 def stack_lines() -> list[str]:
@@ -168,8 +239,10 @@ def aggregate_lines(index: int, probe: Probe, gen: FetchGen, comm: str) -> list[
             "        ktui_bump(ktui_agg_dropped.lookup(&probe));",
             "    }",
         ]
-    if agg.stack is not None:
+    if agg.stack == "kernel":
         out += stack_lines()
+    elif agg.stack is not None:
+        out += ustack_lines(agg.stack)
     out.append("    }")
     return out
 
