@@ -208,6 +208,8 @@ def aggregates_from_json(v: dict) -> dict:
         "value_hist": fit(v.get("value_hist", ())),
         "top_values": tuple((tuple(k), int(c), int(s)) for k, c, s in v.get("top_values", ())),
         "value_keys": int(v.get("value_keys", 0)), "values_dropped": int(v.get("values_dropped", 0)),
+        "keys_dropped": int(v.get("keys_dropped", 0)),
+        "keys_dropped_unknown": int(v.get("keys_dropped_unknown", 0)),
         "stacks": tuple((tuple(int(a) for a in f), int(n)) for f, n in v.get("stacks", ())),
         "stack_count": int(v.get("stack_count", 0)), "stacks_dropped": int(v.get("stacks_dropped", 0)),
     }
