@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ktui.kernel.codegen.aggregate import agg_map_name
+from ktui.kernel.codegen.aggregate import agg_map_name, lost_map_name
 from ktui.lang.aggregate import is_comm
 from ktui.kernel.percpu import percpu_hist, percpu_sum
 from ktui.lang.model import Probe
@@ -54,6 +54,10 @@ def read_aggregates(bpf, probe: Probe, local: int) -> dict:
             entries[values] = (count + int(v.count), total + int(v.sum))
         fields["value_keys"] = len(entries)
         fields["top_values"] = top_entries(probe, entries)
+        if fields["values_dropped"]:  # the lost keys' map is read only when there are any
+            lost = {key_values(probe, k) for k in bpf[lost_map_name(local).encode()].keys()}
+            fields["keys_dropped"] = len(lost)
+            fields["keys_dropped_unknown"] = percpu_sum(bpf[b"ktui_agg_lost_full"], local)
     return fields
 
 

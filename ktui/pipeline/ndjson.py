@@ -37,7 +37,10 @@ Schema, version 2 (every object has "v": 2 and a "type"):
 
   A probe with aggregations (hist/count/sum, "The probe language" in the
   README) also has, in stats: "values_dropped" (hits not counted under
-  their key: the count map was full, max_keys), "value_hist" (with hist:
+  their key: the count map was full, max_keys), with count: or sum:
+  "keys_dropped" (the distinct keys of those hits) and
+  "keys_dropped_unknown" (hits whose key could not be remembered either:
+  keys_dropped is then a lower bound), "value_hist" (with hist:
   65 log2 slots of the fetched value, as "hist"), "value_keys" (distinct
   keys counted) and "top_values" (with count: or sum:, at most 10, most
   first: by sum when the probe sums, else by count), each
@@ -181,6 +184,9 @@ def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
     """A probe's hist/count/sum/stack as stats keys (only for a probe with them)."""
     agg = probe.agg
     out: dict = {"values_dropped": stats.values_dropped}
+    if agg.counts:
+        out["keys_dropped"] = stats.keys_dropped
+        out["keys_dropped_unknown"] = stats.keys_dropped_unknown
     if agg.stack is not None:
         out["stack_count"] = stats.stack_count
         out["stacks_dropped"] = stats.stacks_dropped

@@ -123,6 +123,9 @@ def top_value_lines(probe: Probe, stats: ProbeStats) -> list[Line]:
     if stats.values_dropped:
         out.append((f"{format_count(stats.values_dropped)} hits not counted: the map is full "
                     f"(max_keys {agg.max_keys})", "yellow bold"))
+        more = "at least " if stats.keys_dropped_unknown else ""
+        out.append((f"  {more}{format_count(stats.keys_dropped)} distinct "
+                    f"{'key' if stats.keys_dropped == 1 and not more else 'keys'} not counted", "yellow"))
     return out
 
 

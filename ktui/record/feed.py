@@ -123,8 +123,12 @@ class ProbeStats:
     # (ints, comm as str); () as the key of a sum without keys
     top_values: tuple[tuple[tuple, int, int], ...] = ()
     value_keys: int = 0  # distinct keys in the count map (shown or not)
-    # hits not counted under their key because the count map was full
+    # hits not counted under their key because the count map was full ...
     values_dropped: int = 0
+    # ... the distinct keys they had (a lower bound when keys_dropped_unknown:
+    # hits whose key could not be remembered either, that map full too)
+    keys_dropped: int = 0
+    keys_dropped_unknown: int = 0
     # `stack:`: the most frequent stacks, (frames innermost first, count),
     # most first (at most aggmaps.STACKS_KEPT). A kernel frame is its
     # return address, symbolized by the consumer (Feed.symbolize,

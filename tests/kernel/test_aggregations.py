@@ -58,17 +58,21 @@ def test_sum_by_comm_with_and_without_a_filter(workload):
 
 
 def test_a_full_count_map_counts_its_drops(workload):
-    # six distinct sizes, twice each, into a map of four keys: the first four
-    # sizes are counted, every read of the last two is dropped and counted
-    w = workload([[["read", size, 2] for size in (1, 2, 3, 4, 5, 6)]])
+    # ten distinct sizes, twice each, into a map of four keys: the first four
+    # sizes are counted; every read of the other six is dropped and counted,
+    # the keys of the next four are remembered (the lost keys' map holds
+    # max_keys), and the last two sizes' 4 reads are counted as unknown keys
+    w = workload([[["read", size, 2] for size in range(1, 11)]])
     text = "name: f\nprobes:\n  - spec: small=vfs_read:c count(a3) max_keys(4)\n"
     with Session(probe_set(text, w.pid)) as s:
         w.run_phase()
         stats = s.stats().probes[by_label(s)["small"]]
-    assert stats.hits == 12
+    assert stats.hits == 20
     assert stats.value_keys == 4
     assert sorted(stats.top_values) == [((1,), 2, 0), ((2,), 2, 0), ((3,), 2, 0), ((4,), 2, 0)]
-    assert stats.values_dropped == 4
+    assert stats.values_dropped == 12
+    assert stats.keys_dropped == 4
+    assert stats.keys_dropped_unknown == 4
 
 
 def test_stacks_of_two_syscalls_reaching_vfs_read(workload):

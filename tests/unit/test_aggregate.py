@@ -132,9 +132,13 @@ def test_maps_read_back_as_top_values_by_sum_merging_stale_comm_tails():
         (Key(-9, b"cat"), AggVal(7, 0)),
         (Key(100, b"cat"), AggVal(1, 100)),
     ]
-    tables = {b"ktui_agg3": HashTable(rows), b"ktui_agg_dropped": PerCpuTable({3: [1, 0, 2]})}
+    lost = [(Key(7, b"sh"), None), (Key(7, b"sh\0y"), None), (Key(8, b"sh"), None)]
+    tables = {b"ktui_agg3": HashTable(rows), b"ktui_agg_dropped": PerCpuTable({3: [1, 0, 2]}),
+              b"ktui_agg3_lost": HashTable(lost), b"ktui_agg_lost_full": PerCpuTable({3: [0, 1, 0]})}
     got = read_aggregates(tables, probe, 3)
     assert got["values_dropped"] == 3
+    assert got["keys_dropped"] == 2  # ("sh", 7) with and without a stale tail is one key
+    assert got["keys_dropped_unknown"] == 1
     assert got["value_keys"] == 3
     assert got["top_values"] == ((("cat", 100), 1, 100), (("dd", 5), 3, 15), (("cat", -9), 7, 0))
 
@@ -151,10 +155,11 @@ def test_value_histogram_is_one_lookup():
 def test_ndjson_keys():
     probe = parse_probe_text("vfs_read:r hist(retval) count(comm) sum(retval)")
     stats = ProbeStats(0, value_hist=(0, 1) + (0,) * 63, top_values=((("dd",), 3, 12),),
-                       value_keys=1, values_dropped=2)
+                       value_keys=1, values_dropped=2, keys_dropped=1, keys_dropped_unknown=1)
     out = aggregate_fields(probe, stats)
     assert json.loads(json.dumps(out)) == {
-        "values_dropped": 2, "value_hist": [0, 1] + [0] * 63, "value_keys": 1,
+        "values_dropped": 2, "keys_dropped": 1, "keys_dropped_unknown": 1,
+        "value_hist": [0, 1] + [0] * 63, "value_keys": 1,
         "top_values": [{"key": {"comm": "dd"}, "count": 3, "sum": 12}]}
     total = aggregate_fields(parse_probe_text("vfs_read:r sum(retval)"),
                              ProbeStats(0, top_values=(((), 4, 9),)))
@@ -166,7 +171,7 @@ def test_a_recording_keeps_the_aggregations():
     from ktui.record.feed import StatsSnapshot
 
     stats = ProbeStats(3, hits=9, value_hist=(0, 2) + (0,) * 63, top_values=((("dd", 7), 2, 14),),
-                       value_keys=1, values_dropped=1, stacks=(((0xffff1, 0xffff2), 9),),
+                       value_keys=1, values_dropped=1, keys_dropped=1, keys_dropped_unknown=3, stacks=(((0xffff1, 0xffff2), 9),),
                        stack_count=1, stacks_dropped=2)
     back = stats_from_json(json.loads(json.dumps(stats_to_json(StatsSnapshot(1.0, {3: stats})))))
     assert back.probes[3] == stats

@@ -40,6 +40,9 @@ class HashTable:
     def items(self):
         return list(self.rows)
 
+    def keys(self):
+        return [k for k, _ in self.rows]
+
 
 def hist_row(per_cpu: list[dict[int, int]]):
     row = (HistValue * NCPU)()

@@ -6,7 +6,11 @@
 - `count` / `sum`: a hash map per probe (`ktui_agg<N>`) keyed by the fetched
   values, each value {count, sum}, updated with atomic adds. When it is
   full a hit whose key is new is not counted there: it is counted in
-  `ktui_agg_dropped` (per probe), so a full map is never silent.
+  `ktui_agg_dropped` (per probe), so a full map is never silent, and its
+  key is remembered in `ktui_agg<N>_lost` (as many keys as max_keys), so
+  the number of distinct keys lost is known too; a hit whose key finds
+  that map full as well is counted in `ktui_agg_lost_full`: the number is
+  then a lower bound, and said so.
 
 A negative value of a signed fetch (`retval`'s -errno) is left out of the
 histogram and the sum: the errno breakdown counts errors, and "bytes read"
@@ -39,6 +43,11 @@ def agg_map_name(index: int) -> str:
     return f"ktui_agg{index}"
 
 
+def lost_map_name(index: int) -> str:
+    """The keys a full count map could not take (one entry per distinct key)."""
+    return f"ktui_agg{index}_lost"
+
+
 def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
     """Types and maps for every probe that aggregates (nothing otherwise)."""
     aggs = [(i, p.agg) for i, p in enumerate(probes) if p.agg is not None]
@@ -51,6 +60,7 @@ def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
         "    u64 sum;",
         "};",
         "BPF_PERCPU_ARRAY(ktui_agg_dropped, u64, KTUI_NPROBES);",
+        "BPF_PERCPU_ARRAY(ktui_agg_lost_full, u64, KTUI_NPROBES);",
     ]
     if any(agg.hist is not None for _, agg in aggs):
         lines.append("BPF_PERCPU_ARRAY(ktui_vhist, struct ktui_hist, KTUI_NPROBES);")
@@ -69,6 +79,7 @@ def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
         lines.append("};")
         lines.append(f"BPF_HASH({agg_map_name(index)}, struct ktui_agg{index}_key, "
                      f"struct ktui_agg_val, {int(agg.max_keys)});")
+        lines.append(f"BPF_HASH({lost_map_name(index)}, struct ktui_agg{index}_key, u8, {int(agg.max_keys)});")
     lines.append("")
     return lines
 
@@ -237,6 +248,9 @@ def aggregate_lines(index: int, probe: Probe, gen: FetchGen, comm: str) -> list[
         out += [
             "    } else {",
             "        ktui_bump(ktui_agg_dropped.lookup(&probe));",
+            "        u8 lz = 0;",
+            f"        if (!{lost_map_name(index)}.lookup_or_try_init(&ak, &lz))",
+            "            ktui_bump(ktui_agg_lost_full.lookup(&probe));",
             "    }",
         ]
     if agg.stack == "kernel":
