@@ -406,6 +406,9 @@ def analyse_compare(vm: dict, row, goal) -> dict:
             per_read(e["ns"], n) if "ns" in e and n else None, "{:.0f}", note)
         row(f"7 compare/{e.get('row')}", f"{name} slowdown", sd.get(name), "{:.2f}x",
             f"live after {e['live_s']:.1f} s ({e.get('live_by')})" if e.get("live_s") else "")
+        for p in e.get("bpf_progs", []):  # --bpf-stats runs: the programs' own time per run
+            row(f"7 compare/{e.get('row')}", f"{name}: BPF program {p['name']} ({p['type']}) ns per run",
+                p["ns_per_run"], "{:.0f}", f"{p['runs']} runs")
     if meds:
         row("7 compare", "untraced baselines ns/read: min / max", min(meds), "{:.0f}",
             f"max {max(meds):.0f} over {len(meds)} baselines (spread {max(meds) / min(meds):.2f}x)")

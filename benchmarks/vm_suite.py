@@ -82,6 +82,26 @@ def folded_total(path: str) -> int | None:
     return sum(int(line.rsplit(" ", 1)[1]) for line in lines if line.strip())
 
 
+def bpf_prog_runs() -> dict[int, dict]:
+    """Every BPF program's run count and run time (kernel.bpf_stats_enabled=1),
+    by id, from bpftool's JSON."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    progs = json.loads(out.stdout or "[]") if out.returncode == 0 else []
+    return {p["id"]: {"name": p.get("name", ""), "type": p.get("type"), "run_cnt": p.get("run_cnt", 0),
+                      "run_time_ns": p.get("run_time_ns", 0)} for p in progs}
+
+
+def bpf_runs_between(before: dict, after: dict) -> list[dict]:
+    """The programs that ran between two bpf_prog_runs(): runs and ns per run."""
+    ran = []
+    for pid, p in after.items():
+        runs = p["run_cnt"] - before.get(pid, {}).get("run_cnt", 0)
+        if runs > 0:
+            ns = p["run_time_ns"] - before.get(pid, {}).get("run_time_ns", 0)
+            ran.append({"id": pid, "name": p["name"], "type": p["type"], "runs": runs, "ns_per_run": ns / runs})
+    return ran
+
+
 class Scraper:
     """Scrapes a /metrics URL once a second from a thread (as Prometheus
     would, with its own connection each time) and keeps the last
@@ -726,10 +746,18 @@ class Suite:
             ],
         }
         self.results.setdefault("compare", {})
-        self.baseline(self.args.n, self.args.rounds, "compare:before")
-        for row in rows:
-            for name, argv_of, k, count in table[row]:
-                self._compare_tool(row, name, argv_of, k, count)
+        if self.args.bpf_stats:  # slows every BPF program: a run of its own, for the why
+            Path("/proc/sys/kernel/bpf_stats_enabled").write_text("1\n")
+        try:
+            self.baseline(self.args.n, self.args.rounds, "compare:before")
+            for row in rows:
+                for name, argv_of, k, count in table[row]:
+                    if self.args.compare_tools and name not in self.args.compare_tools.split(","):
+                        continue
+                    self._compare_tool(row, name, argv_of, k, count)
+        finally:
+            if self.args.bpf_stats:
+                Path("/proc/sys/kernel/bpf_stats_enabled").write_text("0\n")
 
     def _compare_tool(self, row: str, name: str, argv_of, k: int, count) -> None:
         n, rounds = self.args.n, self.args.rounds
@@ -755,8 +783,14 @@ class Suite:
                 time.sleep(1.5)  # the first scrapes are in: the rounds see a scraped exporter
                 entry["rss_kb_start"] = rss_kb(t.proc.pid)
             cpu0 = t.cpu_seconds()
+            progs0 = bpf_prog_runs() if self.args.bpf_stats else None
             entry["ns"] = [w.round() for _ in range(rounds)]
             entry["cpu_rounds_s"] = t.cpu_seconds() - cpu0
+            if progs0 is not None:
+                # the programs' own run time (not the trap, trampoline or
+                # return hook around them): the rest is the mechanism's
+                entry["bpf_progs"] = bpf_runs_between(progs0, bpf_prog_runs())
+                self.note(f"{name}: programs run {entry['bpf_progs']}")
             if export:
                 time.sleep(1.5)  # a scrape after the last round
                 entry["rss_kb_after_rounds"] = rss_kb(t.proc.pid)
@@ -870,6 +904,10 @@ def main() -> int:
                     help=f"rows of the compare part, e.g. fentry,export (default all: {','.join(COMPARE_ROWS)})")
     ap.add_argument("--export-mem-seconds", type=int, default=180,
                     help="compare/export: how long the exporter is scraped afterwards for its memory (0: not)")
+    ap.add_argument("--compare-tools", default="", help="compare: only these tools, e.g. ktui_c_fentry,funccount")
+    ap.add_argument("--bpf-stats", action="store_true",
+                    help="compare: kernel.bpf_stats_enabled=1 and each program's ns per run from bpftool "
+                         "(slows every program: for the why, not the slowdowns)")
     ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
     ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing,compare")
     suite = Suite(ap.parse_args())
