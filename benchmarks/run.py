@@ -150,6 +150,19 @@ def slowdowns(section: dict, baselines: list, prefix: str) -> dict:
     return out
 
 
+def fastest_slowdowns(section: dict, baselines: list, prefix: str) -> dict:
+    """The fastest round of a tool over the fastest untraced round just
+    before and after it: the least disturbed of each, on a busy host."""
+    bl = [b for b in baselines if b["tag"].startswith(prefix)]
+    out = {}
+    for name, entry in section.items():
+        idx = next((i for i, b in enumerate(bl) if b["tag"] == f"{prefix}after {name}"), None)
+        if "ns" not in entry or not idx:
+            continue
+        out[name] = min(entry["ns"]) / min(bl[idx - 1]["ns"] + bl[idx]["ns"])
+    return out
+
+
 def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
@@ -396,6 +409,7 @@ def analyse_compare(vm: dict, row, goal) -> dict:
         return {}
     bl = vm.get("baselines", [])
     sd = slowdowns(comp, bl, "compare:")
+    fast = fastest_slowdowns(comp, bl, "compare:")
     meds = [per_read(b["ns"], b["n"]) for b in bl if b["tag"].startswith("compare:")]
     for name, e in comp.items():
         n = next((b["n"] for b in bl if b["tag"] == f"compare:after {name}"), None)
@@ -406,6 +420,9 @@ def analyse_compare(vm: dict, row, goal) -> dict:
             per_read(e["ns"], n) if "ns" in e and n else None, "{:.0f}", note)
         row(f"7 compare/{e.get('row')}", f"{name} slowdown", sd.get(name), "{:.2f}x",
             f"live after {e['live_s']:.1f} s ({e.get('live_by')})" if e.get("live_s") else "")
+        if "ns" in e and name in fast:
+            row(f"7 compare/{e.get('row')}", f"{name} slowdown, fastest round over fastest baselines",
+                fast[name], "{:.2f}x", "less sensitive to the host's other load than the medians")
         for p in e.get("bpf_progs", []):  # --bpf-stats runs: the programs' own time per run
             row(f"7 compare/{e.get('row')}", f"{name}: BPF program {p['name']} ({p['type']}) ns per run",
                 p["ns_per_run"], "{:.0f}", f"{p['runs']} runs")

@@ -743,6 +743,10 @@ class Suite:
                                            "--listen", f"127.0.0.1:{self.args.export_port}"], 1, kprobe_count),
                 ("ktui_stream_set", lambda p: [KTUI, "stream", str(setfile), "--log", self.log_path,
                                                "--pid", str(p), "--no-stats"], 1, kprobe_count),
+                # the exporter with nobody scraping it: what it costs by itself
+                ("ktui_export_unscraped", lambda p: [KTUI, "export", str(setfile), "--log", self.log_path,
+                                                     "--pid", str(p), "--listen",
+                                                     f"127.0.0.1:{self.args.export_port}"], 1, kprobe_count),
             ],
         }
         self.results.setdefault("compare", {})
