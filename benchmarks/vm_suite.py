@@ -780,6 +780,8 @@ class Suite:
                 entry["error"] = "never live"
                 return
             time.sleep(ATTACH_GRACE)
+            if count is kprobe_count:  # [FTRACE] on an entry kprobe: no int3 trap to save
+                entry["kprobes_listed"] = KPROBES_LIST.read_text().splitlines()
             entry["settle_s"] = t.wait_settled()
             if export:
                 scraper = Scraper(f"http://127.0.0.1:{self.args.export_port}/metrics")
