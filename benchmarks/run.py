@@ -460,6 +460,10 @@ def analyse_compare(vm: dict, row, goal) -> dict:
                 ratio(last, first) - 1, "{:+.1%}", f"{first / 1024:.1f} -> {last / 1024:.1f} MiB, peak "
                 f"{max(s[1] for s in samples) / 1024:.1f} MiB; hits served {mem.get('hits_served')} of "
                 f"{mem.get('reads_done')} reads")
+            took = [x[3] for x in samples if len(x) > 3]
+            if took:  # one round every 10 s while scraped: the exporter's steady state
+                row("7 compare/export", "ktui_export ns/read in the memory run's rounds (median)",
+                    median(took) / vm["params"]["n"], "{:.0f}", f"{len(took)} rounds, scraped every second")
             goal("exporter memory flat while scraped every second (< 5% RSS growth)", last / first - 1 < 0.05,
                  f"{first / 1024:.1f} -> {last / 1024:.1f} MiB over {mem['seconds']} s")
             goal("exporter's hits == reads (scraped)", mem.get("hits_served") == mem.get("reads_done"),

@@ -836,10 +836,10 @@ class Suite:
         for _ in range(extra_rounds - 1):
             if time.monotonic() - t0 >= self.args.export_mem_seconds:
                 break
-            w.round()
+            took = w.round()  # the scraped exporter's steady state, first scrapes long past
             done += 1
             time.sleep(max(0.0, 10.0 - (time.monotonic() - t0) % 10.0))
-            samples.append([round(time.monotonic() - t0, 1), rss_kb(t.proc.pid), scraper.hits])
+            samples.append([round(time.monotonic() - t0, 1), rss_kb(t.proc.pid), scraper.hits, took])
         time.sleep(1.5)
         return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * self.args.n,
                 "hits_served": scraper.hits, "samples": samples}
