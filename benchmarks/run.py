@@ -6,7 +6,9 @@
 2. boots ONE VM (scripts/vm.sh) running benchmarks/vm_suite.py: startup and
    stop times, stats-only overhead, streaming a flood (every tool in turn on
    the same workload, untraced rounds in between), and `ktui list '*'`
-   (cold and warm cache) against `bpftrace -lv 'kfunc:*'`;
+   (cold and warm cache) against `bpftrace -lv 'kfunc:*'`, and the compare
+   part: fentry, fexit, hist(), stack(kernel) and `ktui export` against
+   funccount, bpftrace, argdist and stackcount;
 3. on the host: the recording made in the VM is counted again
    (`ktui stream --from`), and the dashboard is run under synthetic floods
    (benchmarks/host_dash.py);
@@ -17,7 +19,10 @@ KTUI_BENCH_ROUNDS (3), KTUI_BENCH_FLOOD (reads in the streaming flood,
 1000000), KTUI_BENCH_RATES (dashboard floods, events/s, "10000,100000,1000000"),
 KTUI_BENCH_FLOOD_SECONDS (per rate, 10), KTUI_BENCH_MEM_SECONDS (the memory
 run at 100k events/s, 90; 600 for the 10-minute run), KTUI_BENCH_REUSE_VM=1
-(skip the VM and reuse bench-out/vm.json).
+(skip the VM and reuse bench-out/vm.json), KTUI_BENCH_PARTS (the VM suite's
+parts, e.g. "warm_up,compare": only the rows of issues 13, 14 and 16),
+KTUI_BENCH_HOST=0 (skip the host part), KTUI_BENCH_EXPORT_MEM_SECONDS (how
+long `ktui export` is scraped for its memory after its rounds, 180).
 """
 
 from __future__ import annotations
@@ -58,11 +63,16 @@ def run_vm(binary: Path) -> dict:
     out.unlink(missing_ok=True)
     cmd = (f"{PY} benchmarks/vm_suite.py --workload {binary.relative_to(ROOT)} "
            f"--out {out.relative_to(ROOT)} --n {env_int('KTUI_BENCH_N', 100_000)} "
-           f"--rounds {env_int('KTUI_BENCH_ROUNDS', 3)} --flood {env_int('KTUI_BENCH_FLOOD', 1_000_000)}")
+           f"--rounds {env_int('KTUI_BENCH_ROUNDS', 3)} --flood {env_int('KTUI_BENCH_FLOOD', 1_000_000)} "
+           f"--export-mem-seconds {env_int('KTUI_BENCH_EXPORT_MEM_SECONDS', 180)}")
+    if os.environ.get("KTUI_BENCH_PARTS"):  # e.g. warm_up,compare: only those parts of the VM suite
+        cmd += f" --parts {os.environ['KTUI_BENCH_PARTS']}"
     print(f"bench: one VM boot: scripts/vm.sh -- '{cmd}'", flush=True)
+    # run 4's parts took 1129 s in the VM; the compare part (run 5) adds about
+    # 10 minutes and the exporter's 3-minute memory run
     # scripts/vm.sh runs single-threaded TCG: under the multi-threaded kind the
     # guest oopsed while kprobes went onto a running vfs_read (see there).
-    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "1500")}
+    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "2700")}
     t0 = time.monotonic()
     proc = sh(["scripts/vm.sh", "--", cmd], env=env)
     print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)
@@ -96,6 +106,8 @@ def host_dash(*args: str, timeout: float = 900) -> dict:
 
 def run_host(vm: dict) -> dict:
     host: dict = {"floods": {}}
+    if os.environ.get("KTUI_BENCH_HOST") == "0":
+        return host
     rec = vm.get("streaming", {}).get("ktui_record", {}).get("recording")
     if rec:
         host["recording_events"] = count_recording(rec)
@@ -137,6 +149,19 @@ def slowdowns(section: dict, baselines: list, prefix: str) -> dict:
         n = bl[idx]["n"]
         base = (per_read(bl[idx - 1]["ns"], n) + per_read(bl[idx]["ns"], n)) / 2
         out[name] = per_read(entry["ns"], n) / base
+    return out
+
+
+def fastest_slowdowns(section: dict, baselines: list, prefix: str) -> dict:
+    """The fastest round of a tool over the fastest untraced round just
+    before and after it: the least disturbed of each, on a busy host."""
+    bl = [b for b in baselines if b["tag"].startswith(prefix)]
+    out = {}
+    for name, entry in section.items():
+        idx = next((i for i, b in enumerate(bl) if b["tag"] == f"{prefix}after {name}"), None)
+        if "ns" not in entry or not idx:
+            continue
+        out[name] = min(entry["ns"]) / min(bl[idx - 1]["ns"] + bl[idx]["ns"])
     return out
 
 
@@ -316,6 +341,8 @@ def analyse(vm: dict, host: dict) -> dict:
              f"warm {warm:.1f} s, cold {cold:.1f} s, bpftrace {bt:.1f} s (medians of "
              f"{len(ls['bpftrace_s'])})" if r is not None else "not measured")
 
+    res["slowdown_compare"] = analyse_compare(vm, row, goal)
+
     ing = host.get("ingest", {})
     for part in ("collector", "dashboard"):
         if isinstance(ing.get(part), dict):
@@ -360,6 +387,90 @@ def analyse(vm: dict, host: dict) -> dict:
         goal("memory flat (< 10% RSS growth over the second half)", growth < 0.10,
              f"{growth:+.1%} over the second half of {m['seconds']} s")
     return res
+
+
+# the compare part (issues 13, 14 and 16): row -> (tool, what it is measured against, goal ratio, goal text)
+COMPARE_GOALS = (
+    ("fentry", "ktui_c_fentry", ("funccount",), 0.8,
+     "c probe via fentry <= 0.8x funccount-bpfcc's slowdown (issue 13)"),
+    ("fexit", "ktui_r_fexit", ("bpftrace_count_entry_return",), 1.0,
+     "r probe + latency histogram via fexit below bpftrace kprobe+kretprobe counting (issue 13)"),
+    ("hist", "ktui_hist", ("argdist_hist", "bpftrace_hist"), 1.0,
+     "hist(a3) no slower than argdist-bpfcc -H or bpftrace hist(arg2) (issue 14)"),
+    ("stack", "ktui_stack", ("stackcount", "bpftrace_kstack"), 1.0,
+     "stack(kernel) no slower than stackcount-bpfcc or bpftrace @[kstack] = count() (issue 14)"),
+    ("export", "ktui_export", ("ktui_stream_set",), 1.0,
+     "ktui export scraped every second no slower than ktui stream --no-stats of the same set (issue 16)"),
+)
+
+
+def analyse_compare(vm: dict, row, goal) -> dict:
+    """Rows and goals of the compare part; returns its slowdowns."""
+    comp = vm.get("compare", {})
+    if not comp:
+        return {}
+    bl = vm.get("baselines", [])
+    sd = slowdowns(comp, bl, "compare:")
+    fast = fastest_slowdowns(comp, bl, "compare:")
+    meds = [per_read(b["ns"], b["n"]) for b in bl if b["tag"].startswith("compare:")]
+    for name, e in comp.items():
+        n = next((b["n"] for b in bl if b["tag"] == f"compare:after {name}"), None)
+        note = e.get("error", "")
+        if e.get("hits") is not None:
+            note = f"hits {e['hits']} of {e.get('expected_hits')} reads, via {e.get('via')}"
+        row(f"7 compare/{e.get('row')}", f"{name} ns/read (median)",
+            per_read(e["ns"], n) if "ns" in e and n else None, "{:.0f}", note)
+        row(f"7 compare/{e.get('row')}", f"{name} slowdown", sd.get(name), "{:.2f}x",
+            f"live after {e['live_s']:.1f} s ({e.get('live_by')})" if e.get("live_s") else "")
+        if "ns" in e and name in fast:
+            row(f"7 compare/{e.get('row')}", f"{name} slowdown, fastest round over fastest baselines",
+                fast[name], "{:.2f}x", "less sensitive to the host's other load than the medians")
+        for p in e.get("bpf_progs", []):  # --bpf-stats runs: the programs' own time per run
+            row(f"7 compare/{e.get('row')}", f"{name}: BPF program {p['name']} ({p['type']}) ns per run",
+                p["ns_per_run"], "{:.0f}", f"{p['runs']} runs")
+    if meds:
+        row("7 compare", "untraced baselines ns/read: min / max", min(meds), "{:.0f}",
+            f"max {max(meds):.0f} over {len(meds)} baselines (spread {max(meds) / min(meds):.2f}x)")
+    for rname, mine, others, limit, text in COMPARE_GOALS:
+        if mine not in comp:
+            continue
+        ratios = {o: ratio(sd.get(mine), sd.get(o)) for o in others}
+        for o, r in ratios.items():
+            row(f"7 compare/{rname}", f"{mine} / {o} slowdown", r, "{:.2f}", f"goal <= {limit}")
+        known = [r for r in ratios.values() if r is not None]
+        goal(text, None if len(known) < len(others) else all(r <= limit for r in known),
+             ", ".join(f"{mine} / {o} = {'n/a' if r is None else f'{r:.2f}'}" for o, r in ratios.items()))
+    for name, e in comp.items():
+        if name.startswith("ktui") and e.get("expected_hits") is not None:
+            goal(f"{name}: hits == reads", e.get("hits") == e["expected_hits"],
+                 f"{e.get('hits')} of {e['expected_hits']}")
+    st = comp.get("ktui_stack", {})
+    if "folded_total" in st:
+        goal("ktui_stack: stacks counted == reads (folded file at exit)",
+             st["folded_total"] == st.get("expected_hits"), f"{st['folded_total']} of {st.get('expected_hits')}")
+    ex = comp.get("ktui_export", {})
+    if ex.get("rss_kb_start"):
+        scr = ex.get("scrapes", {})
+        row("7 compare/export", "ktui_export RSS MiB at start / after the rounds", ex["rss_kb_start"] / 1024,
+            "{:.1f}", f"after {ex.get('rss_kb_after_rounds', 0) / 1024:.1f} MiB; {scr.get('scrapes')} scrapes, "
+            f"median {1000 * (scr.get('median_s') or 0):.0f} ms, {scr.get('errors')} errors")
+        mem = ex.get("memory", {})
+        samples = mem.get("samples") or []
+        if samples:
+            first, last = samples[0][1], samples[-1][1]
+            row("7 compare/export", f"ktui_export RSS over {mem['seconds']} s scraped every second",
+                ratio(last, first) - 1, "{:+.1%}", f"{first / 1024:.1f} -> {last / 1024:.1f} MiB, peak "
+                f"{max(s[1] for s in samples) / 1024:.1f} MiB; hits served {mem.get('hits_served')} of "
+                f"{mem.get('reads_done')} reads")
+            took = [x[3] for x in samples if len(x) > 3]
+            if took:  # one round every 10 s while scraped: the exporter's steady state
+                row("7 compare/export", "ktui_export ns/read in the memory run's rounds (median)",
+                    median(took) / vm["params"]["n"], "{:.0f}", f"{len(took)} rounds, scraped every second")
+            goal("exporter memory flat while scraped every second (< 5% RSS growth)", last / first - 1 < 0.05,
+                 f"{first / 1024:.1f} -> {last / 1024:.1f} MiB over {mem['seconds']} s")
+            goal("exporter's hits == reads (scraped)", mem.get("hits_served") == mem.get("reads_done"),
+                 f"{mem.get('hits_served')} of {mem.get('reads_done')}")
+    return sd
 
 
 def render(res: dict, meta: dict) -> str:

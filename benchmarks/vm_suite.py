@@ -6,8 +6,19 @@ Every tool runs in turn against the same static workload (benchmarks/workload.c)
 and is compared with untraced rounds run before, between and after the tools.
 A tool counts as live only once all its probes are listed in
 /sys/kernel/debug/kprobes/list (entries counted before and after), and it must
-leave that list as it found it. Only ratios within this one run mean anything:
-the VM is emulated (TCG) and shares the host with other work.
+leave that list as it found it; an fentry/fexit tool is not listed there, it
+is live once its tracing links are (bpftool link list). Only ratios within
+this one run mean anything: the VM is emulated (TCG) and shares the host with
+other work.
+
+Parts (`--parts`, default all, in this order): warm_up, stats_only,
+streaming, startup, live_edit, listing, compare. `compare` alone (after
+warm_up, which fills the program cache the ktui tools then load from) is the
+rows of issues 13, 14 and 16: fentry vs funccount, fexit vs bpftrace
+entry+return, hist() vs argdist and bpftrace, stack(kernel) vs stackcount and
+bpftrace, export scraped every second vs stream (and the exporter's RSS):
+
+    --parts warm_up,compare [--compare-rows fentry,export] [--export-mem-seconds 180]
 """
 
 from __future__ import annotations
@@ -43,8 +54,96 @@ LIVE_TIMEOUT = 150.0
 # 1,000,000 reads in ktui's `hits` when the round started at "live". Wait a bit.
 ATTACH_GRACE = 2.0
 PART_TIMEOUT = 600
+# compare runs 15 tools (five bcc compiles among them) and the exporter's memory run
+PART_TIMEOUTS = {"compare": 3600}
 CASE_TIMEOUT = 200  # seconds: a hung case is abandoned, the suite goes on
 EXIT_TIMEOUT = 20.0
+
+
+COMPARE_ROWS = ("fentry", "fexit", "hist", "stack", "export")
+HITS_METRIC = re.compile(r"^ktui_probe_hits_total\{[^}]*\} ([0-9.e+]+)$", re.M)
+
+
+def rss_kb(pid: int) -> int | None:
+    """The process's resident set now (VmRSS), in KiB."""
+    try:
+        m = re.search(r"^VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+    except OSError:
+        return None
+    return int(m.group(1)) if m else None
+
+
+def folded_total(path: str) -> int | None:
+    """The sum of the counts in a folded-stacks file (`a;b;c COUNT` lines)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    return sum(int(line.rsplit(" ", 1)[1]) for line in lines if line.strip())
+
+
+def bpf_prog_runs() -> dict[int, dict]:
+    """Every BPF program's run count and run time (kernel.bpf_stats_enabled=1),
+    by id, from bpftool's JSON."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    progs = json.loads(out.stdout or "[]") if out.returncode == 0 else []
+    return {p["id"]: {"name": p.get("name", ""), "type": p.get("type"), "run_cnt": p.get("run_cnt", 0),
+                      "run_time_ns": p.get("run_time_ns", 0)} for p in progs}
+
+
+def bpf_runs_between(before: dict, after: dict) -> list[dict]:
+    """The programs that ran between two bpf_prog_runs(): runs and ns per run."""
+    ran = []
+    for pid, p in after.items():
+        runs = p["run_cnt"] - before.get(pid, {}).get("run_cnt", 0)
+        if runs > 0:
+            ns = p["run_time_ns"] - before.get(pid, {}).get("run_time_ns", 0)
+            ran.append({"id": pid, "name": p["name"], "type": p["type"], "runs": runs, "ns_per_run": ns / runs})
+    return ran
+
+
+class Scraper:
+    """Scrapes a /metrics URL once a second from a thread (as Prometheus
+    would, with its own connection each time) and keeps the last
+    ktui_probe_hits_total, each scrape's duration and size, and errors."""
+
+    def __init__(self, url: str, every: float = 1.0) -> None:
+        self.url, self.every = url, every
+        self.hits: float | None = None
+        self.durations: list[float] = []
+        self.sizes: list[int] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-scraper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as resp:
+                    body = resp.read().decode()
+                self.durations.append(time.monotonic() - t0)
+                self.sizes.append(len(body))
+                hits = HITS_METRIC.findall(body)
+                if hits:
+                    self.hits = sum(float(h) for h in hits)
+            except OSError as exc:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._stop.wait(max(0.0, self.every - (time.monotonic() - t0)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+    def summary(self) -> dict:
+        d = sorted(self.durations)
+        return {"scrapes": len(d), "errors": len(self.errors), "first_errors": self.errors[:3],
+                "median_s": d[len(d) // 2] if d else None, "max_s": d[-1] if d else None,
+                "bytes": self.sizes[-1] if self.sizes else None, "hits_last": self.hits}
 
 
 def _alarm(signum, frame):
@@ -53,6 +152,18 @@ def _alarm(signum, frame):
 
 def kprobe_count() -> int:
     return len(KPROBES_LIST.read_text().splitlines())
+
+
+def tracing_link_count() -> int:
+    """Tracing links (fentry/fexit) in the kernel, from bpftool's JSON. An
+    fentry probe is not in kprobes/list: this is how it is seen live and
+    gone. bpftool exits 255 when a link vanishes mid-listing: asked again."""
+    for _ in range(20):
+        out = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True)
+        if out.returncode == 0:
+            return sum(1 for link in json.loads(out.stdout or "[]") if link.get("type") == "tracing")
+        time.sleep(0.1)
+    raise RuntimeError(f"bpftool link list kept failing: {out.stderr.strip()}")
 
 
 def probeable(names) -> list[str]:
@@ -93,11 +204,16 @@ class Tool:
     notes when the first event line arrives and then discards fast."""
 
     def __init__(self, name: str, argv: list[str], probes: int, *, stdout: str | None = None,
-                 watch_events: re.Pattern | None = None, env: dict | None = None) -> None:
+                 watch_events: re.Pattern | None = None, env: dict | None = None,
+                 count=kprobe_count) -> None:
         self.name = name
         self.argv = argv
         self.probes = probes
-        self.base = kprobe_count()
+        # what says the tool's probes are in: kprobes/list entries, or
+        # tracing links for fentry/fexit (bpftool: polled less often)
+        self.count = count
+        self.poll = 0.01 if count is kprobe_count else 0.25
+        self.base = count()
         self.first_event: float | None = None
         self.err_path = f"/tmp/bench-{name}.err"
         err = open(self.err_path, "wb")
@@ -138,11 +254,11 @@ class Tool:
         """Seconds from launch until all its probes are in kprobes/list."""
         deadline = self.t0 + timeout
         while time.monotonic() < deadline:
-            if kprobe_count() >= self.base + self.probes:
+            if self.count() >= self.base + self.probes:
                 return time.monotonic() - self.t0
             if self.proc.poll() is not None:
                 return None
-            time.sleep(0.01)
+            time.sleep(self.poll)
         return None
 
     def cpu_seconds(self) -> float:
@@ -187,7 +303,7 @@ class Tool:
         exit_s = detached_s = None
         killed = False
         while True:
-            if detached_s is None and kprobe_count() <= self.base:
+            if detached_s is None and self.count() <= self.base:
                 detached_s = time.monotonic() - t
             pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
             if pid:
@@ -207,7 +323,7 @@ class Tool:
         if getattr(self, "_reader", None) is not None:
             self._reader.join(5)
         time.sleep(0.05)
-        left = kprobe_count() - self.base
+        left = self.count() - self.base
         if detached_s is None and left <= 0:
             detached_s = time.monotonic() - t
         return {"exit_s": exit_s, "detached_s": detached_s, "killed": killed, "rc": self.rc, "maxrss_kb": self.maxrss_kb,
@@ -227,9 +343,16 @@ def ktui_summary(stderr: str) -> dict:
     m = re.search(r"^ktui: (\d+) events$", stderr, re.M)
     if m:
         out["events"] = int(m.group(1))
-    for m in re.finditer(r"^ktui:\s+(\S+): hits (\d+), emitted (\d+), lost (\d+)$", stderr, re.M):
-        out["probes"][m.group(1)] = {"hits": int(m.group(2)), "emitted": int(m.group(3)),
-                                     "lost": int(m.group(4))}
+    # the line goes on with missed returns, counted-while-loading, cost and
+    # `, via fentry|fexit` where they apply
+    for m in re.finditer(r"^ktui:\s+(\S+): hits (\d+), emitted (\d+), lost (\d+)(.*)$", stderr, re.M):
+        probe = {"hits": int(m.group(2)), "emitted": int(m.group(3)), "lost": int(m.group(4))}
+        via = re.search(r", via (\w+)", m.group(5))
+        probe["via"] = via.group(1) if via else "kprobe"
+        counted = re.search(r"counted while loading (\d+)", m.group(5))
+        if counted:
+            probe["counted_only"] = int(counted.group(1))
+        out["probes"][m.group(1)] = probe
     return out
 
 
@@ -267,7 +390,7 @@ class Suite:
         self.wl = args.workload
         self.out_dir = Path(args.out).parent
         self.results: dict = {"baselines": [], "stats_only": {}, "streaming": {}, "startup": {},
-                              "listing": {}, "errors": []}
+                              "listing": {}, "compare": {}, "errors": []}
         self.log_path = str(self.out_dir / "ktui-vm.log")
         # The guest's home is read-only: without a writable cache every ktui
         # run would compile the generic program again and measure only the
@@ -557,6 +680,170 @@ class Suite:
         shutil.rmtree(cache, ignore_errors=True)
         self.results["listing"] = res
 
+    # ---------------------------------------------------------------- 7
+    def compare(self) -> None:
+        """Issues 13, 14 and 16: fentry/fexit, value histograms, kernel
+        stacks and the exporter, each row's tools in turn on the same
+        paused workload (`--pid`), like stats_only: `rounds` timed rounds
+        of `n` reads, untraced rounds before, between and after.
+        `--compare-rows fentry,fexit,hist,stack,export` picks rows."""
+        rows = self.args.compare_rows.split(",") if self.args.compare_rows else list(COMPARE_ROWS)
+        unknown = set(rows) - set(COMPARE_ROWS)
+        if unknown:
+            raise ValueError(f"unknown --compare-rows {sorted(unknown)}; rows: {','.join(COMPARE_ROWS)}")
+        work = Path(tempfile.mkdtemp(prefix="ktui-bench-compare-"))
+        setfile = work / "bench-export.yaml"
+        setfile.write_text("# one counting probe: what `ktui export` and `ktui stream` both run\n"
+                           "name: bench\nprobes:\n  - spec: vfs_read:c\n")
+        self.folded = str(work / "stacks.folded")
+        self.results["compare_meta"] = {"rows": rows, "set": setfile.read_text(),
+                                        "export_port": self.args.export_port,
+                                        "export_mem_seconds": self.args.export_mem_seconds}
+
+        def stream(*specs: str, extra=()):
+            return lambda p: self.ktui("stream", *specs, pid=p, extra=["--no-stats", *extra])
+
+        def tool(*argv: str):
+            return lambda p: [a.replace("{P}", str(p)) for a in argv]
+
+        links = tracing_link_count
+        table = {
+            "fentry": [
+                ("ktui_c_fentry", stream("vfs_read:c", extra=["--attach", "fentry"]), 1, links),
+                ("ktui_c_kprobe", stream("vfs_read:c", extra=["--attach", "kprobe"]), 1, kprobe_count),
+                ("funccount", tool("funccount-bpfcc", "-p", "{P}", "vfs_read"), 1, kprobe_count),
+            ],
+            "fexit": [
+                # fexit and its fentry entry half: two tracing links
+                ("ktui_r_fexit", stream("vfs_read:r", extra=["--attach", "fentry"]), 2, links),
+                ("ktui_r_kprobe", stream("vfs_read:r", extra=["--attach", "kprobe"]), 2, kprobe_count),
+                ("bpftrace_count_entry_return", tool(
+                    "bpftrace", "-e", "kprobe:vfs_read /pid == {P}/ { @a = count(); } "
+                                      "kretprobe:vfs_read /pid == {P}/ { @b = count(); }"), 2, kprobe_count),
+            ],
+            "hist": [
+                # an aggregation puts the probe on the compiled path (README)
+                ("ktui_hist", stream("h=vfs_read:c hist(a3)"), 1, kprobe_count),
+                ("argdist_hist", tool("argdist-bpfcc", "-p", "{P}", "-H",
+                                      "p::vfs_read(void *a, void *b, u64 c):u64:c"), 1, kprobe_count),
+                ("bpftrace_hist", tool("bpftrace", "-e", "kprobe:vfs_read /pid == {P}/ { @ = hist(arg2); }"),
+                 1, kprobe_count),
+                # the same path without the aggregation: what hist() itself costs
+                ("ktui_c_compiled", stream("vfs_read:c", extra=["--engine", "compiled"]), 1, kprobe_count),
+            ],
+            "stack": [
+                ("ktui_stack", stream("s=vfs_read:c stack(kernel)", extra=["--folded", self.folded]),
+                 1, kprobe_count),
+                ("stackcount", tool("stackcount-bpfcc", "-p", "{P}", "vfs_read"), 1, kprobe_count),
+                ("bpftrace_kstack", tool("bpftrace", "-e", "kprobe:vfs_read /pid == {P}/ { @[kstack] = count(); }"),
+                 1, kprobe_count),
+            ],
+            "export": [
+                ("ktui_export", lambda p: [KTUI, "export", str(setfile), "--log", self.log_path, "--pid", str(p),
+                                           "--listen", f"127.0.0.1:{self.args.export_port}"], 1, kprobe_count),
+                ("ktui_stream_set", lambda p: [KTUI, "stream", str(setfile), "--log", self.log_path,
+                                               "--pid", str(p), "--no-stats"], 1, kprobe_count),
+                # the exporter with nobody scraping it: what it costs by itself
+                ("ktui_export_unscraped", lambda p: [KTUI, "export", str(setfile), "--log", self.log_path,
+                                                     "--pid", str(p), "--listen",
+                                                     f"127.0.0.1:{self.args.export_port}"], 1, kprobe_count),
+            ],
+        }
+        self.results.setdefault("compare", {})
+        if self.args.bpf_stats:  # slows every BPF program: a run of its own, for the why
+            Path("/proc/sys/kernel/bpf_stats_enabled").write_text("1\n")
+        try:
+            self.baseline(self.args.n, self.args.rounds, "compare:before")
+            for row in rows:
+                for name, argv_of, k, count in table[row]:
+                    if self.args.compare_tools and name not in self.args.compare_tools.split(","):
+                        continue
+                    self._compare_tool(row, name, argv_of, k, count)
+        finally:
+            if self.args.bpf_stats:
+                Path("/proc/sys/kernel/bpf_stats_enabled").write_text("0\n")
+
+    def _compare_tool(self, row: str, name: str, argv_of, k: int, count) -> None:
+        n, rounds = self.args.n, self.args.rounds
+        export = name == "ktui_export"
+        # the exporter's memory run drives one more round every 10 s
+        extra = self.args.export_mem_seconds // 10 + 1 if export else 0
+        w = Workload(self.wl, "rounds", str(n), str(rounds + extra))
+        t = Tool(name, argv_of(w.pid), k, count=count)
+        entry: dict = {"row": row, "argv": t.argv, "probes": k, "live_by": "tracing links" if count is
+                       tracing_link_count else "kprobes/list"}
+        self.results["compare"][name] = entry
+        scraper = None
+        try:
+            live = entry["live_s"] = t.wait_live()
+            if live is None:
+                entry["error"] = "never live"
+                return
+            time.sleep(ATTACH_GRACE)
+            if count is kprobe_count:  # [FTRACE] on an entry kprobe: no int3 trap to save
+                entry["kprobes_listed"] = KPROBES_LIST.read_text().splitlines()
+            entry["settle_s"] = t.wait_settled()
+            if export:
+                scraper = Scraper(f"http://127.0.0.1:{self.args.export_port}/metrics")
+                scraper.start()
+                time.sleep(1.5)  # the first scrapes are in: the rounds see a scraped exporter
+                entry["rss_kb_start"] = rss_kb(t.proc.pid)
+            cpu0 = t.cpu_seconds()
+            progs0 = bpf_prog_runs() if self.args.bpf_stats else None
+            entry["ns"] = [w.round() for _ in range(rounds)]
+            entry["cpu_rounds_s"] = t.cpu_seconds() - cpu0
+            if progs0 is not None:
+                # the programs' own run time (not the trap, trampoline or
+                # return hook around them): the rest is the mechanism's
+                entry["bpf_progs"] = bpf_runs_between(progs0, bpf_prog_runs())
+                self.note(f"{name}: programs run {entry['bpf_progs']}")
+            if export:
+                time.sleep(1.5)  # a scrape after the last round
+                entry["rss_kb_after_rounds"] = rss_kb(t.proc.pid)
+                entry["hits_after_rounds"] = scraper.hits
+                entry["memory"] = self._export_memory(t, w, scraper, extra)
+        finally:
+            if scraper is not None:
+                scraper.stop()
+                entry["scrapes"] = scraper.summary()
+            w.stop()
+            time.sleep(0.3)
+            entry.update(t.stop())
+            self.note(f"{name}: {self._compare_line(entry, n)}")
+        if name.startswith("ktui") and not export:
+            entry["summary"] = ktui_summary(t.stderr())
+            probe = next(iter(entry["summary"]["probes"].values()), {})
+            entry["hits"], entry["via"] = probe.get("hits"), probe.get("via")
+            entry["expected_hits"] = n * rounds
+            if name == "ktui_stack":
+                entry["folded_total"] = folded_total(self.folded)
+        self.baseline(n, rounds, f"compare:after {name}")
+
+    @staticmethod
+    def _compare_line(entry: dict, n: int) -> str:
+        if "ns" not in entry:
+            return f"ERROR {entry.get('error')}: {entry.get('stderr_tail', '')[-300:]}"
+        return (f"live {entry['live_s']:.1f}s, settled +{entry['settle_s']:.1f}s, "
+                f"{[round(t / n) for t in entry['ns']]} ns/read, exit {entry.get('exit_s')}, "
+                f"left {entry.get('probes_left')}")
+
+    def _export_memory(self, t: "Tool", w: Workload, scraper: "Scraper", extra_rounds: int) -> dict:
+        """The exporter scraped every second for export_mem_seconds, one more
+        round of reads every 10 s: its RSS (and the hits it serves) sampled."""
+        samples = []
+        t0 = time.monotonic()
+        done = self.args.rounds
+        for _ in range(extra_rounds - 1):
+            if time.monotonic() - t0 >= self.args.export_mem_seconds:
+                break
+            took = w.round()  # the scraped exporter's steady state, first scrapes long past
+            done += 1
+            time.sleep(max(0.0, 10.0 - (time.monotonic() - t0) % 10.0))
+            samples.append([round(time.monotonic() - t0, 1), rss_kb(t.proc.pid), scraper.hits, took])
+        time.sleep(1.5)
+        return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * self.args.n,
+                "hits_served": scraper.hits, "samples": samples}
+
     def warm_up(self) -> None:
         """Load bcc, libclang and bpftrace once, so the first measured tool does not
         pay for reading them from the host's shared file system (a cold first
@@ -591,12 +878,12 @@ class Suite:
             part_alarm = part != "startup"  # startup guards each case itself
             if part_alarm:
                 signal.signal(signal.SIGALRM, _alarm)
-                signal.alarm(PART_TIMEOUT)
+                signal.alarm(PART_TIMEOUTS.get(part, PART_TIMEOUT))
             try:
                 getattr(self, part)()
             except TimeoutError:
-                info["errors"].append(f"{part}: abandoned after {PART_TIMEOUT} s")
-                self.note(f"{part} ABANDONED after {PART_TIMEOUT} s")
+                info["errors"].append(f"{part}: abandoned after {PART_TIMEOUTS.get(part, PART_TIMEOUT)} s")
+                self.note(f"{part} ABANDONED after {PART_TIMEOUTS.get(part, PART_TIMEOUT)} s")
             except Exception as exc:  # one broken part must not lose the others' numbers
                 info["errors"].append(f"{part}: {type(exc).__name__}: {exc}")
                 self.note(f"{part} FAILED: {exc!r}")
@@ -619,7 +906,16 @@ def main() -> int:
     ap.add_argument("--streaming-tools", default="",
                     help="streaming tools to run, e.g. ktui_record,bpftrace_printf (default all)")
     ap.add_argument("--cases", default="", help="startup cases to run, e.g. ktui:1,ktui:20 (default all)")
-    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing")
+    ap.add_argument("--compare-rows", default="",
+                    help=f"rows of the compare part, e.g. fentry,export (default all: {','.join(COMPARE_ROWS)})")
+    ap.add_argument("--export-mem-seconds", type=int, default=180,
+                    help="compare/export: how long the exporter is scraped afterwards for its memory (0: not)")
+    ap.add_argument("--compare-tools", default="", help="compare: only these tools, e.g. ktui_c_fentry,funccount")
+    ap.add_argument("--bpf-stats", action="store_true",
+                    help="compare: kernel.bpf_stats_enabled=1 and each program's ns per run from bpftool "
+                         "(slows every program: for the why, not the slowdowns)")
+    ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
+    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing,compare")
     suite = Suite(ap.parse_args())
     threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
     suite.run()
