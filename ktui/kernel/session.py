@@ -81,9 +81,9 @@ class SessionOptions:
     # dashboard switches them with a key): see runstats
     timing: bool = False
     # how probes enter the kernel where neither they nor their set say
-    # (`attach:`): "kprobe", "auto" (fentry/fexit where the kernel allows)
-    # or "fentry" (see kernel/attach_choice)
-    attach: str = "kprobe"
+    # (`attach:`): "auto" (fentry/fexit where the kernel allows, the
+    # default), "kprobe" or "fentry" (see kernel/attach_choice)
+    attach: str = "auto"
 
 
 ENGINES = ("auto", "generic", "compiled")
