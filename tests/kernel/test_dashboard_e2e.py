@@ -66,6 +66,7 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
     probeset = tmp_path / "e2e.yaml"
     probeset.write_text(
         "name: e2e\n"
+        "attach: kprobe\n"  # counted in debugfs' kprobe list (fentry: test_fentry)
         f"filter:\n  pid: {w.pid}\n"
         "probes:\n"
         "  - spec: vfs_read:c:a3\n    label: e2e_read\n"
