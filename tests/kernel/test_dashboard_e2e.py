@@ -166,6 +166,8 @@ def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path
                      re.search(rf"count={size}\b", screen()), 60, f"the read at offset {i * size}")
         tmux("send-keys", "-t", SESSION, "q")
         wait_for(lambda: len(kprobe_entries()) == baseline, 60, "every probe to detach")
-        assert ktui_bpf_programs() == []
+        # the added probe may go by fentry (auto): no kprobe to wait for above, so
+        # wait for ktui's programs, which go when its process has ended
+        wait_for(lambda: ktui_bpf_programs() == [], 60, "every ktui program to go")
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True)
