@@ -215,7 +215,7 @@ _common_probe_options = [
                  help="generic: one program compiled once per kernel runs every probe, so probes "
                       "start, and are added or edited, without a compile (Linux 5.15+); compiled: "
                       "a program compiled for this set; auto: generic where the kernel allows."),
-    click.option("--attach", type=click.Choice(["kprobe", "auto", "fentry"]), default="kprobe",
+    click.option("--attach", type=click.Choice(["kprobe", "auto", "fentry"]), default="auto",
                  show_default=True,
                  help="How probes enter the kernel where their set does not say (attach:): auto: "
                       "fentry/fexit where the kernel allows (cheaper; fexit misses no return), else a "
@@ -235,7 +235,7 @@ def probe_options(f):
     return f
 
 
-def _session_options(buffer, buffer_pages, log_path, *, engine="auto", attach="kprobe", no_cache=False,
+def _session_options(buffer, buffer_pages, log_path, *, engine="auto", attach="auto", no_cache=False,
                      cost=False):
     # Keyword-only: every command shares probe_options, and a positional call
     # once passed --no-cache where --attach belonged.

@@ -29,7 +29,7 @@ from typing import Callable
 
 from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
 from ktui.lang.model import Kind, KtuiError, ProbeSet
-from ktui.record.feed import FeedError, ProbeState, ProbeStats
+from ktui.record.feed import FeedError, ProbeStats
 
 DEFAULT_LISTEN = "127.0.0.1:9436"
 DRAIN_INTERVAL = 0.1  # seconds: events of probes with fetches are dropped this often
@@ -142,7 +142,7 @@ class Exporter:
                 out.append(ProbeView(
                     name=name, set=self.sets.get(name, self.probeset.name),
                     is_return=st.probe.kind is Kind.RETURN,
-                    attached=st.state in (ProbeState.ATTACHED, ProbeState.LOADING),
+                    attached=st.counting,
                     stats=stats.get(pid_, ProbeStats(pid_))))
             return out
 

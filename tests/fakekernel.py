@@ -129,6 +129,9 @@ class FakeLoader:
     def kernel_btf(self):
         return None  # no BTF: fentry is never chosen (and no generic engine either)
 
+    def cached_tracing_variant(self, cache_dir):
+        return None
+
     def __init__(self, per_drain: int = 0, tracefs: bool = True) -> None:
         self.returns = FakeReturnEvents(self) if tracefs else None
         self.per_drain = per_drain

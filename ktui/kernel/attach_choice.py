@@ -56,6 +56,26 @@ class Choice:
     refused: bool = False
 
 
+AUTO = "auto"
+
+# Why an `auto` probe goes by kprobe when fentry would do, but its program
+# is not to be had without a compile: a kprobe counts through the
+# dispatcher from the first moment; an fentry probe would count nothing
+# until the compile ends (tens of seconds on a first start).
+NOT_COMPILED = ("the fentry/fexit variant is not compiled yet: a kprobe counts now; "
+                "it compiles in the background and later starts use fentry")
+NO_CACHE = "--no-cache: the fentry/fexit variant would be compiled first; a kprobe counts now"
+
+
+def without_compile(choice: Choice, mode: str, *, variant_ready: bool, cache: bool) -> Choice:
+    """`choice`, unless it is fentry under `auto` and the tracing variant is
+    neither loaded nor cached (`variant_ready`): then a kprobe, saying why.
+    `attach: fentry` waits for the compile instead (it was asked for)."""
+    if choice.via != FENTRY or mode != AUTO or variant_ready:
+        return choice
+    return Choice(KPROBE, NOT_COMPILED if cache else NO_CACHE)
+
+
 def max_args(release: str) -> int:
     """Arguments a trampoline takes: 6, and 12 from Linux 6.6."""
     return 12 if _version(release) >= (6, 6) else 6

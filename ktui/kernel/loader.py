@@ -96,6 +96,10 @@ class Loader(Protocol):
         """The generic program's fentry/fexit variant (a CompiledProgram)."""
         ...
 
+    def cached_tracing_variant(self, cache_dir):
+        """The fentry/fexit variant if the cache holds it (no compile), else None."""
+        ...
+
     def kernel_btf(self):
         """vmlinux's BTF (KernelBtf), or None: fentry is then never chosen."""
         ...
@@ -190,6 +194,12 @@ class BccLoader:
         if use_cache:
             cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
         return tracing_variant(log_fd, cache=cache)
+
+    def cached_tracing_variant(self, cache_dir):
+        from ktui.kernel.generic.cache import ProgramCache
+        from ktui.kernel.generic.loader import cached_tracing_variant
+
+        return cached_tracing_variant(ProgramCache(cache_dir))
 
     def kernel_btf(self):
         """vmlinux's BTF (ktui.btf.index.KernelBtf): what fentry attaches by."""

@@ -81,9 +81,9 @@ class SessionOptions:
     # dashboard switches them with a key): see runstats
     timing: bool = False
     # how probes enter the kernel where neither they nor their set say
-    # (`attach:`): "kprobe", "auto" (fentry/fexit where the kernel allows)
-    # or "fentry" (see kernel/attach_choice)
-    attach: str = "kprobe"
+    # (`attach:`): "auto" (fentry/fexit where the kernel allows, the
+    # default), "kprobe" or "fentry" (see kernel/attach_choice)
+    attach: str = "auto"
 
 
 ENGINES = ("auto", "generic", "compiled")
@@ -129,6 +129,10 @@ class Session:
         self._btf_opened = False
         # probes told `attach: fentry` that cannot have it: id -> why (they fail)
         self._refused: dict[int, str] = {}
+        # an `auto` probe went by kprobe because the tracing variant was not
+        # compiled: it compiles in the background once the kprobe variant is in
+        self._compile_tracing_later = False
+        self._tracing_compiling = False  # that compile is under way (or done): once per session
         from ktui.kernel.runstats import RunTimeStats
 
         self._timing = RunTimeStats(self.loader.enable_run_stats)
@@ -246,20 +250,49 @@ class Session:
 
     def _load_generic(self) -> None:
         """In the background: the generic program, then every slot routed to
-        it; then the fentry/fexit variant, where a probe goes that way."""
+        it; then the fentry/fexit variant, where a probe goes that way, or
+        (after `loaded`: nothing waits for it) compiled for later starts."""
         self._load_kprobe_variant()
         try:
             if any(slot.tracing for slot in list(self._slots.values())) and not self.load_error:
                 self._attach_waiting_fentry()
         finally:
             self.loaded.set()
+        if self._compile_tracing_later and not self.load_error:
+            self._compile_tracing_variant()
+
+    def _compile_tracing_variant(self) -> None:
+        """The tracing variant compiled into the cache (an `auto` probe went
+        by kprobe for want of it): later starts, and probes added from now
+        on, go by fentry. The log gets its own fd: the session may close
+        meanwhile, and its fd number be reused."""
+        with self._lock:
+            if self._closed or self._log_fd < 0 or self._tracing_compiling:
+                return
+            self._tracing_compiling = True
+            log_fd = os.dup(self._log_fd)
+        try:
+            try:
+                tracing = self.loader.tracing_variant(log_fd, self.options.cache_dir, True)
+            except Exception as exc:  # noqa: BLE001 - the probes run by kprobe: nothing else to do
+                log_line(log_fd, f"ktui: the fentry/fexit variant did not compile: {exc}")
+                return
+            with self._lock:
+                if not self._closed and self._engine is not None and self._engine.tracing is None:
+                    self._engine.tracing = tracing
+            log_line(log_fd, "ktui: fentry/fexit variant compiled and cached: probes added from now on "
+                     "and later starts go by fentry/fexit where `attach: auto` allows")
+        finally:
+            os.close(log_fd)
 
     def _attach_waiting_fentry(self) -> None:
         """The tracing variant (compiled or from the cache), then every
         fentry probe waiting for it attaches (or falls back to a kprobe)."""
         error = ""
+        tracing = self._engine.tracing  # read from the cache when the probes were chosen
         try:
-            tracing = self.loader.tracing_variant(self._log_fd, self.options.cache_dir, self.options.cache)
+            if tracing is None:
+                tracing = self.loader.tracing_variant(self._log_fd, self.options.cache_dir, self.options.cache)
         except Exception as exc:  # noqa: BLE001 - each probe falls back, saying why
             error = f"the fentry/fexit variant did not compile: {exc}"
             log_line(self._log_fd, f"ktui: {error}")
@@ -449,17 +482,31 @@ class Session:
     def _choose(self, probe: Probe, generic: bool):
         """fentry/fexit or kprobe for `probe` (kernel/attach_choice), the
         reason logged in one line where fentry was wanted and is not had."""
-        from ktui.kernel.attach_choice import KPROBE, Choice, choose
+        from ktui.kernel.attach_choice import KPROBE, Choice, choose, without_compile
         from ktui.lang.attach_rules import effective_mode
 
         mode = effective_mode(probe, self.probeset.attach, self.options.attach)
         if mode == KPROBE:
             return Choice(KPROBE)
         choice = choose(probe, mode, release=os.uname().release, btf=self._kernel_btf(), generic=generic)
+        if generic and not choice.reason:
+            choice = without_compile(choice, mode, variant_ready=self._tracing_ready(), cache=self.options.cache)
+            if choice.reason and self.options.cache:
+                self._compile_tracing_later = True
+                if self.loaded.is_set() and not self.load_error:  # added live: compile now
+                    threading.Thread(target=self._compile_tracing_variant, name="ktui-tracing-compile",
+                                     daemon=True).start()
         if choice.reason:
             verdict = "refused" if choice.refused else "kprobe"
             log_line(self._log_fd, f"ktui: {probe.spec_text}: attach: {mode}: {verdict}: {choice.reason}")
         return choice
+
+    def _tracing_ready(self) -> bool:
+        """The tracing variant is at hand without a compile: loaded by this
+        session already, or in the cache (then read now, once)."""
+        if self._engine.tracing is None and self.options.cache:
+            self._engine.tracing = self.loader.cached_tracing_variant(self.options.cache_dir)
+        return self._engine.tracing is not None
 
     def _kernel_btf(self):
         if not self._btf_opened:
@@ -484,6 +531,7 @@ class Session:
         if self._engine.program is None or self._engine.tracing is None:
             return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
         via = slot.via
+        started = time.monotonic()
         try:
             self._engine.attach_tracing(slot)
         except OSError as exc:
@@ -492,7 +540,8 @@ class Session:
         if maxactive:
             log_line(self._log_fd, f"ktui: {probe.spec_text}: maxactive {maxactive} unused: "
                      "fexit sees every return")
-        log_line(self._log_fd, f"ktui: {probe.spec_text}: attached by {via}")
+        log_line(self._log_fd, f"ktui: {probe.spec_text}: attached by {via} in "
+                 f"{time.monotonic() - started:.3f} s")
         return self._set_status(pid_, ProbeState.ATTACHED, via=via)
 
     def _fall_back(self, pid_: int, reason: str) -> ProbeStatus:

@@ -20,7 +20,12 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   "fentry" or "fexit" ("" while it is not attached: off, failed, pending);
   see the probe set key `attach:`. An fexit probe has no maxactive and
   misses no return: its missed_returns is 0.
-  summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe","via",
+  state (stats and summary): "attached", "loading", "off", "failed" or
+  "pending". "loading": the probe's program is still being compiled or
+  loaded; a kprobe/kretprobe probe counts meanwhile (counted_only, no
+  events), an fentry/fexit one ("via" says which it will be) is not in the
+  kernel yet and counts nothing until its state is "attached".
+  summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe","via","state",
             "hits","emitted","lost","counted_only","missed_returns","maxactive",
             "recursion_misses"}]}   (last line, on exit; with --cost also "run_ns" and "run_count")
   missed_returns, maxactive, recursion_misses (stats and summary): returns a
@@ -57,7 +62,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   pointers missing, as in most of Debian's userland); "frames" holds the
   kernel frames (empty for stack: user).
 
-"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via" and the aggregation keys were added within version 2 (readers that ignore unknown keys
+"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state" and the aggregation keys were added within version 2 (readers that ignore unknown keys
 are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -136,7 +141,7 @@ class NdjsonSink:
         for pid_, s in sorted(stats.probes.items()):
             line = {
                 "probe_id": pid_, "probe": names.get(pid_, str(pid_)), "via": _via(statuses, pid_),
-                "hits": s.hits,
+                "state": _state(statuses, pid_), "hits": s.hits,
                 "emitted": s.emitted, "lost": s.lost, "counted_only": s.counted_only,
                 "missed_returns": s.missed_returns, "maxactive": s.maxactive,
                 "recursion_misses": s.recursion_misses,
@@ -166,7 +171,7 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
     probes = []
     for pid_, s in sorted((stats.probes if stats else {}).items()):
         line = {"probe_id": pid_, "probe": names.get(pid_, str(pid_)), "via": _via(statuses, pid_),
-                "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
+                "state": _state(statuses, pid_), "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
                 "counted_only": s.counted_only, "missed_returns": s.missed_returns,
                 "maxactive": s.maxactive, "recursion_misses": s.recursion_misses}
         if stats.timed:
@@ -180,6 +185,12 @@ def _via(statuses, pid_: int) -> str:
     "fentry", "fexit"; "" while it is not attached (off, failed, pending)."""
     status = statuses.get(pid_)
     return status.via if status is not None else ""
+
+
+def _state(statuses, pid_: int) -> str:
+    """ProbeState's value: "attached", "loading", "off", "failed", "pending"."""
+    status = statuses.get(pid_)
+    return status.state.value if status is not None else ""
 def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
     """A probe's hist/count/sum/stack as stats keys (only for a probe with them)."""
     agg = probe.agg

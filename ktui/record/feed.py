@@ -34,6 +34,15 @@ class ProbeStatus:
     # "fentry", "fexit" ("" while pending, off or failed)
     via: str = ""
 
+    @property
+    def counting(self) -> bool:
+        """In the kernel and counting its hits: attached, or loading on a
+        kprobe (its dispatcher counts while the program loads). A loading
+        fentry/fexit probe waits for its program: it counts nothing yet."""
+        if self.state is ProbeState.LOADING:
+            return self.via not in ("fentry", "fexit")
+        return self.state is ProbeState.ATTACHED
+
 
 @dataclass(frozen=True)
 class Event:

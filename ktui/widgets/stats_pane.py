@@ -263,6 +263,8 @@ def _head(view: ProbeView) -> Text:
     text.append("\n" + state.value, style)
     if status.reason:
         text.append(f": {status.reason}", style)
+    if state is ProbeState.LOADING and not status.counting:
+        text.append(f" ({status.via}: not in the kernel until its program is loaded; counts nothing yet)", style)
     if view.stats is not None:
         s = view.stats
         rate = "-" if view.rate is None else format_count(view.rate)

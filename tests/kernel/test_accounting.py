@@ -58,7 +58,7 @@ def json_line(line: bytes) -> dict:
 
 def test_stream_writes_every_emitted_event(reader):
     before = len(kprobe_entries())
-    p = start(["stream", "--no-stats", "--pid", str(reader), *PROBES], stdout=subprocess.PIPE)
+    p = start(["stream", "--no-stats", "--attach", "kprobe", "--pid", str(reader), *PROBES], stdout=subprocess.PIPE)
     wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
     first = p.stdout.readline()  # events flow
     assert first
@@ -86,7 +86,7 @@ def test_stream_writes_every_emitted_event(reader):
 def test_record_writes_every_emitted_event(reader, tmp_path):
     out = tmp_path / "r.ktrec"
     before = len(kprobe_entries())
-    p = start(["record", "--pid", str(reader), *PROBES, "-o", str(out)])
+    p = start(["record", "--attach", "kprobe", "--pid", str(reader), *PROBES, "-o", str(out)])
     wait_for(lambda: has_events(out) or p.poll() is not None, "recorded events")
     time.sleep(RUNNING)
     p.send_signal(signal.SIGINT)

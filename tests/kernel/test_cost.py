@@ -85,7 +85,7 @@ probes:
   - spec: {FUNC}:r:retval
     label: returns
 """)
-    options = SessionOptions(engine=engine, include_self=True, timing=True, wait_loaded=False,
+    options = SessionOptions(engine=engine, include_self=True, timing=True, wait_loaded=False, attach="kprobe",
                              log_path=tmp_path / "log")
     with Session(ps, options) as session:
         assert stats_enabled() == 1
@@ -121,7 +121,7 @@ def test_recursion_misses_are_counted_where_the_kernel_counts_them(tmp_path):
     program. Kernels from 6.7 count that as the program's recursion miss
     (trace_call_bpf); 6.1 skips it silently."""
     ps = loads_probeset("name: rec\nprobes:\n  - spec: array_map_update_elem:c\n")
-    options = SessionOptions(include_self=True, wait_loaded=True, log_path=tmp_path / "log")
+    options = SessionOptions(include_self=True, wait_loaded=True, log_path=tmp_path / "log", attach="kprobe")
     fd = bpfsys.map_create(bpfsys.BPF_MAP_TYPE_ARRAY, 4, 8, 4, name="ktui_test_rec")
     try:
         with Session(ps, options) as session:

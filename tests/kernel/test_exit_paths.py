@@ -53,7 +53,7 @@ def check_clean(before_kp: int) -> None:
 def test_stream_ended_by_signal(spinner, sig):
     before = len(kprobe_entries())
     assert ktui_bpf_programs() == []
-    p = start(["stream", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
+    p = start(["stream", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
               stdout=subprocess.PIPE)
     wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
     first = p.stdout.readline()  # the event loop runs: an event arrived
@@ -73,7 +73,7 @@ def test_stream_ended_by_signal(spinner, sig):
 
 def test_stream_into_a_closed_pipe(spinner):
     before = len(kprobe_entries())
-    p = start(["stream", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
+    p = start(["stream", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
               stdout=subprocess.PIPE)
     wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
     assert p.stdout.readline()  # `| head -n 1`
@@ -93,7 +93,7 @@ def test_silent_stream_into_a_closed_pipe():
     sleeper = subprocess.Popen(["sleep", "600"])  # never calls vfs_read
     try:
         before = len(kprobe_entries())
-        p = start(["stream", "--no-stats", "-e", "vfs_read:c:a3", "--pid", str(sleeper.pid)],
+        p = start(["stream", "--no-stats", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(sleeper.pid)],
                   stdout=subprocess.PIPE)
         wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
         time.sleep(0.5)  # into the collector's loop
@@ -131,7 +131,7 @@ def replay(path: Path):
 def test_record_ended_by_signal(spinner, sig, tmp_path):
     out = tmp_path / "r.ktrec"
     before = len(kprobe_entries())
-    p = start(["record", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2",
+    p = start(["record", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2",
                "-o", str(out)])
     wait_for(lambda: has_events(out) or p.poll() is not None, "recorded events")
     p.send_signal(sig)

@@ -55,8 +55,17 @@ probes:
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
-    """One cache for the module: the variants compile once."""
-    return tmp_path_factory.mktemp("cache")
+    """One cache for the module, the tracing variant in it (`auto` goes by
+    kprobe rather than wait for its compile): the variants compile once."""
+    from ktui.kernel.loader import BccLoader
+
+    cache = tmp_path_factory.mktemp("cache")
+    log_fd = os.open(os.devnull, os.O_WRONLY)
+    try:
+        BccLoader().tracing_variant(log_fd, cache / "ktui", True)
+    finally:
+        os.close(log_fd)
+    return cache
 
 
 def run(ps, workload, cache_dir, log):
@@ -183,3 +192,61 @@ def test_no_tracing_link_left(sig, cache_dir, tmp_path):
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+# Called first thing by every run of ktui's programs (the dispatcher's, the
+# generic program's kprobe and tracing variants): a probe on it is entered
+# again from inside its own run.
+NESTED = "bpf_get_current_pid_tgid"
+
+
+def test_fentry_recursion_misses_are_counted(workload, cache_dir, tmp_path):
+    """The trampoline skips an fentry program entered again on a CPU where
+    it already runs, and counts that on the program (recursion_misses,
+    5.12+). An fentry probe on a helper that its own program calls: each
+    run it starts (from the kprobe's runs on every vfs_read) calls the
+    helper once more, and that nested run is skipped and counted."""
+    ps = f"""
+name: nested
+probes:
+  - spec: trigger=vfs_read:c
+    attach: kprobe
+  - spec: nested={NESTED}:c
+    attach: fentry
+"""
+    statuses, stats, _ = run(ps, workload, cache_dir, tmp_path / "ktui.log")
+    by_name = {st.probe.name: st for st in statuses.values()}
+    ids = {st.probe.name: i for i, st in statuses.items()}
+    assert by_name["nested"].state is ProbeState.ATTACHED, by_name["nested"]
+    assert by_name["nested"].via == "fentry"
+    trigger, nested = stats[ids["trigger"]], stats[ids["nested"]]
+    assert trigger.hits == READS, trigger
+    # every outer run of the copy calls the helper before any filter: one
+    # skipped, counted nested run at least per run, and it ran at least once
+    # per workload read (the kprobe's program calls the helper too)
+    assert nested.recursion_misses >= READS, nested
+    assert nested.recursion_misses >= nested.hits, nested
+
+
+def test_auto_counts_by_kprobe_while_the_variant_compiles_then_uses_fentry(workload, tmp_path):
+    """A first start (an empty cache): `auto` does not make the probe wait
+    for the tracing variant's compile; it counts by kprobe, the log says
+    why, the variant compiles in the background into the cache, and the
+    next start goes by fentry."""
+    ps = "name: first\nprobes:\n  - vfs_read:c:a3\n"
+    cold = tmp_path / "cold"
+    first_log = tmp_path / "first.log"
+    statuses, stats, _ = run(ps, workload, cold, first_log)
+    (st,) = statuses.values()
+    assert (st.state, st.via) == (ProbeState.ATTACHED, "kprobe"), st
+    assert stats[st.probe_id].hits == READS
+    assert "attach: auto: kprobe: the fentry/fexit variant is not compiled yet" in first_log.read_text()
+    deadline = time.monotonic() + 600
+    while "fentry/fexit variant compiled and cached" not in first_log.read_text():
+        assert "variant did not compile" not in first_log.read_text(), first_log.read_text()[-2000:]
+        assert time.monotonic() < deadline, first_log.read_text()[-2000:]
+        time.sleep(1)
+    statuses, stats, _ = run(ps, workload, cold, tmp_path / "next.log")
+    (st,) = statuses.values()
+    assert (st.state, st.via) == (ProbeState.ATTACHED, "fentry"), st
+    assert stats[st.probe_id].hits == READS

@@ -2,7 +2,9 @@
 than its kretprobe has instances (maxactive), then woken. The kernel drops
 the returns past maxactive; ktui must report exactly how many, on both
 engines, and leave no tracefs event behind (not even after a SIGKILL, once
-the next ktui starts)."""
+the next ktui starts). These are kretprobes' (`attach: kprobe`: ktui's
+default, auto, would take fexit); fexit, which has no instances to run out
+of, sees every return of the same workload."""
 
 from __future__ import annotations
 
@@ -47,13 +49,16 @@ def wait_for(check, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("engine,maxactive", [("generic", 4), ("compiled", 4), ("generic", None)])
-def test_returns_past_maxactive_are_counted(engine, maxactive, tmp_path):
+@pytest.mark.parametrize("engine,maxactive,attach", [("generic", 4, "kprobe"), ("compiled", 4, "kprobe"),
+                                                     ("generic", None, "kprobe"), ("generic", 4, "fentry")])
+def test_returns_past_maxactive_are_counted(engine, maxactive, attach, tmp_path):
     proc = subprocess.Popen([sys.executable, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"
         ps = dataclasses.replace(loads_probeset(SET), pid=proc.pid, maxactive=maxactive or 0)
-        with Session(ps, SessionOptions(engine=engine, cache_dir=tmp_path)) as s:
+        # fexit: the run's shared cache (conftest), where its variant compiles once
+        cache_dir = None if attach == "fentry" else tmp_path
+        with Session(ps, SessionOptions(engine=engine, cache_dir=cache_dir, attach=attach)) as s:
             s.wait_loaded()
             ids = {st.probe.name: i for i, st in s.statuses().items()}
             assert all(st.reason == "" for st in s.statuses().values()), s.statuses()
@@ -68,8 +73,14 @@ def test_returns_past_maxactive_are_counted(engine, maxactive, tmp_path):
                 events += s.drain().events()
             stats = s.stats().probes
         entries, returns = stats[ids["entries"]], stats[ids["returns"]]
-        expected_max = maxactive or default_maxactive(bpfsys.possible_cpus())
         assert entries.hits == THREADS
+        if attach == "fentry":  # fexit: every return seen, none to miss
+            assert s.statuses()[ids["returns"]].via == "fexit"
+            assert (returns.hits, returns.missed_returns, returns.maxactive) == (THREADS, 0, 0)
+            mine = [e for e in events if e.probe_id == ids["returns"]]
+            assert len(mine) == THREADS and all(e.values == (8,) for e in mine)
+            return
+        expected_max = maxactive or default_maxactive(bpfsys.possible_cpus())
         assert returns.maxactive == expected_max
         assert returns.missed_returns > 0
         assert returns.hits + returns.missed_returns == entries.hits
@@ -89,7 +100,7 @@ import sys, time
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 ps = loads_probeset("name: k\\nprobes:\\n  - spec: eventfd_read:r\\n    maxactive: 3\\n")
-s = Session(ps, SessionOptions(engine="generic", cache_dir=sys.argv[1]))
+s = Session(ps, SessionOptions(engine="generic", cache_dir=sys.argv[1], attach="kprobe"))
 s.open()
 print("open", flush=True)
 time.sleep(600)

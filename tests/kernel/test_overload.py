@@ -77,7 +77,7 @@ def test_probes_past_the_fd_limit_fail_alone_and_the_rest_count(workload):
     the reason, and the attached ones keep counting."""
     n_probes, reads = 12, 30
     w = workload([[["read", 2, reads]]])
-    text = "name: many\nprobes:\n" + "".join(
+    text = "name: many\nattach: kprobe\nprobes:\n" + "".join(
         f"  - spec: vfs_read:c\n    label: p{i}\n    enabled: false\n" for i in range(n_probes))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with Session(probe_set(text, w.pid)) as s:

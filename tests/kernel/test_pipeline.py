@@ -41,9 +41,11 @@ probes:
 
 
 def probe_set(text: str, pid: int):
+    """By kprobe unless the text says: these tests count kprobes in
+    debugfs' list (fentry/fexit: test_fentry)."""
     ps = loads_probeset(text)
     import dataclasses
-    return dataclasses.replace(ps, pid=pid)
+    return dataclasses.replace(ps, pid=pid, attach=ps.attach or "kprobe")
 
 
 def drain_all(session, settle: float = 0.3):

@@ -87,3 +87,21 @@ def test_kernel_facts(btf, tmp_path):
 def test_names_are_arguments_not_registers(btf):
     probe = dataclasses.replace(parse_spec("vfs_read:c:a1"), attach="fentry")
     assert choose(probe, "fentry", release="6.1", btf=btf, generic=True).via == FENTRY
+
+
+def test_auto_takes_a_kprobe_rather_than_wait_for_a_compile(btf):
+    """`auto` keeps a probe counting from the first moment: where the
+    tracing variant would have to be compiled first, a kprobe (counting
+    through the dispatcher at once), saying why; `attach: fentry` asked
+    for fentry and waits for it."""
+    from ktui.kernel.attach_choice import NO_CACHE, NOT_COMPILED, without_compile
+
+    fentry = pick("vfs_read:c:a3", btf)
+    assert without_compile(fentry, "auto", variant_ready=True, cache=True) is fentry
+    later = without_compile(fentry, "auto", variant_ready=False, cache=True)
+    assert (later.via, later.reason, later.refused) == (KPROBE, NOT_COMPILED, False)
+    assert without_compile(fentry, "auto", variant_ready=False, cache=False).reason == NO_CACHE
+    forced = pick("vfs_read:c:a3", btf, mode="fentry")
+    assert without_compile(forced, "fentry", variant_ready=False, cache=True) is forced
+    offset = pick("vfs_read+0x5:c", btf)  # a kprobe anyway, with its own reason
+    assert without_compile(offset, "auto", variant_ready=False, cache=True) is offset

@@ -197,3 +197,42 @@ def test_a_timed_recording_keeps_its_cost():
     old = {"time": 1.0, "probes": {"1": {"probe_id": 1, "hits": 1, "lost": 0, "emitted": 1, "hist": [],
                                          "errnos": [], "top_comms": []}}}
     assert stats_from_json(old) == StatsSnapshot(1.0, {1: ProbeStats(1, hits=1, emitted=1)})
+
+
+# ---------------------------------------------------------------- fentry/fexit
+
+
+def test_a_tracing_probes_recursion_misses_are_its_own_copies(monkeypatch):
+    """An fentry/fexit probe runs in its own copies of the tracing variant
+    (its dispatcher programs stay idle): the trampoline counts the runs it
+    skipped on those copies (bpf_prog_info.recursion_misses, 5.12+), so
+    that is where they are read, both halves of a return probe."""
+    from ktui.kernel import bpfsys
+    from ktui.kernel.generic.engine import GenericEngine, Slot
+
+    runs = {10: ProgRun(0, 0, 100), 11: ProgRun(0, 0, 200),  # dispatcher programs
+            20: ProgRun(500, 5, 3), 21: ProgRun(700, 5, 4)}  # tracing copies: fexit, its fentry half
+    monkeypatch.setattr(bpfsys, "prog_run", lambda fd: runs[fd])
+    fexit = Slot(0, 1, parse_spec("vfs_read:r:retval"), 7, 0, progs=[10, 11], btf_id=42, nargs=4,
+                 tprogs=[20, 21])
+    assert fexit.via == "fexit"
+    assert GenericEngine._runs(fexit, timed=False) == {"recursion_misses": 7}
+    assert GenericEngine._runs(fexit, timed=True) == {"recursion_misses": 7, "run_ns": 1200, "run_count": 5}
+    by_kprobe = Slot(1, 1, parse_spec("vfs_read:r:retval"), 8, 1, progs=[10, 11])
+    assert by_kprobe.via == "kretprobe"
+    assert GenericEngine._runs(by_kprobe, timed=False) == {"recursion_misses": 300}
+    waiting = Slot(2, 1, parse_spec("vfs_read:c"), 9, None, progs=[10], btf_id=42, nargs=4)
+    assert GenericEngine._runs(waiting, timed=False) == {"recursion_misses": 0}  # no copy loaded yet
+
+
+def test_a_tracing_probes_recursion_misses_show_beside_lost():
+    from ktui.record.feed import ProbeState, ProbeStatus
+    from ktui.widgets.probe_table import ProbeLine, row_cells
+    from ktui.widgets.stats_pane import miss_lines
+
+    probe = parse_spec("vfs_read:c")
+    stats = ProbeStats(0, hits=10, lost=2, recursion_misses=3)
+    line = ProbeLine(ProbeStatus(0, probe, ProbeState.ATTACHED, via="fentry"), stats)
+    cells = [c.plain for c in row_cells(line)]
+    assert "2+3" in cells and "attached fentry" in cells
+    assert ("3 runs missed (recursion)", "yellow") in miss_lines(stats)

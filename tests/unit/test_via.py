@@ -78,8 +78,11 @@ def test_attach_option_reaches_the_session_and_is_checked():
 
     from ktui.cli import _session_options, main
 
-    assert _session_options("auto", 2048, None, attach="auto").attach == "auto"
-    assert _session_options("auto", 2048, None).attach == "kprobe"  # the default: fentry is opt-in
+    assert _session_options("auto", 2048, None, attach="kprobe").attach == "kprobe"
+    assert _session_options("auto", 2048, None).attach == "auto"  # the default: fentry where it can be had
+    from ktui.kernel.session import SessionOptions
+
+    assert SessionOptions().attach == "auto"
     result = CliRunner().invoke(main, ["stream", "-e", "vfs_read:c", "--attach", "fexit"])
     assert result.exit_code == 2 and "--attach" in result.output
 

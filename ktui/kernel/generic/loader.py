@@ -156,6 +156,11 @@ def tracing_variant(log_fd: int, *, cache: ProgramCache | None) -> CompiledProgr
     return compiled
 
 
+def cached_tracing_variant(cache: ProgramCache) -> CompiledProgram | None:
+    """The fentry/fexit variant's instructions if `cache` holds them."""
+    return cache.get(cache_key(program_text(tracing=True), __version__))
+
+
 def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie: int, nargs: int,
                       btf_id: int, attach_type: int, name: str) -> int:
     """One copy of the tracing variant for the kernel function `btf_id`
