@@ -51,6 +51,16 @@ class ReplayingFakeFeed:
         return Playback(position=12.3, speed=2.0, paused=False, ended=False)
 
 
+async def tail_landed(pilot, app) -> None:
+    """The event pane follows its tail again after a layout: let it land,
+    or the screen may be taken one row short (a flaky row)."""
+    log = app.main.query_one(EventLog)
+    for _ in range(50):
+        await pilot.pause()
+        if log.scroll_y == log.max_scroll_y:
+            break
+
+
 def settle(app):
     """The same state every run: a few polls, no toasts, no blinking cursors."""
 
@@ -59,13 +69,7 @@ def settle(app):
             await pilot.pause(0.01)
         polls(app, 5)
         await pilot.pause()
-        # the event pane follows its tail again after a layout: let it land,
-        # or the screen may be taken one row short (a flaky row)
-        log = app.main.query_one(EventLog)
-        for _ in range(50):
-            await pilot.pause()
-            if log.scroll_y == log.max_scroll_y:
-                break
+        await tail_landed(pilot, app)
         app.clear_notifications()
 
     return run_before
@@ -174,11 +178,7 @@ class TestDrillDown:
             await pilot.press("enter")
             polls(app, 2)
             await pilot.pause()
-            log = app.main.query_one(EventLog)
-            for _ in range(50):
-                await pilot.pause()
-                if log.scroll_y == log.max_scroll_y:
-                    break
+            await tail_landed(pilot, app)
             app.clear_notifications()
 
         assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
