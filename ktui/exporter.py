@@ -22,7 +22,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -33,6 +32,10 @@ from ktui.record.feed import FeedError, ProbeStats
 
 DEFAULT_LISTEN = "127.0.0.1:9436"
 DRAIN_INTERVAL = 0.1  # seconds: events of probes with fetches are dropped this often
+# A counting-only set has nothing to drain: the main loop then sleeps until a
+# signal. This bound is only a safety net (a wake-up lost in some corner of
+# the platform costs at most this long a wait for SIGTERM or SIGHUP).
+IDLE_WAKE = 5.0
 
 # (the probe set, probe name -> the name of the set it came from)
 Loaded = tuple[ProbeSet, dict[str, str]]
@@ -131,6 +134,11 @@ class Exporter:
         self.load = load
         self._lock = threading.Lock()  # a scrape never sees half a reload
 
+    def emits(self) -> bool:
+        """Whether a probe of the running set writes events (it has fetches):
+        then its buffer must be drained, or the kernel counts them lost."""
+        return any(p.emits_events for p in self.probeset.probes)
+
     def views(self):
         from ktui.pipeline.prometheus import ProbeView
 
@@ -184,6 +192,7 @@ class _Signals:
     def __init__(self) -> None:
         self.stop = False
         self.reload = False
+        self.wake = threading.Event()  # set by every signal: ends the main loop's wait
         self._old: dict = {}
 
     def __enter__(self) -> "_Signals":
@@ -200,6 +209,7 @@ class _Signals:
             self.reload = True
         else:
             self.stop = True
+        self.wake.set()
 
 
 def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: Listen, *,
@@ -228,12 +238,20 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
                 registry.register(ProbeCollector(exporter.views))
                 threading.Thread(target=server.serve_forever, name="ktui-metrics", daemon=True).start()
                 print(f"ktui: serving metrics on http://{listen}/metrics", file=sys.stderr, flush=True)
-                while not signals.stop:
+                while True:
+                    signals.wake.clear()  # before the flags: a signal from here on ends the wait
+                    if signals.stop:
+                        break
                     if signals.reload:
                         signals.reload = False
                         exporter.reload()
-                    session.drain()  # events of probes with fetches: not exported
-                    time.sleep(DRAIN_INTERVAL)
+                    if exporter.emits():
+                        session.drain()  # events of probes with fetches: not exported
+                        signals.wake.wait(DRAIN_INTERVAL)
+                    else:
+                        # Nothing to drain: no wake-ups that would take CPU from
+                        # the traced workload (scrapes are served by their thread).
+                        signals.wake.wait(IDLE_WAKE)
                 server.shutdown()
         except KeyboardInterrupt:  # a signal in the instant before our handlers
             pass
