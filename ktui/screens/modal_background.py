@@ -1,4 +1,4 @@
-"""The dimmed dashboard behind a modal screen, tinted once per distinct line.
+"""The dimmed screen behind a modal, drawn again only when it changed.
 
 Textual draws a modal screen's translucent background by rendering the
 screen below through Rich every time the modal paints: the whole
@@ -6,10 +6,12 @@ compositor as one stream of segments, every segment tinted, the stream
 split into lines again (`BackgroundScreen` rendered by a `RichVisual`).
 At 140x40 that was 20-25 ms of every `?`, the largest part of a key's
 latency at idle (issue 15). Here the screen below gives its lines as
-strips, and a line is tinted only when it differs from the line last drawn
-at that place (the event pane moves; the header, table and stats mostly do
-not): what is drawn is the same segments, computed the same way.
-"""
+strips; the tinted background is kept and drawn again as it was while
+the screen below would draw the same (its widgets' places and lines are
+equal), and otherwise a line is tinted only when it differs from every
+line of the last paint (the event pane moves; the header, table and stats
+mostly do not). What is drawn is the same segments, computed the same way
+(tests/ui/test_modal_background.py compares them with Textual's)."""
 
 from __future__ import annotations
 
