@@ -12,6 +12,7 @@ second, reads the stats; each poll updates the screen in one batch.
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import time
@@ -138,7 +139,20 @@ class KtuiApp(App[None]):
         if self.refresh_hz:  # 0: no timers at all (tests poll, and prewarm, when they say)
             self.set_interval(1 / self.refresh_hz, self._tick, name="poll")
             # The help's table, rendered while idle after start (HelpScreen.prewarm)
-            self.set_timer(PREWARM_AFTER, lambda: self._help_screen().prewarm(), name="prewarm-help")
+            self.set_timer(PREWARM_AFTER, self._settle_after_start, name="prewarm-help")
+
+    def _settle_after_start(self) -> None:
+        """Once, while idle after start: the help's table is rendered
+        (HelpScreen.prewarm), then what start-up allocated (Textual, Rich,
+        the composed dashboard: ~90k objects) is moved out of the garbage
+        collector's reach (`gc.freeze`). Those objects live for the whole
+        run, yet every full collection walked them again: 50 ms pauses
+        every 2-3 s that a key press had to wait behind (the slowest idle
+        keys of issue 15). Garbage made before is collected first, so
+        nothing collectable is frozen; later objects are collected as usual."""
+        self._help_screen().prewarm()
+        gc.collect()
+        gc.freeze()
 
     def on_unmount(self) -> None:
         self._stop_logging()

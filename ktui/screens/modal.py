@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
+from rich.console import RenderableType
 from textual.containers import Vertical, VerticalScroll
+from textual.renderables.background_screen import BackgroundScreen
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ktui.screens.modal_background import TintedBackground, TintedLines
 from ktui.widgets.scrollbars import whole_cell_scrollbars
 
 ResultT = TypeVar("ResultT")
@@ -41,6 +44,18 @@ class ModalFrame(ModalScreen[ResultT]):
         & .keys-line { color: $text-muted; margin-top: 1; }
     }
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._tinted_lines = TintedLines()
+
+    def render(self) -> RenderableType:
+        # Textual decides whether the screen below shows through (and
+        # which one); only how it is drawn changes (modal_background.py).
+        background = super().render()
+        if isinstance(background, BackgroundScreen):
+            return TintedBackground(background.screen, background.color, self._tinted_lines)
+        return background
 
     def on_mount(self) -> None:
         for box in self.query(".modal-frame"):

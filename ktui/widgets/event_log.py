@@ -244,6 +244,15 @@ class EventLog(ScrollView, can_focus=True):
         self.scroll_to(y=top, animate=False, immediate=True, force=True)
         self.refresh()
 
+    def on_resize(self, event: events.Resize) -> None:
+        # The pane got shorter or taller (`s` folds the stats under the
+        # events, the window was resized): a log that follows its tail keeps
+        # the newest row in view. Before, it kept its old offset, rows short
+        # of the tail until new events came, and a screen taken meanwhile
+        # showed wherever a pending scroll had got to (a flaky snapshot).
+        if len(self.window) and self.cursor == len(self.window) - 1:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+
     def on_focus(self) -> None:
         self._cache.clear()
 

@@ -115,7 +115,22 @@ class TestSizes:
 
     def test_narrow_stats_come_back_under_the_events(self, snap_compare):
         app = make_app(wide_feed())
-        assert snap_compare(app, press=["s"], terminal_size=(80, 24), run_before=settle(app))
+
+        async def run_before(pilot) -> None:
+            await settle(app)(pilot)
+            log = app.main.query_one(EventLog)
+            tall = log.size.height
+            await pilot.press("s")
+            # the stats pane's layout lands, then the log (following its
+            # tail) keeps the newest row in view: wait for both, or the
+            # screen is taken in between (it flaked under CPU load)
+            for _ in range(100):
+                await pilot.pause()
+                if log.size.height < tall and log.scroll_y == log.max_scroll_y:
+                    break
+            assert log.size.height < tall and log.scroll_y == log.max_scroll_y
+
+        assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
 class TestHelp:

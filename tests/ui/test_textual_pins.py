@@ -5,6 +5,13 @@ an exception escaping a handler, timer or worker). That was checked against
 the Textual below. An upgrade fails this test on purpose: read the override
 (and the crash tests in test_crash.py) against the new Textual, then move
 the pin here and in pyproject.toml together.
+
+ktui/screens/modal_background.py draws a modal's dimmed background from the
+screen below's compositor (`Screen._compositor`, `Compositor._get_renders`,
+`Compositor.render_strips`) and Textual's own tint
+(`BackgroundScreen.process_segments`), because `Screen.render` returns a
+`BackgroundScreen` for it: checked against the same version
+(tests/ui/test_modal_background.py compares it with Textual's own drawing).
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+from textual._compositor import Compositor
 from textual.app import App
+from textual.renderables.background_screen import BackgroundScreen
 
 from ktui.app import KtuiApp
 
@@ -36,3 +45,9 @@ def test_pyproject_pins_that_version():
 def test_the_overridden_method_still_exists_with_the_same_shape():
     assert list(inspect.signature(App._handle_exception).parameters) == ["self", "error"]
     assert KtuiApp._handle_exception is not App._handle_exception
+
+
+def test_what_the_modal_background_uses_is_still_there():
+    assert list(inspect.signature(Compositor._get_renders).parameters) == ["self", "crop"]
+    assert list(inspect.signature(Compositor.render_strips).parameters) == ["self", "size"]
+    assert list(inspect.signature(BackgroundScreen.process_segments).parameters) == ["segments", "color"]
