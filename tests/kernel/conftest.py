@@ -35,35 +35,24 @@ def shared_cache_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def warm_cache(kernel_rig) -> Path:
-    """The run's cache with the generic program compiled in it. A compile
-    takes half a minute or more under TCG (and longer beside a busy
-    workload): once per run, not once per test. Tests of the cache itself
-    and of a first start keep an empty directory of their own."""
+    """The run's cache with the generic program and its fentry/fexit
+    variant compiled in it. A compile takes half a minute or more under
+    TCG: once per run, not once per test. Both at once: a session under
+    `auto` whose cache lacks the variant compiles it in the background,
+    and that compile (a nice 10 child outliving the test) slowed the next
+    tests' own compiles to twice their time. Tests of the cache itself and
+    of a first start keep an empty directory of their own."""
     from ktui.kernel.generic.cache import ProgramCache
-    from ktui.kernel.generic.loader import load_generic
+    from ktui.kernel.generic.loader import load_generic, tracing_variant
 
     cache = ProgramCache(shared_cache_dir())
     log_fd = os.open(os.devnull, os.O_WRONLY)
     try:
         load_generic(log_fd, cache=cache).close()
+        tracing_variant(log_fd, cache=cache)
     finally:
         os.close(log_fd)
     return cache.directory
-
-
-@pytest.fixture(scope="session")
-def warm_tracing_cache(warm_cache) -> Path:
-    """warm_cache with the fentry/fexit variant compiled in it too (`auto`
-    goes by kprobe while it compiles; `attach: fentry` waits for it)."""
-    from ktui.kernel.generic.cache import ProgramCache
-    from ktui.kernel.generic.loader import tracing_variant
-
-    log_fd = os.open(os.devnull, os.O_WRONLY)
-    try:
-        tracing_variant(log_fd, cache=ProgramCache(warm_cache))
-    finally:
-        os.close(log_fd)
-    return warm_cache
 
 
 def pytest_collection_modifyitems(items):

@@ -54,11 +54,11 @@ probes:
 
 
 @pytest.fixture
-def cache_dir(warm_tracing_cache):
+def cache_dir(warm_cache):
     """The run's cache (conftest), as an XDG_CACHE_HOME: both variants in it
     (`auto` goes by kprobe rather than wait for the tracing one's compile),
     compiled once per run."""
-    return warm_tracing_cache.parent
+    return warm_cache.parent
 
 
 def run(ps, workload, cache_dir, log):
