@@ -2,12 +2,18 @@
 # The kernel part of `make test`: every kernel test inside a throwaway VM
 # (ktui/vm/boot.py, as for `ktui vm`), one boot per kernel.
 #
-#   scripts/test-kernel.sh MAIN_KERNEL [NEXT_KERNEL] [-- EXTRA PYTEST ARGS]
+#   scripts/test-kernel.sh [--then COMMAND] MAIN_KERNEL [NEXT_KERNEL] [-- EXTRA PYTEST ARGS]
+#
+# --then COMMAND runs in the second slot once NEXT_KERNEL's VM is done (or
+# beside MAIN_KERNEL's when there is no NEXT_KERNEL): `make test` puts the
+# host suite there. 6.12's part ends minutes before 6.1's whole suite, and
+# the host suite (4 min) fits in that gap instead of running before both.
 #
 # The matrix: the whole kernel suite on Debian bookworm's stock 6.1; on 6.12
 # (bookworm backports), whose compiles take twice as long under emulation, the
 # pipeline's core tests, the generic engine's, missed returns', each probe's
-# cost, fentry/fexit's, the aggregations' and ktui list's. probesets/memory.yaml
+# cost, fentry/fexit's, the aggregations' and ktui list's, less what only
+# exercises ktui's own code (next_skip). probesets/memory.yaml
 # names 6.1's allocator functions, which 6.10+ renamed (*_noprof): 6.1-only.
 #
 # The two boots run side by side (scripts/in-parallel.sh): each single-threaded
@@ -16,7 +22,9 @@
 # --durations shows where each run's time goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-main="${1:?usage: $0 MAIN_KERNEL [NEXT_KERNEL] [-- PYTEST ARGS]}"; shift
+then=""
+if [[ "${1:-}" == "--then" ]]; then then="${2:?--then needs a command}"; shift 2; fi
+main="${1:?usage: $0 [--then COMMAND] MAIN_KERNEL [NEXT_KERNEL] [-- PYTEST ARGS]}"; shift
 next=""
 if (( $# )) && [[ "$1" != "--" ]]; then next="$1"; shift; fi
 [[ "${1:-}" == "--" ]] && shift
@@ -29,13 +37,33 @@ next_tests+=" tests/kernel/test_cost.py tests/kernel/test_fentry.py tests/kernel
 next_tests+=" tests/kernel/test_list.py tests/kernel/test_names.py"
 next_tests+=" tests/kernel/test_dashboard_e2e.py::test_find_a_function_and_add_a_probe_by_picking_its_names"
 next_filter="not test_pipeline or ((values or toggle or flood or shipped) and not memory)"
+# What 6.1 proves for both: paths in ktui's own code (the cache's checksum,
+# `auto` while the fentry/fexit variant first compiles, ending by duration
+# or SIGINT; the kernel's part of an end, fds closed, stays by SIGKILL).
+next_skip=(
+    "tests/kernel/test_generic.py::test_corrupt_cache_entry_recompiles"
+    "tests/kernel/test_fentry.py::test_auto_counts_by_kprobe_while_the_variant_compiles_then_uses_fentry"
+    "tests/kernel/test_fentry.py::test_no_tracing_link_left[exit]"
+    "tests/kernel/test_fentry.py::test_no_tracing_link_left[SIGINT]"
+    "tests/kernel/test_cost.py::test_stream_cost_is_off_again_however_ktui_ends[duration]"
+    "tests/kernel/test_cost.py::test_stream_cost_is_off_again_however_ktui_ends[sigint]"
+)
+next_deselect=""
+for t in "${next_skip[@]}"; do next_deselect+=" --deselect '$t'"; done
 
 in_vm() {  # KERNEL GUEST_COMMAND -> one shell-quoted host command line
     printf '%q ' "$python" -m ktui.vm --kernel "$1" -- "$2"
 }
 jobs=("kernel tests on $main (VM)" "$(in_vm "$main" "$pytest --durations=15 tests/kernel $extra")")
 if [[ -n "$next" ]]; then
-    jobs+=("kernel tests on $next (VM)"
-           "$(in_vm "$next" "$pytest --durations=10 $next_tests -k '$next_filter' $extra")")
+    next_job="$(in_vm "$next" "$pytest --durations=10 $next_tests -k '$next_filter'$next_deselect $extra")"
+    if [[ -n "$then" ]]; then
+        # both run whatever the first's status; the first failure is the job's
+        jobs+=("kernel tests on $next (VM), then: $then" "$next_job; s=\$?; $then || exit; exit \$s")
+    else
+        jobs+=("kernel tests on $next (VM)" "$next_job")
+    fi
+elif [[ -n "$then" ]]; then
+    jobs+=("$then" "$then")
 fi
 exec bash scripts/in-parallel.sh "${jobs[@]}"

@@ -27,6 +27,34 @@ os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="ktui-test-cache
 KPROBE_LIST = Path("/sys/kernel/debug/kprobes/list")
 
 
+def shared_cache_dir() -> Path:
+    """The run's cache directory: where every Session with the default
+    cache_dir, and every ktui the tests start, looks."""
+    return Path(os.environ["XDG_CACHE_HOME"]) / "ktui"
+
+
+@pytest.fixture(scope="session")
+def warm_cache(kernel_rig) -> Path:
+    """The run's cache with the generic program and its fentry/fexit
+    variant compiled in it. A compile takes half a minute or more under
+    TCG: once per run, not once per test. Both at once: a session under
+    `auto` whose cache lacks the variant compiles it in the background,
+    and that compile (a nice 10 child outliving the test) slowed the next
+    tests' own compiles to twice their time. Tests of the cache itself and
+    of a first start keep an empty directory of their own."""
+    from ktui.kernel.generic.cache import ProgramCache
+    from ktui.kernel.generic.loader import load_generic, tracing_variant
+
+    cache = ProgramCache(shared_cache_dir())
+    log_fd = os.open(os.devnull, os.O_WRONLY)
+    try:
+        load_generic(log_fd, cache=cache).close()
+        tracing_variant(log_fd, cache=cache)
+    finally:
+        os.close(log_fd)
+    return cache.directory
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.kernel)

@@ -116,10 +116,13 @@ def downs_to(refs: list[str], start: str, target: str) -> int:
     return refs.index(target) - refs.index(start)
 
 
-def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path):
+def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path, warm_cache):
     """Issue 12's "done when": knowing only "something in the VFS read path",
     find vfs_read in the browser, see its arguments, pick file->f_pos and
-    count, add the probe, and watch the right values arrive."""
+    count, add the probe, and watch the right values arrive. ktui finds
+    both generic programs in the run's cache (warm_cache, through tmux's
+    environment): a variant compiled behind the dashboard would share the
+    guest's one busy CPU with it."""
     from ktui.screens.browse_model import FunctionIndex, running_kernel_catalog
 
     path, size, times = "/tmp/ktui-e2e-picked", 100, 5

@@ -13,9 +13,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ktui.kernel.generic.cache import ProgramCache
+from ktui import __version__
+from ktui.kernel.generic.cache import SUFFIX, ProgramCache, cache_key
 from ktui.kernel.generic.engine import GenericEngine
-from ktui.kernel.generic.loader import load_generic
+from ktui.kernel.generic.loader import load_generic, program_text
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
@@ -53,6 +54,7 @@ probes:
 
 
 KERNEL_HALF = 0xFFFF800000000000
+EARLY = 50  # reads the dispatcher counts alone before the handover
 
 
 def comparable(name: str, values: tuple) -> tuple:
@@ -82,9 +84,9 @@ def run_set(engine: str, workload, cache_dir: Path):
     return values, counters
 
 
-def test_generic_values_equal_compiled(workload, tmp_path):
+def test_generic_values_equal_compiled(workload, tmp_path, warm_cache):
     compiled = run_set("compiled", workload, tmp_path)
-    generic = run_set("generic", workload, tmp_path)
+    generic = run_set("generic", workload, warm_cache)
     assert generic[1] == compiled[1]
     # every value is the workload's own (a1 as 'a kernel pointer'): equal run to run
     assert generic[0] == compiled[0]
@@ -95,13 +97,16 @@ def test_generic_values_equal_compiled(workload, tmp_path):
     assert generic[1]["sampled"][1] == (40 + 60 + 20 + 9 + 3) // 4
 
 
-def test_counts_across_the_handover_are_exact(tmp_path):
+def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
     """The dispatcher counts until the program is routed in, then the
     program counts: every call once, never twice, never lost."""
     # The child reads until told to stop, then says how many reads it made:
-    # the handover happens while it reads, whatever the compile takes. It
-    # is told to start and stop by files (a stat is not a read), and says
-    # it is ready once its own start-up reads (imports) are over.
+    # the handover happens while it reads. It is told to start and stop by
+    # files (a stat is not a read), and says it is ready once its own
+    # start-up reads (imports) are over. The program comes from the run's
+    # cache (a compile here only made the wait longer): the dispatcher
+    # counts alone until it has counted EARLY reads, then the program is
+    # routed in while the child goes on reading.
     go, stop = tmp_path / "go", tmp_path / "stop"
     child = subprocess.Popen([sys.executable, "-c", (
         "import os, sys, time\n"
@@ -123,7 +128,12 @@ def test_counts_across_the_handover_are_exact(tmp_path):
         slot = engine.add(parse_spec("vfs_read:c"), 0)
         engine.attach(slot, "vfs_read", 0, None)
         go.touch()
-        program = load_generic(log_fd, cache=None)  # a compile: the workload runs meanwhile
+        deadline = time.monotonic() + 120
+        while engine.stats()[0].hits < EARLY:
+            assert time.monotonic() < deadline, engine.stats()[0]
+            time.sleep(0.05)
+        program = load_generic(log_fd, cache=ProgramCache(warm_cache))
+        assert program.source == "cache"
         early_before = engine.stats()[0].hits
         engine.install_program(program)
         time.sleep(1.0)  # the program counts for a while
@@ -132,20 +142,26 @@ def test_counts_across_the_handover_are_exact(tmp_path):
         stats = engine.stats()[0]
     finally:
         engine.close()
-    assert 0 < early_before, "the dispatcher counted before the program came"
+    assert EARLY <= early_before, "the dispatcher counted before the program came"
     assert stats.counted_only >= early_before
     assert stats.hits - stats.counted_only > 0, "the program counted after the handover"
     assert stats.hits == calls
 
 
-def test_corrupt_cache_entry_recompiles(tmp_path):
+def test_corrupt_cache_entry_recompiles(tmp_path, warm_cache):
     log_path = tmp_path / "log"
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
+    # a cache of its own holding a copy of the run's entry (compiled once
+    # per run by warm_cache): the recompile below is this test's only one
+    name = cache_key(program_text(), __version__) + SUFFIX
+    (tmp_path / "cache").mkdir(mode=0o700)
+    entry = tmp_path / "cache" / name
+    entry.write_bytes((warm_cache / name).read_bytes())
+    entry.chmod(0o600)
     cache = ProgramCache(tmp_path / "cache", log=lambda text: os.write(log_fd, text.encode() + b"\n"))
     first = load_generic(log_fd, cache=cache)
     first.close()
-    assert first.source == "compiled"
-    entry = next((tmp_path / "cache").glob("*.ktuiprog"))
+    assert first.source == "cache"  # the copy is good: what follows is the corruption's doing
     data = json.loads(entry.read_bytes())
     data["body"] = data["body"].replace('"insns": "', '"insns": "AAAA', 1)
     entry.write_bytes(json.dumps(data).encode())
@@ -192,13 +208,10 @@ print("ret 5s", rets.count(5), "ret 6s", rets.count(6))
 """
 
 
-def test_edits_apply_without_a_compile(tmp_path):
+def test_edits_apply_without_a_compile(warm_cache):
     """A session started from the cache: adding, removing and editing
     probes never imports bcc, so no compiler can have run."""
-    warm = tmp_path / "cache"
-    load_generic(os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o600),
-                 cache=ProgramCache(warm)).close()
-    out = subprocess.run([sys.executable, "-c", EDIT_SCRIPT, str(warm)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", EDIT_SCRIPT, str(warm_cache)], capture_output=True,
                          text=True, timeout=600, cwd=HERE.parent.parent)
     assert out.returncode == 0, out.stderr
     assert "bcc imported: False" in out.stdout

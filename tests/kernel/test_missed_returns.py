@@ -51,14 +51,13 @@ def wait_for(check, what: str, timeout: float = 120.0) -> None:
 
 @pytest.mark.parametrize("engine,maxactive,attach", [("generic", 4, "kprobe"), ("compiled", 4, "kprobe"),
                                                      ("generic", None, "kprobe"), ("generic", 4, "fentry")])
-def test_returns_past_maxactive_are_counted(engine, maxactive, attach, tmp_path):
+def test_returns_past_maxactive_are_counted(engine, maxactive, attach, warm_cache):
     proc = subprocess.Popen([sys.executable, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"
         ps = dataclasses.replace(loads_probeset(SET), pid=proc.pid, maxactive=maxactive or 0)
-        # fexit: the run's shared cache (conftest), where its variant compiles once
-        cache_dir = None if attach == "fentry" else tmp_path
-        with Session(ps, SessionOptions(engine=engine, cache_dir=cache_dir, attach=attach)) as s:
+        # the run's shared cache (conftest): its programs compile once per run
+        with Session(ps, SessionOptions(engine=engine, cache_dir=warm_cache, attach=attach)) as s:
             s.wait_loaded()
             ids = {st.probe.name: i for i, st in s.statuses().items()}
             assert all(st.reason == "" for st in s.statuses().values()), s.statuses()
@@ -107,8 +106,8 @@ time.sleep(600)
 """
 
 
-def test_sigkill_leaves_a_disarmed_event_the_next_start_removes(tmp_path):
-    child = subprocess.Popen([sys.executable, "-c", KEEP_OPEN, str(tmp_path)], stdout=subprocess.PIPE,
+def test_sigkill_leaves_a_disarmed_event_the_next_start_removes(warm_cache):
+    child = subprocess.Popen([sys.executable, "-c", KEEP_OPEN, str(warm_cache)], stdout=subprocess.PIPE,
                              cwd=str(Path(__file__).resolve().parents[2]))
     try:
         assert child.stdout.readline() == b"open\n"
@@ -119,6 +118,6 @@ def test_sigkill_leaves_a_disarmed_event_the_next_start_removes(tmp_path):
     left = ktui_events()
     assert any(f"ktui_{child.pid}_" in line for line in left), left  # disarmed, still listed
     ps = loads_probeset("name: next\nprobes:\n  - eventfd_read:c\n")
-    with Session(ps, SessionOptions(engine="generic", cache_dir=tmp_path)):
+    with Session(ps, SessionOptions(engine="generic", cache_dir=warm_cache)):
         assert ktui_events() == []
     assert ktui_events() == []

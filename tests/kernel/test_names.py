@@ -31,12 +31,12 @@ probes:
 """
 
 
-def run(engine: str, workload, tmp_path):
+def run(engine: str, workload, cache_dir):
     with open(FILE, "wb") as f:
         f.write(b"x" * 4096)
     w = workload([SHAPE])
     ps = dataclasses.replace(loads_probeset(PROBES), pid=w.pid)
-    with Session(ps, SessionOptions(engine=engine, cache_dir=tmp_path)) as s:
+    with Session(ps, SessionOptions(engine=engine, cache_dir=cache_dir)) as s:
         s.wait_loaded()
         w.run_phase()
         time.sleep(0.3)
@@ -48,8 +48,8 @@ def run(engine: str, workload, tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["generic", "compiled"])
-def test_names_read_what_positions_read(engine, workload, tmp_path):
-    got = run(engine, workload, tmp_path)
+def test_names_read_what_positions_read(engine, workload, warm_cache):
+    got = run(engine, workload, warm_cache)
     calls = [v for p, v in got if p.label == "call"]
     rets = [v for p, v in got if p.label == "ret"]
     # the probe the session ran was bound to this kernel's BTF
