@@ -14,6 +14,10 @@
  * comparison results (the verifier would then track every combination).
  * The plan, config and limits come from abi.py, pasted above this text. */
 #include <uapi/linux/ptrace.h>
+#include <linux/version.h>
+
+/* bpf_get_func_arg/ret (the tracing variant's arguments): 5.17 */
+#define KTUI_FUNC_ARG_HELPERS (LINUX_VERSION_CODE >= KERNEL_VERSION(5, 17, 0))
 
 struct ktui_event_header {
     u64 ts;
@@ -50,6 +54,9 @@ struct ktui_state {
     u8 payload[KTUI_PAYLOAD_MAX];
     u64 regs[KTUI_NREGS];
     u64 args[6];
+#if !KTUI_FUNC_ARG_HELPERS
+    u64 targs[KTUI_TRACE_ARGS + 1]; /* tracing: the arguments, then the return value */
+#endif
     u64 vals[KTUI_MAX_FETCHES];
     u64 retval;
     u64 pid_tgid;
@@ -473,10 +480,11 @@ int ktui_generic(struct pt_regs *ctx)
  * read past the target's argument count, which one text for every target
  * cannot know: arguments and return value come through bpf_get_func_arg
  * and bpf_get_func_ret (5.17+), which the verifier inlines as a few loads
- * checked against the count the trampoline stores, so no helper call. */
+ * checked against the count the trampoline stores, so no helper call
+ * (before 5.17: one probe read of the nargs + 1 words). */
 struct ktui_self {
     u64 cookie;
-    u32 nargs; /* the function's argument count (the loader's record; the helpers check it) */
+    u32 nargs; /* the function's argument count (before 5.17: what to read) */
     u32 pad;
 };
 
@@ -506,6 +514,17 @@ int ktui_generic(u64 *ctx)
     st->pid_tgid = bpf_get_current_pid_tgid();
     st->have_comm = 0;
     u32 flags = plan->flags;
+#if !KTUI_FUNC_ARG_HELPERS
+    /* before 5.17: one probe read of nargs + 1 words, when the plan needs any */
+    u32 nargs = me->nargs;
+    if (nargs > KTUI_TRACE_ARGS)
+        return 0;
+    if (flags & (F_ARGS | F_RETURN)) {
+        bpf_probe_read_kernel(st->targs, (nargs + 1) * 8, ctx);
+        __builtin_memcpy(st->args, st->targs, sizeof(st->args));
+        st->retval = st->targs[nargs];
+    }
+#else
     if (!(flags & F_RETURN) || (cookie & KTUI_COOKIE_ENTRY)) {
         /* a call, or a return probe's entry (its return half takes the
          * arguments its entry saved) */
@@ -517,6 +536,7 @@ int ktui_generic(u64 *ctx)
         bpf_get_func_ret(ctx, &rc);
         st->retval = rc;
     }
+#endif
     return ktui_run(st, plan, cookie, slot);
 }
 #endif
