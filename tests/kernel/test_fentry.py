@@ -61,8 +61,8 @@ def cache_dir(warm_cache):
     return warm_cache.parent
 
 
-def run(ps, workload, cache_dir, log):
-    w = workload([[["read", SIZE, READS]]])
+def run(ps, workload, cache_dir, log, shape=(("read", SIZE, READS),)):
+    w = workload([[list(op) for op in shape]])
     ps = loads_probeset(ps) if isinstance(ps, str) else ps
     import dataclasses
     ps = dataclasses.replace(ps, pid=w.pid)
@@ -99,6 +99,47 @@ def test_fentry_and_kprobe_agree(workload, cache_dir, tmp_path):
     assert all(e.latency_ns > 0 for e in events if e.probe_id == ids["fx"])
     text = log.read_text()
     assert "maxactive 64 unused: fexit sees every return" in text
+
+
+# Probes that only count gather nothing their plan does not read
+# (generic/plan.work_flags): these filters read an argument, which a call
+# probe must still take (fentry: bpf_get_func_arg) and a return probe's
+# entry must still save for its return. Each set runs alone: another
+# probe's copy of the same hit's arguments would hide a missing one.
+FILTERED_CALLS = """
+name: filtered-calls
+probes:
+  - spec: fc=vfs_read:c
+    filter: a3 == 7
+    attach: fentry
+  - spec: kc=vfs_read:c
+    filter: a3 == 7
+    attach: kprobe
+"""
+FILTERED_RETURNS = """
+name: filtered-returns
+probes:
+  - spec: fr=vfs_read:r
+    filter: a3 == 3 && retval == 3
+    attach: fentry
+  - spec: kr=vfs_read:r
+    filter: a3 == 3 && retval == 3
+    attach: kprobe
+"""
+OTHER_READS = 25
+
+
+def test_counting_probes_filter_on_arguments(workload, cache_dir, tmp_path):
+    shape = (("read", SIZE, READS), ("read", 3, OTHER_READS))
+    for text, via, want in ((FILTERED_CALLS, {"fc": "fentry", "kc": "kprobe"}, READS),
+                            (FILTERED_RETURNS, {"fr": "fexit", "kr": "kretprobe"}, OTHER_READS)):
+        statuses, stats, events = run(text, workload, cache_dir, tmp_path / "ktui.log", shape)
+        assert events == []  # they only count
+        assert {st.probe.name: st.via for st in statuses.values()} == via
+        hits = {st.probe.name: stats[i].hits for i, st in statuses.items()}
+        assert hits == {name: want for name in via}, text
+        ret = [stats[i] for i, st in statuses.items() if st.probe.kind.name == "RETURN"]
+        assert all(sum(st.hist) == want for st in ret)  # every latency too
 
 
 def test_fallback_for_offset_and_many_arguments(workload, cache_dir, tmp_path):

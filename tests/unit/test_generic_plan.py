@@ -143,3 +143,50 @@ def test_c_declarations_match_the_ctypes_layout():
         block = text.split(f"struct ktui_{cls.__name__.lower()} {{", 1)[1].split("};", 1)[0]
         names = [line.split()[-1].split("[")[0].rstrip(";") for line in block.strip().splitlines()]
         assert names == [name for name, _ in cls._fields_]
+
+
+def _work(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> int:
+    probe = parse_spec(spec)
+    if filt is not None:
+        probe = dataclasses.replace(probe, filter=parse_filter(filt))
+    if changes:
+        probe = dataclasses.replace(probe, **changes)
+    size = HEADER_SIZE + max(8, probe_layout(probe).payload_size)
+    flags = build_plan(probe, gen=1, record_size=size, tracing=tracing).flags
+    return flags & (abi.F_REGS | abi.F_ARGS | abi.F_TIME | abi.F_CPU)
+
+
+# What each hit gathers before the plan runs: only what the plan reads.
+@pytest.mark.parametrize("spec,filt,tracing,expected", [
+    # a counting probe: nothing at all, by kprobe or by fentry
+    ("f:c", None, False, 0),
+    ("f:c", None, True, 0),
+    # its filter reads an argument: the register (kprobe), the argument (fentry)
+    ("f:c", "a3 == 7", False, abi.F_REGS),
+    ("f:c", "a3 == 7", True, abi.F_ARGS),
+    ("f:c", "rdx == 7", False, abi.F_REGS),
+    # a filter on the CPU, the pid, comm
+    ("f:c", "cpu == 0", True, abi.F_CPU),
+    ("f:c", "pid == 1", True, 0),
+    ("f:c", 'comm == "x"', False, 0),
+    # a fetch: an event (time and CPU for its header) and what it reads
+    ("f:c:a3", None, False, abi.F_REGS | abi.F_TIME | abi.F_CPU),
+    ("f:c:a3", None, True, abi.F_ARGS | abi.F_TIME | abi.F_CPU),
+    ("f:c:comm,pid", None, True, abi.F_TIME | abi.F_CPU),
+    # a counting return probe: its latency, no arguments saved
+    ("f:r", None, False, abi.F_TIME),
+    ("f:r", None, True, abi.F_TIME),
+    ("f:r", "retval < 0", True, abi.F_TIME),
+    # ... unless its return reads them: the entry half saves them
+    ("f:r", "a2 == 5", False, abi.F_ARGS | abi.F_TIME),
+    ("f:r:retval,a3", None, True, abi.F_ARGS | abi.F_TIME | abi.F_CPU),
+    ("f:r:retval", None, False, abi.F_TIME | abi.F_CPU),
+    ("f:r:rax", None, False, abi.F_REGS | abi.F_TIME | abi.F_CPU),
+])
+def test_work_flags_are_what_the_plan_reads(spec, filt, tracing, expected):
+    assert _work(spec, filt, tracing) == expected
+
+
+def test_a_rate_limit_needs_the_time():
+    assert _work("f:c:pid", rate_limit=5) & abi.F_TIME
+    assert _work("f:c:pid", sample=3) & abi.F_TIME  # it emits

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ktui.kernel.generic import abi
 from ktui.lang import filters
+from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
     ARG_REGISTERS,
     STRING_TYPES,
@@ -73,20 +74,47 @@ def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0
     if probe.emits_events:
         flags |= abi.F_EMITS
     for i, slot in enumerate(layout.slots):
-        uses_regs = _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
-        if uses_regs:
-            flags |= abi.F_REGS
+        _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
     plan.nfetch = len(layout.slots)
     if probe.filter is not None:
-        if _fill_filter(plan, probe, layout, tracing):
-            flags |= abi.F_REGS
-    plan.flags = flags
+        _fill_filter(plan, probe, layout, tracing)
     plan.sample = max(1, probe.sample)
     plan.rate_limit = probe.rate_limit or 0
+    plan.flags = flags | work_flags(plan, flags)
     plan.entry_block = entry_block
     plan.record_size = record_size
     plan.gen = gen
     return plan
+
+
+def sources(plan: abi.Plan) -> set[int]:
+    """Every SRC_* the plan's fetches and comparisons read."""
+    used = {f.src for f in plan.fetch[:plan.nfetch] if f.kind != abi.K_HEADER}
+    for c in plan.cmps[:plan.ncmps]:
+        used.add(c.lsrc)
+        if c.kind == abi.CMP_INT:
+            used.add(c.rsrc)
+    return used
+
+
+def work_flags(plan: abi.Plan, flags: int) -> int:
+    """What a hit must gather before the plan runs (F_REGS, F_ARGS,
+    F_TIME, F_CPU), derived from the filled plan itself so it cannot
+    disagree with what the fetches and comparisons read. The program
+    skips the rest: under emulation every helper call and copy costs, and
+    a counting probe needs none of them. `flags`: F_RETURN and F_EMITS."""
+    used = sources(plan)
+    emits = bool(flags & abi.F_EMITS)
+    out = 0
+    if abi.SRC_REG in used:
+        out |= abi.F_REGS
+    if abi.SRC_ARG in used:  # tracing: every argument; a return probe: saved at entry
+        out |= abi.F_ARGS
+    if emits or flags & abi.F_RETURN or plan.rate_limit:  # event time, latency, rate window
+        out |= abi.F_TIME
+    if emits or abi.SRC_CPU in used:  # the record header, or a fetch or filter on cpu
+        out |= abi.F_CPU
+    return out
 
 
 # ---------------------------------------------------------------- fetches
@@ -107,11 +135,11 @@ def _source(expr, ret: bool) -> _Operand:
     raise AssertionError(expr)
 
 
-def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> bool:
-    """Fill one abi.Fetch; True when it reads a register."""
+def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> None:
+    """Fill one abi.Fetch."""
     if slot_kind == "header":
         f.kind = abi.K_HEADER
-        return False
+        return
     chain: list[int] = []  # dereference offsets, innermost first
     expr = positional(fetch.expr)  # a name reads what the kernel's BTF says it is
     outer: list[int] = []
@@ -134,7 +162,6 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> 
     else:
         f.kind = abi.K_SINT if slot_kind == "sint" else abi.K_UINT
         f.width = (64 if ftype == "symbol" else int(ftype[1:])) // 8
-    return f.src == abi.SRC_REG
 
 
 # ---------------------------------------------------------------- filter
@@ -171,8 +198,8 @@ class _Names:
         if len(name) == 2 and name[0] == "a" and name[1] in "123456":
             return _source(Arg(int(name[1])), self.ret)
         canonical = filters.canonical_name(name)
-        if canonical is not None and canonical in filters.REGISTER_SPELLINGS:
-            return _source(Reg(filters.REGISTER_SPELLINGS[canonical]), self.ret)
+        if canonical is not None and canonical in REGISTER_SPELLINGS:
+            return _source(Reg(REGISTER_SPELLINGS[canonical]), self.ret)
         bound = (self.probe.bindings or {}).get(name)
         if bound is not None and bound.binding is not None:
             # A parameter by name (lang.bind: always an argument register),
@@ -193,8 +220,8 @@ class _Names:
         raise NotGeneric(f"{name} is not a string")
 
 
-def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, tracing: bool = False) -> bool:
-    """Comparisons and truth table; True when a comparison reads a register."""
+def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, tracing: bool = False) -> None:
+    """Comparisons and truth table."""
     names = _Names(probe, layout, tracing)
     distinct: list[Compare] = []
     for compare in filters.comparisons(probe.filter):
@@ -208,9 +235,8 @@ def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, tracing: boo
     if len(distinct) > abi.MAX_CMPS:
         raise NotGeneric(f"the filter has {len(distinct)} distinct comparisons; the generic "
                          f"program evaluates at most {abi.MAX_CMPS}")
-    regs = False
     for i, compare in enumerate(distinct):
-        regs |= _fill_compare(plan.cmps[i], compare, names)
+        _fill_compare(plan.cmps[i], compare, names)
     plan.ncmps = len(distinct)
     truth = 0
     for bits in range(1 << len(distinct)):
@@ -218,10 +244,9 @@ def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, tracing: boo
         if _evaluate(probe.filter, {**known, **results}):
             truth |= 1 << bits
     plan.truth = truth
-    return regs
 
 
-def _fill_compare(c: abi.Cmp, compare: Compare, names: _Names) -> bool:
+def _fill_compare(c: abi.Cmp, compare: Compare, names: _Names) -> None:
     left, right = compare.left, compare.right
     c.op = abi.CMP_OPS.index(compare.op)
     if isinstance(left, StrLit) or isinstance(right, StrLit):
@@ -238,14 +263,13 @@ def _fill_compare(c: abi.Cmp, compare: Compare, names: _Names) -> bool:
         c.nwords = nwords
         tail = len(counted) - (nwords - 1) * 8
         c.last_mask = (1 << (8 * tail)) - 1
-        return False
+        return
     a, b = _int_operand(left, names), _int_operand(right, names)
     c.kind = abi.CMP_INT
     c.sign = int(a.signed or b.signed)
     c.lsrc, c.lreg = a.src, a.reg
     c.rsrc, c.rreg = b.src, b.reg
     c.imm = (a.imm if a.src == abi.SRC_CONST else b.imm) & (2**64 - 1)
-    return abi.SRC_REG in (a.src, b.src)
 
 
 def _never_equal(compare: Compare, names: _Names) -> bool:

@@ -14,6 +14,10 @@
  * comparison results (the verifier would then track every combination).
  * The plan, config and limits come from abi.py, pasted above this text. */
 #include <uapi/linux/ptrace.h>
+#include <linux/version.h>
+
+/* bpf_get_func_arg/ret (the tracing variant's arguments): 5.17 */
+#define KTUI_FUNC_ARG_HELPERS (LINUX_VERSION_CODE >= KERNEL_VERSION(5, 17, 0))
 
 struct ktui_event_header {
     u64 ts;
@@ -50,7 +54,9 @@ struct ktui_state {
     u8 payload[KTUI_PAYLOAD_MAX];
     u64 regs[KTUI_NREGS];
     u64 args[6];
+#if !KTUI_FUNC_ARG_HELPERS
     u64 targs[KTUI_TRACE_ARGS + 1]; /* tracing: the arguments, then the return value */
+#endif
     u64 vals[KTUI_MAX_FETCHES];
     u64 retval;
     u64 pid_tgid;
@@ -356,7 +362,10 @@ static __always_inline struct ktui_entry *ktui_entry_of(struct ktui_plan *plan, 
 }
 
 /* What both variants share, once the variant has filled st: the
- * arguments (entry half and tracing), the return value, the registers. */
+ * arguments (entry half and tracing, if F_ARGS), the return value, the
+ * registers (F_REGS). Each hit gathers only what its plan's flags ask
+ * for (plan.work_flags): a counting probe takes no time stamp, no CPU id
+ * and no arguments. */
 static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *plan, u64 cookie, u32 slot)
 {
     u32 flags = plan->flags;
@@ -369,11 +378,12 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
             return 0;
         entry->tid = (u32)st->pid_tgid;
         entry->gen = plan->gen;
-        __builtin_memcpy(entry->args, st->args, sizeof(entry->args));
+        if (flags & F_ARGS)
+            __builtin_memcpy(entry->args, st->args, sizeof(entry->args));
         entry->ts = bpf_ktime_get_ns();
         return 0;
     }
-    u64 now, latency = 0;
+    u64 now = 0, latency = 0;
     if (flags & F_RETURN) {
         /* entered before we attached, filtered out, or another thread's */
         struct ktui_entry *entry = ktui_entry_of(plan, st->pid_tgid);
@@ -382,13 +392,16 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
         now = bpf_ktime_get_ns();
         latency = now - entry->ts;
         entry->ts = 0;
-        __builtin_memcpy(st->args, entry->args, sizeof(st->args));
+        if (flags & F_ARGS)
+            __builtin_memcpy(st->args, entry->args, sizeof(st->args));
     } else {
         if (!ktui_set_filter(st))
             return 0;
-        now = bpf_ktime_get_ns();
+        if (flags & F_TIME)
+            now = bpf_ktime_get_ns();
     }
-    st->cpu = bpf_get_smp_processor_id();
+    if (flags & F_CPU)
+        st->cpu = bpf_get_smp_processor_id();
     if (flags & F_EMITS) {
         u32 n = plan->nfetch;
         if (n > KTUI_MAX_FETCHES)
@@ -440,12 +453,15 @@ int ktui_generic(struct pt_regs *ctx)
     st->pid_tgid = bpf_get_current_pid_tgid();
     st->have_comm = 0;
     if (cookie & KTUI_COOKIE_ENTRY) {
-        st->args[0] = ctx->di;
-        st->args[1] = ctx->si;
-        st->args[2] = ctx->dx;
-        st->args[3] = ctx->cx;
-        st->args[4] = ctx->r8;
-        st->args[5] = ctx->r9;
+        /* a return probe's entry: the arguments, if its return reads them */
+        if (plan->flags & F_ARGS) {
+            st->args[0] = ctx->di;
+            st->args[1] = ctx->si;
+            st->args[2] = ctx->dx;
+            st->args[3] = ctx->cx;
+            st->args[4] = ctx->r8;
+            st->args[5] = ctx->r9;
+        }
     } else {
         if (plan->flags & F_RETURN)
             st->retval = PT_REGS_RC(ctx);
@@ -460,14 +476,25 @@ int ktui_generic(struct pt_regs *ctx)
  * after them (fexit). The kernel verifies a tracing program for one target
  * function, so each probe loads its own copy of these instructions; a copy
  * learns its slot from its own one-element map, ktui_self, because attach
- * cookies for tracing links only came in 6.5 (and the verifier refuses a
- * ctx read past the target's argument count, so the arguments are copied
- * with one probe read of nargs + 1 words instead of read one by one). */
+ * cookies for tracing links only came in 6.5. The verifier refuses a ctx
+ * read past the target's argument count, which one text for every target
+ * cannot know: arguments and return value come through bpf_get_func_arg
+ * and bpf_get_func_ret (5.17+), which the verifier inlines as a few loads
+ * checked against the count the trampoline stores, so no helper call
+ * (before 5.17: one probe read of the nargs + 1 words). */
 struct ktui_self {
     u64 cookie;
-    u32 nargs;
+    u32 nargs; /* the function's argument count (before 5.17: what to read) */
     u32 pad;
 };
+
+/* argument i (0 past the function's own) */
+#define KTUI_TARG(i)                                                          \
+    {                                                                         \
+        u64 v = 0;                                                            \
+        bpf_get_func_arg(ctx, (i), &v);                                       \
+        st->args[i] = v;                                                      \
+    }
 BPF_ARRAY(ktui_self, struct ktui_self, 1);
 
 int ktui_generic(u64 *ctx)
@@ -486,12 +513,30 @@ int ktui_generic(u64 *ctx)
         return 0;
     st->pid_tgid = bpf_get_current_pid_tgid();
     st->have_comm = 0;
+    u32 flags = plan->flags;
+#if !KTUI_FUNC_ARG_HELPERS
+    /* before 5.17: one probe read of nargs + 1 words, when the plan needs any */
     u32 nargs = me->nargs;
     if (nargs > KTUI_TRACE_ARGS)
         return 0;
-    bpf_probe_read_kernel(st->targs, (nargs + 1) * 8, ctx);
-    __builtin_memcpy(st->args, st->targs, sizeof(st->args));
-    st->retval = st->targs[nargs];
+    if (flags & (F_ARGS | F_RETURN)) {
+        bpf_probe_read_kernel(st->targs, (nargs + 1) * 8, ctx);
+        __builtin_memcpy(st->args, st->targs, sizeof(st->args));
+        st->retval = st->targs[nargs];
+    }
+#else
+    if (!(flags & F_RETURN) || (cookie & KTUI_COOKIE_ENTRY)) {
+        /* a call, or a return probe's entry (its return half takes the
+         * arguments its entry saved) */
+        if (flags & F_ARGS) {
+            KTUI_TARG(0) KTUI_TARG(1) KTUI_TARG(2) KTUI_TARG(3) KTUI_TARG(4) KTUI_TARG(5)
+        }
+    } else {
+        u64 rc = 0;
+        bpf_get_func_ret(ctx, &rc);
+        st->retval = rc;
+    }
+#endif
     return ktui_run(st, plan, cookie, slot);
 }
 #endif
