@@ -15,7 +15,11 @@ never so rarely that a buffer could fill (a full buffer loses events):
 - a flood: the time the smallest buffer takes to fill to `fill` (a quarter)
   at the rate just observed, between `busy` and `longest`. The rate may
   rise fourfold within one wait before the buffer is full, and the wait is
-  recomputed after every drain, so a rising rate shortens it at once.
+  recomputed after every drain, so a rising rate shortens it at once;
+- a drain that found the buffer over half full: `busy`, whatever the rate.
+  The rate seen then says too little (a buffer that filled hides how much
+  more came), and a consumer slower than the flood (stream's NDJSON) has
+  no time to wait.
 
 `capacity` is how many records the smallest of the feed's buffers holds
 (None: unknown, then a flood is drained every `busy` as before).
@@ -48,7 +52,8 @@ class DrainPacer:
         # the events came in over the period since the previous drain started
         # (its wait and the drain's own time); with no period yet, assume busy
         self.rate = drained / max(period, self.busy)
-        if capacity is None or capacity <= 0 or self.rate < self.flood_rate:
+        if capacity is None or capacity <= 0 or self.rate < self.flood_rate \
+                or drained > capacity // 2:
             self.wait = self.busy
         else:
             self.wait = min(self.longest, max(self.busy, self.fill * capacity / self.rate))

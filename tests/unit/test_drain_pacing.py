@@ -52,12 +52,23 @@ def test_a_flood_waits_until_the_ring_is_about_a_quarter_full():
 def test_a_rate_that_jumps_shortens_the_next_wait_at_once():
     pacer = DrainPacer(0.01, 0.05)
     assert waits(pacer, 125_000, 2) == [0.25, 0.25]
-    # four times the rate during the last 0.25 s wait: 125k records came,
-    # the ring was near full but never full, and the next wait is a quarter
+    # twice the rate during the last 0.25 s wait: 62,500 records came (under
+    # half the ring), and the next wait is half as long
     now = 0.01 + 0.25 + 0.25
-    assert round(pacer.next(125_000, now, RING), 4) == 0.0655
+    assert round(pacer.next(62_500, now, RING), 4) == 0.1311
     # and back to a trickle: the busy interval again
-    assert pacer.next(10, now + 0.0655, RING) == 0.01
+    assert pacer.next(10, now + 0.1311, RING) == 0.01
+
+
+def test_a_drain_that_found_the_ring_over_half_full_drains_again_soon():
+    """Four times the rate, or a consumer slower than the flood (stream's
+    NDJSON): the ring was near full, and the rate seen over a long period
+    says less than what comes now. No long wait then, whatever the rate."""
+    pacer = DrainPacer(0.01, 0.05)
+    waits(pacer, 125_000, 2)
+    assert pacer.next(125_000, 0.51, RING) == 0.01
+    # a sink that took 3 s to write the last batch: the ring filled meanwhile
+    assert pacer.next(RING, 3.51, RING) == 0.01
 
 
 def test_without_a_known_capacity_a_flood_is_drained_every_busy_interval():
