@@ -203,6 +203,11 @@ class PerfBufReader:
                 remaining -= len(records)
         return out
 
+    def capacity(self) -> int:
+        """How many records one CPU's ring holds (a rate over all CPUs
+        against one CPU's ring errs on the safe side)."""
+        return self.data_size // self.stride
+
     def pending_bytes(self) -> int:
         total = 0
         for ring in self._rings:

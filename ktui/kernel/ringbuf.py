@@ -169,6 +169,10 @@ class RingBufReader:
     def pending_bytes(self) -> int:
         return int(self._prod_pos[0]) - int(self._cons_pos[0])
 
+    def capacity(self) -> int:
+        """How many records of the current size the ring holds."""
+        return self.data_size // self.stride
+
     def close(self) -> None:
         if self._consumer.closed:
             return

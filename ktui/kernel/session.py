@@ -651,6 +651,16 @@ class Session:
             return EmptyBatch()
         return parts[0] if len(parts) == 1 else MultiBatch(parts)
 
+    def drain_capacity(self) -> int | None:
+        """Records the smallest event buffer holds, so a collector can drain
+        a flood less often without letting any buffer fill (drain_pacing);
+        None when no buffer can say."""
+        sizes = [unit.capacity() for unit in self._units]
+        if self._engine is not None:
+            sizes.append(self._engine.capacity())
+        sizes = [s for s in sizes if s]
+        return min(sizes) if sizes else None
+
     def stats(self) -> StatsSnapshot:
         now = time.monotonic()
         timed = self._timing.on

@@ -48,6 +48,14 @@ class Unit:
                 return None
             return self.reader.drain()
 
+    def capacity(self) -> int | None:
+        """Records its buffer holds (per CPU for perf buffers), None if unknown."""
+        with self.lock:
+            if self.closed or self.reader is None:
+                return None
+            capacity = getattr(self.reader, "capacity", None)
+            return capacity() if capacity is not None else None
+
     def read_stats(self, loader: Loader, timed: bool = False) -> dict:
         """The live probes' counters, with their programs' run counters
         (run time and runs only while `timed`); nothing once closed."""

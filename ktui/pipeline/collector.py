@@ -1,7 +1,8 @@
 """The async collector: drains a Feed on a short timer, hands out batches.
 
 The kernel's buffers are emptied every `interval` (10 ms by default; up to
-50 ms while nothing arrives, see IdleBackoff) without
+50 ms while nothing arrives, see IdleBackoff; under a flood the headless
+Collector waits longer, as long as no buffer can fill: drain_pacing) without
 blocking the event loop: a drain is a few memory reads and one numpy copy
 per buffer, never a Python call per event. Consumers get whole batches.
 
@@ -23,6 +24,7 @@ import threading
 import time
 from typing import Protocol
 
+from ktui.pipeline.drain_pacing import DrainPacer
 from ktui.record.decode import EmptyBatch, MultiBatch
 from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
@@ -57,7 +59,7 @@ class Collector:
                  idle_interval: float = 0.05) -> None:
         self.feed = feed
         self.interval = interval
-        self.backoff = IdleBackoff(interval, idle_interval)
+        self.pacer = DrainPacer(interval, idle_interval)
         self.stats_interval = stats_interval
         self.events = 0
         self.stopping = False
@@ -94,6 +96,11 @@ class Collector:
             sink.on_batch(batch)
         return n
 
+    def _capacity(self) -> int | None:
+        """Records the feed's smallest buffer holds (None: it cannot say)."""
+        capacity = getattr(self.feed, "drain_capacity", None)
+        return capacity() if capacity is not None else None
+
     def finish(self, sink: Sink) -> None:
         """The way out: detach every probe (after which no program runs),
         drain the buffers until they are empty, then read the final stats.
@@ -121,12 +128,14 @@ class Collector:
         emits = any(p.emits_events for p in self.feed.probeset.probes)
         try:
             while not self.stopping:
+                started = time.monotonic()
                 drained = self.drain_once(sink) if emits else 0
                 now = time.monotonic()
                 if now >= next_stats:
                     sink.on_stats(self.feed.stats())
                     next_stats = now + self.stats_interval
-                wait = self.backoff.next(drained) if emits else next_stats - now
+                wait = self.pacer.next(drained, started, self._capacity() if drained else None) \
+                    if emits else next_stats - now
                 try:
                     await asyncio.wait_for(self._stopping.wait(), None if wait == float("inf") else wait)
                 except asyncio.TimeoutError:

@@ -148,3 +148,15 @@ def test_a_recording_of_drained_batches_replays_every_event_and_the_lost_count(t
     assert (final[10].lost, final[11].lost) == (17, 3)
     assert final[10].hits == final[10].emitted + final[10].lost
     feed.close()
+
+
+def test_the_ring_and_the_engine_say_how_many_records_the_ring_holds():
+    """What the collector paces a flood's drains by (drain_pacing)."""
+    ring = FakeRing(1 << 16, RECORD)
+    assert ring.reader.capacity() == (1 << 16) // (8 + RECORD) == 1024
+    engine = engine_for(ring.reader, [parse_spec(SPECS[0])], [tag(0)], [1])
+    assert engine.capacity() == 1024
+    ring.reader.set_record_size(RECORD + 64)  # the generic engine's grow: fewer fit
+    assert engine.capacity() == (1 << 16) // (8 + RECORD + 64)
+    engine.reader = None
+    assert engine.capacity() is None

@@ -111,3 +111,19 @@ def test_the_session_binds_names_before_it_compiles(tmp_path):
         assert len(loader.compiled) == compiled
         added = s.add_probe_now(parse_probe_text("vfs_read:r:retval if count > 4096"))
         assert added.probe.bindings["count"].binding.type == "u64"
+
+
+def test_drain_capacity_is_the_smallest_buffer_that_says(tmp_path):
+    """What the collector paces a flood by (drain_pacing): the fewest records
+    any live unit's buffer holds; None while no reader can say."""
+    loader = FakeLoader()
+    with session(tmp_path, loader, "vfs_read:c:a3") as s:
+        assert s.drain_capacity() is None  # the fake readers cannot say
+        added = s.add_probe_now(parse_spec("vfs_write:c:a3"))
+        first, second = s._units
+        first.reader.capacity = lambda: 131_072
+        assert s.drain_capacity() == 131_072
+        second.reader.capacity = lambda: 4_096
+        assert s.drain_capacity() == 4_096
+        s.remove_probe_now(added.probe_id)  # its unit is freed: no longer counts
+        assert s.drain_capacity() == 131_072

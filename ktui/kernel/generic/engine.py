@@ -347,6 +347,12 @@ class GenericEngine:
             return EmptyBatch()
         return parts[0] if len(parts) == 1 else MultiBatch(parts)
 
+    def capacity(self) -> int | None:
+        """Records of the current size the event ring holds (None before the
+        program is in)."""
+        with self._lock:
+            return self.reader.capacity() if self.reader is not None else None
+
     def _batch(self, size: int, raw):
         """Records of one size: tags become indices into the history."""
         import numpy as np
