@@ -106,21 +106,28 @@ class NoSink:
         pass
 
 
-def run(events: int, per_drain: int, ring_bytes: int, profile: bool, sink: str = "file") -> dict:
+def flood_parts(ring_bytes: int, rows: int):
+    """The probe, a fake ring and engine for it, `rows` records as the
+    engine decodes them (tagged, one task) and a fresh output path: what
+    both measurements fill their ring from."""
+    from ktui.kernel.generic import abi
+
     probe = parse_spec(SPEC)
     record_size = HEADER_SIZE + 8
     ring = FakeRing(ring_bytes, record_size)
     engine = fake_engine(probe, ring.reader)
-    from ktui.kernel.generic import abi
-
     tag = 1 << abi.COOKIE_GEN_SHIFT
     engine._history = {tag: (probe, 1)}
-    dtype = engine._decoder(record_size).dtype
-    template = np.zeros(per_drain, dtype=dtype)
+    template = np.zeros(rows, dtype=engine._decoder(record_size).dtype)
     template["probe"] = tag
     template["pid"] = template["tid"] = 4242
     template["comm"] = b"workload"
     out = tempfile.mktemp(prefix="ktui-record-cpu-", dir=os.environ.get("TMPDIR", "/tmp"))
+    return probe, record_size, ring, engine, template, out
+
+
+def run(events: int, per_drain: int, ring_bytes: int, profile: bool, sink: str = "file") -> dict:
+    probe, record_size, ring, engine, template, out = flood_parts(ring_bytes, per_drain)
     recorder = Recorder(out, ProbeSet("bench", probes=(probe,)), overwrite=True) if sink == "file" else NoSink()
     cpu = 0.0
     written = 0
@@ -215,20 +222,8 @@ def run_collector(events: int, rate: float, ring_bytes: int, profile: bool) -> d
 
     from ktui.pipeline.collector import Collector
 
-    probe = parse_spec(SPEC)
-    record_size = HEADER_SIZE + 8
-    ring = FakeRing(ring_bytes, record_size)
-    engine = fake_engine(probe, ring.reader)
-    from ktui.kernel.generic import abi
-
-    tag = 1 << abi.COOKIE_GEN_SHIFT
-    engine._history = {tag: (probe, 1)}
-    dtype = engine._decoder(record_size).dtype
-    template = np.zeros(ring_bytes // (RECORD_HEADER + record_size), dtype=dtype)
-    template["probe"] = tag
-    template["pid"] = template["tid"] = 4242
-    template["comm"] = b"workload"
-    out = tempfile.mktemp(prefix="ktui-record-cpu-", dir=os.environ.get("TMPDIR", "/tmp"))
+    probe, record_size, ring, engine, template, out = flood_parts(
+        ring_bytes, ring_bytes // (RECORD_HEADER + HEADER_SIZE + 8))
     recorder = Recorder(out, ProbeSet("bench", probes=(probe,)), overwrite=True)
     feed = FloodFeed(probe, ring, engine, template, rate, events)
     collector = Collector(feed)
