@@ -96,11 +96,17 @@ def _handler(render: Callable[[], tuple[bytes, str]]):
                 self._reply(404, b"not found\n", "text/plain; charset=utf-8")
 
         def _reply(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                # The scraper gave up first (Prometheus closes at its
+                # scrape_timeout, e.g. while a SIGHUP reload holds the set):
+                # nobody is left to answer, and it is not ktui's error.
+                self.close_connection = True
 
         def log_message(self, format, *args) -> None:  # noqa: A002 - no line per scrape on stderr
             pass
@@ -114,6 +120,13 @@ def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]]) -> Thre
     class Server(ThreadingHTTPServer):
         address_family = listen.family
         daemon_threads = True
+
+        def handle_error(self, request, client_address) -> None:
+            # socketserver prints a traceback to stderr; an exporter under
+            # systemd logs one line instead, and keeps serving
+            exc = sys.exc_info()[1]
+            print(f"ktui: metrics request from {client_address[0]} failed: {exc!r}",
+                  file=sys.stderr, flush=True)
 
     try:
         return Server((listen.host, listen.port), _handler(render))

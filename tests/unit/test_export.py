@@ -251,3 +251,42 @@ def test_export_drains_only_sets_that_emit_and_a_signal_ends_the_wait(tmp_path, 
     assert code == EXIT_OK
     assert (calls["drain"] >= 3) if drains else (calls["drain"] == 0), calls
     assert waited < exporter_mod.IDLE_WAKE / 2, f"SIGTERM took {waited:.1f} s to end the loop"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_scraper_that_gives_up_or_a_failing_read_is_no_traceback(capfd, fails):
+    """Prometheus closes a scrape at its scrape_timeout (seen in the VM while a
+    SIGHUP reload held the set): the reply then meets a closed socket. That,
+    and a render that raises, must not print socketserver's traceback on the
+    exporter's stderr; the server keeps serving the next scrape."""
+    gone = threading.Event()
+    calls = {"n": 0}
+
+    def render():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            gone.wait(10)  # the client has closed before the reply
+            if fails:
+                raise RuntimeError("map read failed")
+            return b"x" * 1_000_000, "text/plain"
+        return b"ok\n", "text/plain"
+
+    server = open_server(Listen("127.0.0.1", 0, socket.AF_INET), render)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        gone.set()  # closed with a reset: the reply's writes fail
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert r.read() == b"ok\n"
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    if fails:
+        assert err.count("\n") == 1 and "map read failed" in err, err
+    else:  # a scraper that went away is not worth a line
+        assert err == "", err
