@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,13 @@ from ktui.vm.sweep import RUN_FILE, sweep_stale
 # faster (3.5 min instead of 4.4).
 DEFAULT_QEMU_OPTS = "-accel tcg,thread=single"
 DEFAULT_TIMEOUT_S = 2400  # KTUI_VM_TIMEOUT: a whole kernel suite, with room
+# KTUI_VM_BOOT_TIMEOUT: a guest whose command has not started by then is
+# booted once more. Seen twice on 2026-12-01 (once in CI, 6.12 beside 6.1):
+# QEMU sat idle from its start (6 s of CPU in 35 minutes, empty console) and
+# the run would have waited for KTUI_VM_TIMEOUT. A boot takes 1-3 minutes
+# under TCG, even with two guests side by side.
+DEFAULT_BOOT_TIMEOUT_S = 600
+BOOT_ATTEMPTS = 2
 MAIN_SERIES = "6.1"  # Debian bookworm's stock kernel
 BOOT = Path("/boot")  # the kernel images
 MODULES = Path("/lib/modules")  # their headers (bcc compiles against them)
@@ -158,8 +166,17 @@ def run_command(machine: Machine, command: str, rundir: Path,
     files.status.unlink(missing_ok=True)
     inner = (f"{guest_prelude(machine.cwd)}; ( {command} ) > {shlex.quote(str(files.output))} 2>&1; "
              f"echo $? > {shlex.quote(str(files.status))}")
+    boot_timeout = float(os.environ.get("KTUI_VM_BOOT_TIMEOUT", DEFAULT_BOOT_TIMEOUT_S))
     try:  # the run's files go on every way out (a Ctrl-C left them in .vmout/)
-        vng_rc = _wait_for_vm([*machine.vng_args(), "--", inner], machine.cwd, files.console, timeout)
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            files.output.unlink(missing_ok=True)
+            vng_rc = _wait_for_vm([*machine.vng_args(), "--", inner], machine.cwd, files.console, timeout,
+                                  started=files.output, boot_timeout=boot_timeout)
+            if vng_rc != BOOT_STUCK:
+                break
+            again = "booting it again" if attempt < BOOT_ATTEMPTS else "giving up"
+            print(f"vm: the guest had not started the command after {boot_timeout:g} s "
+                  f"(KTUI_VM_BOOT_TIMEOUT); {again}", file=sys.stderr, flush=True)
         if files.output.exists():
             sys.stdout.buffer.write(files.output.read_bytes())
             sys.stdout.flush()
@@ -174,14 +191,33 @@ def run_command(machine: Machine, command: str, rundir: Path,
             f.unlink(missing_ok=True)
 
 
-def _wait_for_vm(args: list[str], cwd: Path, console: Path, timeout: float) -> int:
+BOOT_STUCK = -1  # _wait_for_vm: the command never started (not an exit status)
+
+
+def _wait_for_vm(args: list[str], cwd: Path, console: Path, timeout: float, *,
+                 started: Path | None = None, boot_timeout: float = float("inf")) -> int:
     """vng's exit status; the VM is taken down whole (vng, virtme-run and
-    QEMU share a process group of their own) on a timeout or a Ctrl-C."""
-    with open(console, "wb") as log:
+    QEMU share a process group of their own) on a timeout or a Ctrl-C, or
+    when STARTED (a file the guest creates as its command starts) is not
+    there after BOOT_TIMEOUT: then BOOT_STUCK."""
+    t0 = time.monotonic()
+    with open(console, "ab") as log:
         proc = subprocess.Popen(args, cwd=cwd, env=host_env(), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            return proc.wait(timeout=timeout)
+            while True:
+                elapsed = time.monotonic() - t0
+                watching = started is not None and not started.exists()
+                step = min(timeout, boot_timeout if watching else timeout) - elapsed
+                try:
+                    return proc.wait(timeout=max(0.0, min(step, 2.0) if watching else step))
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - t0
+                    if watching and elapsed >= boot_timeout and not started.exists():
+                        stop_process_group(proc)
+                        return BOOT_STUCK
+                    if elapsed >= timeout:
+                        raise
         except subprocess.TimeoutExpired:
             print(f"vm: no result after {timeout:g} s (KTUI_VM_TIMEOUT); stopping the VM", file=sys.stderr)
             stop_process_group(proc)

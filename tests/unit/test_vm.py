@@ -206,3 +206,31 @@ def test_without_tmux_the_dashboard_runs_on_the_console(tmp_path):
 def test_vm_sh_is_a_thin_wrapper_around_the_module():
     text = (REPO / "scripts" / "vm.sh").read_text()
     assert 'exec "$python" -m ktui.vm "$@"' in text  # no second copy of the boot logic
+
+
+def test_a_guest_stuck_before_its_command_is_booted_once_more(fake_vng, tmp_path, monkeypatch, capfd):
+    """QEMU was seen idle from its start (no boot, nothing on the console):
+    after KTUI_VM_BOOT_TIMEOUT without the command started, the VM goes down
+    whole and boots again, once; the second boot runs the command."""
+    vng = fake_vng / "vng"
+    real = vng.read_text()
+    # the first "boot" hangs before the command (its QEMU, a sleep, is recorded)
+    vng.write_text(real.replace("bash -c \"$1\"",
+                                'if [ ! -e "$FAKE_VNG_DIR/booted" ]; then touch "$FAKE_VNG_DIR/booted"; '
+                                'sleep 300 & echo $! > "$FAKE_VNG_DIR/stuck"; wait; fi\nbash -c "$1"'))
+    monkeypatch.setenv("KTUI_VM_BOOT_TIMEOUT", "1")
+    rc = run_command(machine(tmp_path), "echo ran; exit 5", rundir=tmp_path / ".vmout")
+    out, err = capfd.readouterr()
+    assert rc == 5 and out == "ran\n", (rc, out, err)
+    assert "had not started the command after 1 s" in err and "booting it again" in err
+    assert _ends(int((fake_vng / "stuck").read_text())), "the stuck boot's QEMU is still running"
+
+
+def test_a_guest_that_never_starts_its_command_gives_up_after_two_boots(fake_vng, tmp_path, monkeypatch, capfd):
+    vng = fake_vng / "vng"
+    vng.write_text(vng.read_text().replace("bash -c \"$1\"", "sleep 300"))
+    monkeypatch.setenv("KTUI_VM_BOOT_TIMEOUT", "1")
+    rc = run_command(machine(tmp_path), "echo ran", rundir=tmp_path / ".vmout")
+    err = capfd.readouterr().err
+    assert rc == 3
+    assert err.count("had not started the command") == 2 and "giving up" in err
