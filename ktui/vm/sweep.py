@@ -19,7 +19,7 @@ from pathlib import Path
 # ktui vm: ktui-vm-PID.sh, .status, .out, ... (and .size.tmp, mid-rename)
 GUEST_FILE = re.compile(r"ktui-vm-(\d+)\.[a-z.]+")
 # python -m ktui.vm: guest-PID.log, rc-PID, console-PID.log
-RUN_FILE = re.compile(r"(?:guest|rc|console)-(\d+)(?:\.log)?")
+RUN_FILE = re.compile(r"(?:guest|rc|console|cmd)-(\d+)(?:\.log|\.sh)?")
 
 
 def pid_alive(pid: int) -> bool:
