@@ -41,10 +41,11 @@ from ktui.vm.sweep import RUN_FILE, sweep_stale
 DEFAULT_QEMU_OPTS = "-accel tcg,thread=single"
 DEFAULT_TIMEOUT_S = 2400  # KTUI_VM_TIMEOUT: a whole kernel suite, with room
 # KTUI_VM_BOOT_TIMEOUT: a guest whose command has not started by then is
-# booted once more. Seen twice on 2026-12-01 (once in CI, 6.12 beside 6.1):
-# QEMU sat idle from its start (6 s of CPU in 35 minutes, empty console) and
-# the run would have waited for KTUI_VM_TIMEOUT. A boot takes 1-3 minutes
-# under TCG, even with two guests side by side.
+# booted once more, a safety net: a guest that sits idle from its start
+# would otherwise hold the run for KTUI_VM_TIMEOUT. The cause seen so far (a
+# command past the kernel command line's 2048 bytes, CI on 2026-12-01) is
+# fixed in run_command; a boot takes 1-3 minutes under TCG, even with two
+# guests side by side.
 DEFAULT_BOOT_TIMEOUT_S = 600
 BOOT_ATTEMPTS = 2
 MAIN_SERIES = "6.1"  # Debian bookworm's stock kernel
