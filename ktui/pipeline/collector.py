@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Protocol
 
-from ktui.pipeline.drain_pacing import DrainPacer
+from ktui.pipeline.drain_pacing import DrainPacer, IdleBackoff
 from ktui.record.decode import EmptyBatch, MultiBatch
 from ktui.record.feed import EventBatch, Feed, StatsSnapshot
 
@@ -33,25 +33,6 @@ class Sink(Protocol):
     def on_batch(self, batch: EventBatch) -> None: ...
 
     def on_stats(self, stats: StatsSnapshot) -> None: ...
-
-
-class IdleBackoff:
-    """How long to wait before the next drain: `busy` while events arrive,
-    doubling up to `idle` while the buffers stay empty. A quiet or stats-only
-    probe set then wakes 20 times a second instead of 100: each wake-up is
-    Python work, and on a small or emulated machine that CPU comes out of the
-    traced workload's share. After a quiet spell the first events wait at
-    most `idle` in the kernel's buffer (the default 8 MiB ring holds ~130k
-    small records: 2.6M events/s for those 50 ms)."""
-
-    def __init__(self, busy: float = 0.01, idle: float = 0.05) -> None:
-        self.busy = busy
-        self.idle = max(idle, busy)
-        self.wait = busy
-
-    def next(self, drained: int) -> float:
-        self.wait = self.busy if drained else min(self.idle, self.wait * 2)
-        return self.wait
 
 
 class Collector:
