@@ -29,6 +29,10 @@ from .test_exit_paths import check_clean, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
 READS, BADREADS, OPENS, READS_AFTER_RELOAD = 40, 5, 3, 10
+# A sample is stamped with its scrape's start, but its value is whatever the
+# exporter answered up to scrape_timeout later (a slower answer is dropped).
+# So only a sample older than this at a phase's start shows the state before it.
+SCRAPE_TIMEOUT = 1.0
 SET = """name: exp
 probes:
   - spec: vfs_read:c
@@ -91,10 +95,20 @@ class Prom:
                  f"a scrape of {selector} after the workload", timeout=300)
         return self.samples(selector)
 
+    def wait_settled(self, *selectors: str) -> None:
+        """Until each selector has a sample whose answer was surely given by now."""
+        def settled(selector: str) -> bool:
+            try:
+                return any(t + SCRAPE_TIMEOUT < time.time() for t, _ in self.samples(selector))
+            except OSError:  # not listening yet
+                return False
+        wait_for(lambda: all(settled(s) for s in selectors), "a scrape before the workload",
+                 timeout=600)
+
 
 def growth(samples: list[tuple[float, float]], since: float) -> float:
-    """Last value minus the last value scraped before `since`."""
-    before = [v for t, v in samples if t < since]
+    """Last value minus the last value surely answered before `since`."""
+    before = [v for t, v in samples if t + SCRAPE_TIMEOUT < since]
     assert before, f"no sample before the workload: {samples}"
     return samples[-1][1] - before[-1]
 
@@ -131,7 +145,8 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     assert 'ktui_probe_hits_total{probe="calls",set="exp"}' in get(metrics_url)
 
     config = tmp_path / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"
+    config.write_text("global:\n  scrape_interval: 1s\n"
+                      f"  scrape_timeout: {SCRAPE_TIMEOUT:g}s\nscrape_configs:\n"
                       f"  - job_name: ktui\n    static_configs:\n      - targets: ['127.0.0.1:{export_port}']\n")
     prom_proc = subprocess.Popen(["prometheus", f"--config.file={config}",
                                   f"--storage.tsdb.path={tmp_path / 'tsdb'}",
@@ -143,13 +158,7 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     count = 'ktui_probe_latency_seconds_count{probe="rets"}'
     inf_bucket = 'ktui_probe_latency_seconds_bucket{probe="rets",le="+Inf"}'
 
-    def ready(selector):
-        try:
-            return bool(prom.samples(selector))
-        except OSError:  # not listening yet
-            return False
-
-    wait_for(lambda: ready(calls) and ready(count), "Prometheus's first scrape", timeout=600)
+    prom.wait_settled(calls, count)
 
     # 1. exact counts through Prometheus
     start = time.time()
@@ -168,7 +177,7 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     exporter.send_signal(signal.SIGHUP)
     opens = 'ktui_probe_hits_total{probe="opens"}'
     wait_for(lambda: 'probe="opens"' in get(metrics_url), "the reloaded probe", timeout=300)
-    wait_for(lambda: ready(opens), "a scrape of the new probe", timeout=300)
+    prom.wait_settled(opens)
     start2 = time.time()
     w.run_phase()
     done2 = time.time()
