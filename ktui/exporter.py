@@ -150,7 +150,7 @@ class Exporter:
     def emits(self) -> bool:
         """Whether a probe of the running set writes events (it has fetches):
         then its buffer must be drained, or the kernel counts them lost."""
-        return any(p.emits_events for p in self.probeset.probes)
+        return self.probeset.emits_events
 
     def views(self):
         from ktui.pipeline.prometheus import ProbeView
