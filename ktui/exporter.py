@@ -145,27 +145,34 @@ class Exporter:
         self.session = session
         self.probeset, self.sets = loaded
         self.load = load
-        self._lock = threading.Lock()  # a scrape never sees half a reload
+        # A scrape never sees half a reload, and never waits for one (adding
+        # a probe can take seconds: a compile, a verifier): while a reload
+        # runs, scrapes get the set as it was when the reload began.
+        self._lock = threading.Lock()
+        self._frozen = None  # those views, while a reload runs
 
     def emits(self) -> bool:
         """Whether a probe of the running set writes events (it has fetches):
         then its buffer must be drained, or the kernel counts them lost."""
-        return any(p.emits_events for p in self.probeset.probes)
+        return self.probeset.emits_events
 
     def views(self):
+        with self._lock:
+            return self._frozen if self._frozen is not None else self._read_views()
+
+    def _read_views(self):
         from ktui.pipeline.prometheus import ProbeView
 
-        with self._lock:
-            stats = self.session.stats().probes
-            out = []
-            for pid_, st in sorted(self.session.statuses().items()):
-                name = st.probe.name
-                out.append(ProbeView(
-                    name=name, set=self.sets.get(name, self.probeset.name),
-                    is_return=st.probe.kind is Kind.RETURN,
-                    attached=st.counting,
-                    stats=stats.get(pid_, ProbeStats(pid_))))
-            return out
+        stats = self.session.stats().probes
+        out = []
+        for pid_, st in sorted(self.session.statuses().items()):
+            name = st.probe.name
+            out.append(ProbeView(
+                name=name, set=self.sets.get(name, self.probeset.name),
+                is_return=st.probe.kind is Kind.RETURN,
+                attached=st.counting,
+                stats=stats.get(pid_, ProbeStats(pid_))))
+        return out
 
     def reload(self) -> None:
         """Load the files again and apply the difference; a file that does
@@ -176,24 +183,35 @@ class Exporter:
             print(f"ktui: reload: {exc}; keeping the running probe set", file=sys.stderr, flush=True)
             return
         with self._lock:
-            wanted = {p.name: p for p in probeset.probes}
-            running = {st.probe.name: (pid_, st.probe) for pid_, st in self.session.statuses().items()}
-            for name, (pid_, probe) in running.items():
-                if wanted.get(name) != probe:
-                    self.session.remove_probe_now(pid_)
-            added = 0
-            for name, probe in wanted.items():
-                if name in running and running[name][1] == probe:
-                    continue
-                try:
-                    status = self.session.add_probe_now(probe)
-                except FeedError as exc:
-                    print(f"ktui: reload: {name}: {exc}", file=sys.stderr, flush=True)
-                    continue
-                if status.reason:
-                    print(f"ktui: reload: {name}: {status.reason}", file=sys.stderr, flush=True)
-                added += 1
-            removed = sum(1 for name, (_, probe) in running.items() if wanted.get(name) != probe)
+            self._frozen = self._read_views()
+        try:
+            self._apply(probeset, sets)
+        finally:
+            with self._lock:
+                self._frozen = None
+
+    def _apply(self, probeset, sets) -> None:
+        """Remove what changed or went, add what is new; then the new set is
+        the running one. Only the main loop calls this (no two at once)."""
+        wanted = {p.name: p for p in probeset.probes}
+        running = {st.probe.name: (pid_, st.probe) for pid_, st in self.session.statuses().items()}
+        for name, (pid_, probe) in running.items():
+            if wanted.get(name) != probe:
+                self.session.remove_probe_now(pid_)
+        added = 0
+        for name, probe in wanted.items():
+            if name in running and running[name][1] == probe:
+                continue
+            try:
+                status = self.session.add_probe_now(probe)
+            except FeedError as exc:
+                print(f"ktui: reload: {name}: {exc}", file=sys.stderr, flush=True)
+                continue
+            if status.reason:
+                print(f"ktui: reload: {name}: {status.reason}", file=sys.stderr, flush=True)
+            added += 1
+        removed = sum(1 for name, (_, probe) in running.items() if wanted.get(name) != probe)
+        with self._lock:
             self.probeset, self.sets = probeset, sets
         print(f"ktui: reloaded: {len(wanted)} probes ({added} added, {removed} removed)",
               file=sys.stderr, flush=True)

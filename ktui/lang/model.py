@@ -478,3 +478,10 @@ class ProbeSet:
     # the set's `attach:` (ATTACH_MODES), for probes that say none; "":
     # the session's default
     attach: str = ""
+
+    @property
+    def emits_events(self) -> bool:
+        """Whether a probe of the set writes events (it has fetches): then its
+        buffers must be drained, or the kernel counts the events lost. A set
+        that only counts never writes one."""
+        return any(p.emits_events for p in self.probes)

@@ -106,7 +106,7 @@ class Collector:
         # A set whose probes only count (no fetches) never writes an event:
         # then there is nothing to drain, and the loop sleeps until the next
         # stats read or the stop, like funccount-bpfcc.
-        emits = any(p.emits_events for p in self.feed.probeset.probes)
+        emits = self.feed.probeset.emits_events
         try:
             while not self.stopping:
                 started = time.monotonic()

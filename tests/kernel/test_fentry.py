@@ -126,18 +126,40 @@ probes:
     filter: a3 == 3 && retval == 3
     attach: kprobe
 """
+# Probes that do nothing but count (F_BARE: no scratch state), and a filter
+# known never to match before any hit (no comparison left for the kernel).
+NEVER = "no-task-has-a-name-this-long"
+BARE = f"""
+name: bare
+probes:
+  - spec: fb=vfs_read:c
+    attach: fentry
+  - spec: kb=vfs_read:c
+    attach: kprobe
+  - spec: fn=vfs_read:c
+    filter: comm == "{NEVER}"
+    attach: fentry
+  - spec: kn=vfs_read:c
+    filter: comm == "{NEVER}"
+    attach: kprobe
+"""
 OTHER_READS = 25
 
 
 def test_counting_probes_filter_on_arguments(workload, cache_dir, tmp_path):
     shape = (("read", SIZE, READS), ("read", 3, OTHER_READS))
+    every = READS + OTHER_READS
     for text, via, want in ((FILTERED_CALLS, {"fc": "fentry", "kc": "kprobe"}, READS),
-                            (FILTERED_RETURNS, {"fr": "fexit", "kr": "kretprobe"}, OTHER_READS)):
+                            (FILTERED_RETURNS, {"fr": "fexit", "kr": "kretprobe"}, OTHER_READS),
+                            (BARE, {"fb": "fentry", "kb": "kprobe", "fn": "fentry", "kn": "kprobe"},
+                             {"fb": every, "kb": every, "fn": 0, "kn": 0})):
         statuses, stats, events = run(text, workload, cache_dir, tmp_path / "ktui.log", shape)
         assert events == []  # they only count
         assert {st.probe.name: st.via for st in statuses.values()} == via
         hits = {st.probe.name: stats[i].hits for i, st in statuses.items()}
-        assert hits == {name: want for name in via}, text
+        assert hits == (want if isinstance(want, dict) else {name: want for name in via}), text
+        for i, st in statuses.items():  # who made the hits: every one, by its comm
+            assert sum(n for _, n in stats[i].top_comms) == hits[st.probe.name], stats[i]
         ret = [stats[i] for i, st in statuses.items() if st.probe.kind.name == "RETURN"]
         assert all(sum(st.hist) == want for st in ret)  # every latency too
 

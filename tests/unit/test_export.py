@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ktui.cli import main
 from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
-from ktui.exporter import Listen, ListenError, open_server, parse_listen, run_export
+from ktui.exporter import Exporter, Listen, ListenError, open_server, parse_listen, run_export
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import load_probeset
 from ktui.lang.model import ProbeSet
@@ -209,6 +209,47 @@ def test_run_export_scrapes_reloads_on_sighup_and_stops_on_sigterm(tmp_path, cap
     for probe in ("reads", "writes"):
         assert f'ktui_probe_attached{{probe="{probe}",set="s"}} 1.0' in seen["after_bad"]
     assert loader.attached == {}  # every probe detached
+
+
+def test_a_scrape_during_a_slow_reload_answers_at_once_with_the_set_as_it_was(tmp_path):
+    """Adding a probe can take seconds (a compile, the verifier): a scrape
+    in the meantime gets the set as it was when the reload began, at once,
+    rather than time out; then the reloaded set."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nprobes:\n  - spec: vfs_read:c\n    label: reads\n")
+
+    def load():
+        ps = load_probeset(str(path), None)
+        return ps, {p.name: ps.name for p in ps.probes}
+
+    session = Session(load()[0], SessionOptions(log_path=tmp_path / "ktui.log"), loader=FakeLoader())
+    session.open()
+    adding, release = threading.Event(), threading.Event()
+    add_now = session.add_probe_now
+
+    def slow_add(probe):
+        adding.set()
+        release.wait(30)
+        return add_now(probe)
+
+    session.add_probe_now = slow_add
+    exporter = Exporter(session, load(), load)
+    path.write_text(path.read_text() + "  - spec: vfs_write:c\n    label: writes\n")
+    reload = threading.Thread(target=exporter.reload)
+    reload.start()
+    try:
+        assert adding.wait(10)
+        seen = []
+        scrape = threading.Thread(target=lambda: seen.append(exporter.views()), daemon=True)
+        scrape.start()
+        scrape.join(5)
+        assert not scrape.is_alive(), "the scrape waited for the reload"
+        assert [v.name for v in seen[0]] == ["reads"]
+    finally:
+        release.set()
+        reload.join(10)
+    assert [v.name for v in exporter.views()] == ["reads", "writes"]
+    session.close()
 
 
 @pytest.mark.parametrize("spec, drains", [("vfs_read:c", False), ("vfs_read:c:a3", True)])

@@ -187,6 +187,42 @@ def test_work_flags_are_what_the_plan_reads(spec, filt, tracing, expected):
     assert _work(spec, filt, tracing) == expected
 
 
+def _bare(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> bool:
+    probe = parse_spec(spec)
+    if filt is not None:
+        probe = dataclasses.replace(probe, filter=parse_filter(filt))
+    if changes:
+        probe = dataclasses.replace(probe, **changes)
+    size = HEADER_SIZE + max(8, probe_layout(probe).payload_size)
+    return bool(build_plan(probe, gen=1, record_size=size, tracing=tracing).flags & abi.F_BARE)
+
+
+# F_BARE: the hit is the set-wide filters and the count, nothing else.
+@pytest.mark.parametrize("tracing", [False, True])
+def test_only_a_probe_that_just_counts_is_bare(tracing):
+    assert _bare("f:c", tracing=tracing)
+    assert _bare("f:c", f'comm != "{"x" * 20}"', tracing)  # a filter known to pass
+    assert not _bare("f:c", f'comm == "{"x" * 20}"', tracing)  # ... known to fail
+    assert not _bare("f:c", "pid == 1", tracing)
+    assert not _bare("f:c", 'comm == "x"', tracing)
+    assert not _bare("f:c:a3", tracing=tracing)  # it emits
+    assert not _bare("f:r", tracing=tracing)  # a latency
+    assert not _bare("f:c:pid", tracing=tracing, rate_limit=5)
+
+
+def test_a_filter_known_in_advance_is_its_truth_table_alone():
+    """A string longer than its field never matches: no comparison is left
+    for the kernel, and the table's one bit says whether every hit passes
+    (the program reads it when there is no comparison)."""
+    size = HEADER_SIZE + 8
+    never = dataclasses.replace(parse_spec("f:c"), filter=parse_filter(f'comm == "{"x" * 20}"'))
+    always = dataclasses.replace(parse_spec("f:c"), filter=parse_filter(f'comm != "{"x" * 20}"'))
+    plain = parse_spec("f:c")
+    for probe, passes in ((never, 0), (always, 1), (plain, 1)):
+        plan = build_plan(probe, gen=1, record_size=size)
+        assert (plan.ncmps, plan.truth & 1) == (0, passes), probe
+
+
 def test_a_rate_limit_needs_the_time():
     assert _work("f:c:pid", rate_limit=5) & abi.F_TIME
     assert _work("f:c:pid", sample=3) & abi.F_TIME  # it emits

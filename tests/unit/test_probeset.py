@@ -75,7 +75,7 @@ def test_shipped_set_loads(path: Path):
     assert 1 <= len(ps.probes) <= 8
     assert ps.source == str(path)
     assert len({probe.name for probe in ps.probes}) == len(ps.probes)
-    assert any(probe.emits_events for probe in ps.probes)
+    assert ps.emits_events
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -560,3 +560,10 @@ def test_check_probeset_collects_what_load_probeset_stops_at(tmp_path: Path):
     assert str(first.value) == str(errors[0])
     missing = check_probeset(tmp_path / "missing.yaml")
     assert missing[0] is None and "cannot open" in str(missing[1][0])
+
+
+def test_a_set_emits_events_when_one_of_its_probes_fetches():
+    counting = ProbeSet(name="n", probes=(parse_spec("vfs_read:c"), parse_spec("vfs_read:r")))
+    assert not counting.emits_events  # a return probe alone counts and times, writes nothing
+    fetching = dataclasses.replace(counting, probes=counting.probes + (parse_spec("vfs_read:c:a3"),))
+    assert fetching.emits_events

@@ -76,6 +76,7 @@ def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0
     for i, slot in enumerate(layout.slots):
         _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
     plan.nfetch = len(layout.slots)
+    plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
         _fill_filter(plan, probe, layout, tracing)
     plan.sample = max(1, probe.sample)
@@ -102,7 +103,9 @@ def work_flags(plan: abi.Plan, flags: int) -> int:
     F_TIME, F_CPU), derived from the filled plan itself so it cannot
     disagree with what the fetches and comparisons read. The program
     skips the rest: under emulation every helper call and copy costs, and
-    a counting probe needs none of them. `flags`: F_RETURN and F_EMITS."""
+    a counting probe needs none of them. F_BARE: the hit does nothing
+    but the set-wide filters and the count (no scratch state at all).
+    `flags`: F_RETURN and F_EMITS."""
     used = sources(plan)
     emits = bool(flags & abi.F_EMITS)
     out = 0
@@ -114,6 +117,9 @@ def work_flags(plan: abi.Plan, flags: int) -> int:
         out |= abi.F_TIME
     if emits or abi.SRC_CPU in used:  # the record header, or a fetch or filter on cpu
         out |= abi.F_CPU
+    passes = plan.ncmps == 0 and plan.truth & 1  # no filter (or one known to pass)
+    if not (emits or flags & abi.F_RETURN or plan.rate_limit or out) and passes:
+        out |= abi.F_BARE
     return out
 
 

@@ -48,6 +48,15 @@ struct ktui_hist {
     u64 slots[KTUI_HIST_SLOTS];
 };
 
+/* who made the hit: the task, and its comm once a filter, the comm sample
+ * or an event asks for it (one helper call, at most once per hit) */
+struct ktui_who {
+    u64 pid_tgid;
+    u32 have_comm;
+    u32 pad;
+    char comm[16];
+};
+
 /* everything one hit works on, per CPU */
 struct ktui_state {
     struct ktui_event_header e;
@@ -59,10 +68,8 @@ struct ktui_state {
 #endif
     u64 vals[KTUI_MAX_FETCHES];
     u64 retval;
-    u64 pid_tgid;
+    struct ktui_who who;
     u64 cpu;
-    u32 have_comm;
-    u32 pad;
 };
 
 BPF_RINGBUF_OUTPUT(ktui_events, 2048);
@@ -89,13 +96,13 @@ static __always_inline void ktui_bump(void *p)
         (*v)++;
 }
 
-static __always_inline char *ktui_comm(struct ktui_state *st)
+static __always_inline char *ktui_comm(struct ktui_who *who)
 {
-    if (!st->have_comm) {
-        bpf_get_current_comm(&st->e.comm, sizeof(st->e.comm));
-        st->have_comm = 1;
+    if (!who->have_comm) {
+        bpf_get_current_comm(&who->comm, sizeof(who->comm));
+        who->have_comm = 1;
     }
-    return st->e.comm;
+    return who->comm;
 }
 
 static __always_inline u64 ktui_extend(u64 v, u8 width, u8 sign)
@@ -123,9 +130,9 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
     case SRC_RETVAL:
         return st->retval;
     case SRC_PID:
-        return st->pid_tgid >> 32;
+        return st->who.pid_tgid >> 32;
     case SRC_TID:
-        return (u32)st->pid_tgid;
+        return (u32)st->who.pid_tgid;
     case SRC_CPU:
         return st->cpu;
     }
@@ -203,7 +210,7 @@ static __always_inline u64 ktui_operand(struct ktui_state *st, u8 src, u16 reg, 
 static __always_inline u64 *ktui_words(struct ktui_state *st, u8 src, u16 off)
 {
     if (src == SRC_COMM_STR)
-        return (u64 *)ktui_comm(st);
+        return (u64 *)ktui_comm(&st->who);
     if (off > KTUI_PAYLOAD_MAX - KTUI_STRING_MAX)
         return 0;
     return (u64 *)&st->payload[off & ~7];
@@ -250,27 +257,27 @@ static __always_inline u32 ktui_compare(struct ktui_state *st, struct ktui_plan 
 static __always_inline int ktui_filter(struct ktui_state *st, struct ktui_plan *plan)
 {
     u32 n = plan->ncmps;
-    if (!n)
-        return 1;
+    if (!n) /* none, or only ones known in advance (a string too long to match) */
+        return plan->truth & 1;
     u32 bits = 0;
     KTUI_CMP(0) KTUI_CMP(1) KTUI_CMP(2) KTUI_CMP(3) KTUI_CMP(4) KTUI_CMP(5)
     return (plan->truth >> (bits & 63)) & 1;
 }
 
 /* Set-wide filters: ktui itself, --pid, --comm. 1 = the task passes. */
-static __always_inline int ktui_set_filter(struct ktui_state *st)
+static __always_inline int ktui_set_filter(struct ktui_who *who)
 {
     u32 zero = 0;
     struct ktui_config *c = ktui_config.lookup(&zero);
     if (!c)
         return 0;
-    u32 pid = st->pid_tgid >> 32;
+    u32 pid = who->pid_tgid >> 32;
     if (c->exclude_pid && pid == c->exclude_pid)
         return 0;
     if (c->pid && pid != c->pid)
         return 0;
     if (c->has_comm) {
-        u64 *w = (u64 *)ktui_comm(st);
+        u64 *w = (u64 *)ktui_comm(who);
         if ((w[0] ^ c->comm_words[0]) & c->comm_mask[0])
             return 0;
         if ((w[1] ^ c->comm_words[1]) & c->comm_mask[1])
@@ -282,7 +289,7 @@ static __always_inline int ktui_set_filter(struct ktui_state *st)
 /* Count a hit that passed every filter, and who made it: exact for the
  * first KTUI_COMM_EXACT hits per CPU, then 1 in KTUI_COMM_EVERY, weighted
  * (as in the compiled programs). */
-static __always_inline void ktui_count(struct ktui_state *st, u32 slot)
+static __always_inline void ktui_count(struct ktui_who *who, u32 slot)
 {
     u64 *hits = ktui_hits.lookup(&slot);
     if (!hits)
@@ -295,7 +302,7 @@ static __always_inline void ktui_count(struct ktui_state *st, u32 slot)
         weight = KTUI_COMM_EVERY;
     }
     struct ktui_comm_key key = {.probe = slot};
-    __builtin_memcpy(key.comm, ktui_comm(st), sizeof(key.comm));
+    __builtin_memcpy(key.comm, ktui_comm(who), sizeof(key.comm));
     u64 zero = 0;
     u64 *n = ktui_comms.lookup_or_try_init(&key, &zero);
     if (n)
@@ -371,12 +378,12 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     u32 flags = plan->flags;
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* the entry half of a return probe: when, and the arguments */
-        if (!ktui_set_filter(st))
+        if (!ktui_set_filter(&st->who))
             return 0;
-        struct ktui_entry *entry = ktui_entry_of(plan, st->pid_tgid);
+        struct ktui_entry *entry = ktui_entry_of(plan, st->who.pid_tgid);
         if (!entry)
             return 0;
-        entry->tid = (u32)st->pid_tgid;
+        entry->tid = (u32)st->who.pid_tgid;
         entry->gen = plan->gen;
         if (flags & F_ARGS)
             __builtin_memcpy(entry->args, st->args, sizeof(entry->args));
@@ -386,8 +393,8 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     u64 now = 0, latency = 0;
     if (flags & F_RETURN) {
         /* entered before we attached, filtered out, or another thread's */
-        struct ktui_entry *entry = ktui_entry_of(plan, st->pid_tgid);
-        if (!entry || !entry->ts || entry->tid != (u32)st->pid_tgid || entry->gen != plan->gen)
+        struct ktui_entry *entry = ktui_entry_of(plan, st->who.pid_tgid);
+        if (!entry || !entry->ts || entry->tid != (u32)st->who.pid_tgid || entry->gen != plan->gen)
             return 0;
         now = bpf_ktime_get_ns();
         latency = now - entry->ts;
@@ -395,7 +402,7 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
         if (flags & F_ARGS)
             __builtin_memcpy(st->args, entry->args, sizeof(st->args));
     } else {
-        if (!ktui_set_filter(st))
+        if (!ktui_set_filter(&st->who))
             return 0;
         if (flags & F_TIME)
             now = bpf_ktime_get_ns();
@@ -412,20 +419,20 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     }
     if (!ktui_filter(st, plan))
         return 0;
-    ktui_count(st, slot);
+    ktui_count(&st->who, slot);
     if (flags & F_RETURN)
         ktui_account_return(slot, latency, st->retval);
     if (!(flags & F_EMITS))
         return 0;
     if (!ktui_admit(slot, plan->sample, plan->rate_limit, now))
         return 0;
-    ktui_comm(st);
+    __builtin_memcpy(st->e.comm, ktui_comm(&st->who), sizeof(st->e.comm));
     st->e.ts = now;
     st->e.latency = latency;
     st->e.probe = (u32)cookie;
     st->e.cpu = st->cpu;
-    st->e.pid = st->pid_tgid >> 32;
-    st->e.tid = (u32)st->pid_tgid;
+    st->e.pid = st->who.pid_tgid >> 32;
+    st->e.tid = (u32)st->who.pid_tgid;
     /* a u64 and one bound: the verifier must see the size it checked */
     u64 size = plan->record_size;
     if (size > KTUI_RECORD_MAX)
@@ -437,6 +444,20 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     return 0;
 }
 
+/* A probe that only counts (F_BARE: no filter, fetch, event, return or
+ * rate limit): the set-wide filters and the count, with who made the hit
+ * kept on the stack. The per-CPU scratch state is not looked up: on 6.1 a
+ * per-CPU array lookup is a helper call (the verifier inlines only plain
+ * arrays' there), and this hit's whole work is two more of them. */
+static __always_inline int ktui_count_only(u32 slot)
+{
+    struct ktui_who who = {};
+    who.pid_tgid = bpf_get_current_pid_tgid();
+    if (ktui_set_filter(&who))
+        ktui_count(&who, slot);
+    return 0;
+}
+
 #ifndef KTUI_TRACING
 /* The kprobe variant: pt_regs, and the slot in the attach cookie. */
 int ktui_generic(struct pt_regs *ctx)
@@ -444,14 +465,16 @@ int ktui_generic(struct pt_regs *ctx)
     u64 cookie = bpf_get_attach_cookie(ctx);
     u32 slot = cookie & 0xffff;
     u32 zero = 0;
-    struct ktui_state *st = ktui_state.lookup(&zero);
-    if (!st)
-        return 0;
     struct ktui_plan *plan = ktui_plans.lookup(&slot);
     if (!plan)
         return 0;
-    st->pid_tgid = bpf_get_current_pid_tgid();
-    st->have_comm = 0;
+    if (plan->flags & F_BARE)
+        return ktui_count_only(slot);
+    struct ktui_state *st = ktui_state.lookup(&zero);
+    if (!st)
+        return 0;
+    st->who.pid_tgid = bpf_get_current_pid_tgid();
+    st->who.have_comm = 0;
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* a return probe's entry: the arguments, if its return reads them */
         if (plan->flags & F_ARGS) {
@@ -505,14 +528,16 @@ int ktui_generic(u64 *ctx)
         return 0;
     u64 cookie = me->cookie;
     u32 slot = cookie & 0xffff;
-    struct ktui_state *st = ktui_state.lookup(&zero);
-    if (!st)
-        return 0;
     struct ktui_plan *plan = ktui_plans.lookup(&slot);
     if (!plan)
         return 0;
-    st->pid_tgid = bpf_get_current_pid_tgid();
-    st->have_comm = 0;
+    if (plan->flags & F_BARE)
+        return ktui_count_only(slot);
+    struct ktui_state *st = ktui_state.lookup(&zero);
+    if (!st)
+        return 0;
+    st->who.pid_tgid = bpf_get_current_pid_tgid();
+    st->who.have_comm = 0;
     u32 flags = plan->flags;
 #if !KTUI_FUNC_ARG_HELPERS
     /* before 5.17: one probe read of nargs + 1 words, when the plan needs any */
