@@ -126,8 +126,9 @@ probes:
     filter: a3 == 3 && retval == 3
     attach: kprobe
 """
-# Probes that do nothing but count (F_BARE: no scratch state), and a filter
-# known never to match before any hit (no comparison left for the kernel).
+# Probes that do nothing but count, and time a return (F_BARE: no scratch
+# state), and a filter known never to match before any hit (no comparison
+# left for the kernel).
 NEVER = "no-task-has-a-name-this-long"
 BARE = f"""
 name: bare
@@ -142,6 +143,10 @@ probes:
   - spec: kn=vfs_read:c
     filter: comm == "{NEVER}"
     attach: kprobe
+  - spec: fr=vfs_read:r
+    attach: fentry
+  - spec: kr=vfs_read:r
+    attach: kprobe
 """
 OTHER_READS = 25
 
@@ -151,8 +156,9 @@ def test_counting_probes_filter_on_arguments(workload, cache_dir, tmp_path):
     every = READS + OTHER_READS
     for text, via, want in ((FILTERED_CALLS, {"fc": "fentry", "kc": "kprobe"}, READS),
                             (FILTERED_RETURNS, {"fr": "fexit", "kr": "kretprobe"}, OTHER_READS),
-                            (BARE, {"fb": "fentry", "kb": "kprobe", "fn": "fentry", "kn": "kprobe"},
-                             {"fb": every, "kb": every, "fn": 0, "kn": 0})):
+                            (BARE, {"fb": "fentry", "kb": "kprobe", "fn": "fentry", "kn": "kprobe",
+                                    "fr": "fexit", "kr": "kretprobe"},
+                             {"fb": every, "kb": every, "fn": 0, "kn": 0, "fr": every, "kr": every})):
         statuses, stats, events = run(text, workload, cache_dir, tmp_path / "ktui.log", shape)
         assert events == []  # they only count
         assert {st.probe.name: st.via for st in statuses.values()} == via
@@ -160,8 +166,10 @@ def test_counting_probes_filter_on_arguments(workload, cache_dir, tmp_path):
         assert hits == (want if isinstance(want, dict) else {name: want for name in via}), text
         for i, st in statuses.items():  # who made the hits: every one, by its comm
             assert sum(n for _, n in stats[i].top_comms) == hits[st.probe.name], stats[i]
-        ret = [stats[i] for i, st in statuses.items() if st.probe.kind.name == "RETURN"]
-        assert all(sum(st.hist) == want for st in ret)  # every latency too
+        for i, st in statuses.items():
+            if st.probe.kind.name == "RETURN":  # every latency too, and no errno
+                assert sum(stats[i].hist) == hits[st.probe.name] > 0, stats[i]
+                assert stats[i].latency_sum_ns > 0 and not stats[i].errnos, stats[i]
 
 
 def test_fallback_for_offset_and_many_arguments(workload, cache_dir, tmp_path):

@@ -197,7 +197,7 @@ def _bare(spec: str, filt: str | None = None, tracing: bool = False, **changes) 
     return bool(build_plan(probe, gen=1, record_size=size, tracing=tracing).flags & abi.F_BARE)
 
 
-# F_BARE: the hit is the set-wide filters and the count, nothing else.
+# F_BARE: the hit is the set-wide filters and the count (a return: the latency), nothing else.
 @pytest.mark.parametrize("tracing", [False, True])
 def test_only_a_probe_that_just_counts_is_bare(tracing):
     assert _bare("f:c", tracing=tracing)
@@ -206,7 +206,9 @@ def test_only_a_probe_that_just_counts_is_bare(tracing):
     assert not _bare("f:c", "pid == 1", tracing)
     assert not _bare("f:c", 'comm == "x"', tracing)
     assert not _bare("f:c:a3", tracing=tracing)  # it emits
-    assert not _bare("f:r", tracing=tracing)  # a latency
+    assert _bare("f:r", tracing=tracing)  # a return probe: it counts and times
+    assert not _bare("f:r", "retval < 0", tracing)
+    assert not _bare("f:r:retval", tracing=tracing)
     assert not _bare("f:c:pid", tracing=tracing, rate_limit=5)
 
 

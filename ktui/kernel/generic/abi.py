@@ -63,7 +63,7 @@ F_REGS = 4  # a fetch or the filter reads registers: copy pt_regs first
 F_ARGS = 8  # ... reads arguments (SRC_ARG): tracing reads them, a return probe's entry saves them
 F_TIME = 16  # the hit needs the time: an event's, a latency, a rate window
 F_CPU = 32  # the hit needs the CPU: an event's header, or a fetch or filter on cpu
-F_BARE = 64  # it only counts (no filter, fetch, event, return, rate): no scratch state
+F_BARE = 64  # it only counts (a return: and times); no filter, fetch, event, rate: no scratch state
 
 # pt_regs word index of each register, by its pt_regs field name
 PT_REGS = ("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx",

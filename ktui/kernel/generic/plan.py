@@ -104,7 +104,8 @@ def work_flags(plan: abi.Plan, flags: int) -> int:
     disagree with what the fetches and comparisons read. The program
     skips the rest: under emulation every helper call and copy costs, and
     a counting probe needs none of them. F_BARE: the hit does nothing
-    but the set-wide filters and the count (no scratch state at all).
+    but the set-wide filters and the count, and a return probe's latency
+    (no scratch state at all).
     `flags`: F_RETURN and F_EMITS."""
     used = sources(plan)
     emits = bool(flags & abi.F_EMITS)
@@ -118,8 +119,8 @@ def work_flags(plan: abi.Plan, flags: int) -> int:
     if emits or abi.SRC_CPU in used:  # the record header, or a fetch or filter on cpu
         out |= abi.F_CPU
     passes = plan.ncmps == 0 and plan.truth & 1  # no filter (or one known to pass)
-    if not (emits or flags & abi.F_RETURN or plan.rate_limit or out) and passes:
-        out |= abi.F_BARE
+    if passes and not (emits or plan.rate_limit or out & (abi.F_REGS | abi.F_ARGS | abi.F_CPU)):
+        out |= abi.F_BARE  # a call counts; a return counts and times
     return out
 
 

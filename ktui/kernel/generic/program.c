@@ -444,17 +444,44 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     return 0;
 }
 
-/* A probe that only counts (F_BARE: no filter, fetch, event, return or
- * rate limit): the set-wide filters and the count, with who made the hit
- * kept on the stack. The per-CPU scratch state is not looked up: on 6.1 a
- * per-CPU array lookup is a helper call (the verifier inlines only plain
- * arrays' there), and this hit's whole work is two more of them. */
+/* F_BARE: a probe without filter, fetch, event or rate limit. Its hit
+ * needs no per-CPU scratch state, whose lookup on 6.1 is a helper call
+ * (the verifier inlines only plain arrays' there) in a hit that makes few
+ * others: who made it is kept on the stack. A call probe only counts. */
 static __always_inline int ktui_count_only(u32 slot)
 {
     struct ktui_who who = {};
     who.pid_tgid = bpf_get_current_pid_tgid();
     if (ktui_set_filter(&who))
         ktui_count(&who, slot);
+    return 0;
+}
+
+/* ... a return probe counts and times: its entry stamps the time (after
+ * the set-wide filters), its return takes the latency and `rc` (its errno)
+ * into the stats, as ktui_run does for any return probe. */
+static __always_inline int ktui_time_only(struct ktui_plan *plan, u64 cookie, u32 slot, u64 rc)
+{
+    struct ktui_who who = {};
+    who.pid_tgid = bpf_get_current_pid_tgid();
+    struct ktui_entry *entry = ktui_entry_of(plan, who.pid_tgid);
+    if (!entry)
+        return 0;
+    if (cookie & KTUI_COOKIE_ENTRY) {
+        if (!ktui_set_filter(&who))
+            return 0;
+        entry->tid = (u32)who.pid_tgid;
+        entry->gen = plan->gen;
+        entry->ts = bpf_ktime_get_ns();
+        return 0;
+    }
+    /* entered before we attached, filtered out, or another thread's */
+    if (!entry->ts || entry->tid != (u32)who.pid_tgid || entry->gen != plan->gen)
+        return 0;
+    u64 latency = bpf_ktime_get_ns() - entry->ts;
+    entry->ts = 0;
+    ktui_count(&who, slot);
+    ktui_account_return(slot, latency, rc);
     return 0;
 }
 
@@ -468,8 +495,11 @@ int ktui_generic(struct pt_regs *ctx)
     struct ktui_plan *plan = ktui_plans.lookup(&slot);
     if (!plan)
         return 0;
-    if (plan->flags & F_BARE)
+    if (plan->flags & F_BARE) {
+        if (plan->flags & F_RETURN)
+            return ktui_time_only(plan, cookie, slot, PT_REGS_RC(ctx));
         return ktui_count_only(slot);
+    }
     struct ktui_state *st = ktui_state.lookup(&zero);
     if (!st)
         return 0;
@@ -531,14 +561,22 @@ int ktui_generic(u64 *ctx)
     struct ktui_plan *plan = ktui_plans.lookup(&slot);
     if (!plan)
         return 0;
-    if (plan->flags & F_BARE)
+    u32 flags = plan->flags;
+    if ((flags & F_BARE) && !(flags & F_RETURN))
         return ktui_count_only(slot);
+#if KTUI_FUNC_ARG_HELPERS
+    if (flags & F_BARE) { /* before 5.17 the return value needs the probe read below */
+        u64 rc = 0;
+        if (!(cookie & KTUI_COOKIE_ENTRY))
+            bpf_get_func_ret(ctx, &rc);
+        return ktui_time_only(plan, cookie, slot, rc);
+    }
+#endif
     struct ktui_state *st = ktui_state.lookup(&zero);
     if (!st)
         return 0;
     st->who.pid_tgid = bpf_get_current_pid_tgid();
     st->who.have_comm = 0;
-    u32 flags = plan->flags;
 #if !KTUI_FUNC_ARG_HELPERS
     /* before 5.17: one probe read of nargs + 1 words, when the plan needs any */
     u32 nargs = me->nargs;
