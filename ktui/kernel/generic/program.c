@@ -59,6 +59,10 @@ struct ktui_who {
 
 /* everything one hit works on, per CPU */
 struct ktui_state {
+    /* first: a string comparison reads comm word by word up to its count,
+     * and the verifier must see every word it may read inside this value
+     * (e and the payload after it are one record: nothing between them) */
+    struct ktui_who who;
     struct ktui_event_header e;
     u8 payload[KTUI_PAYLOAD_MAX];
     u64 regs[KTUI_NREGS];
@@ -68,7 +72,6 @@ struct ktui_state {
 #endif
     u64 vals[KTUI_MAX_FETCHES];
     u64 retval;
-    struct ktui_who who;
     u64 cpu;
 };
 
