@@ -215,7 +215,10 @@ def test_only_a_probe_that_just_counts_is_bare(tracing):
 def test_a_filter_known_in_advance_is_its_truth_table_alone():
     """A string longer than its field never matches: no comparison is left
     for the kernel, and the table's one bit says whether every hit passes
-    (the program reads it when there is no comparison)."""
+    (the program reads it when there is no comparison). Validated input
+    cannot reach this today (literals are capped below the fields: comm 15,
+    strings 63); a Probe built in code can, and the plan must not rely on
+    the checks upstream."""
     size = HEADER_SIZE + 8
     never = dataclasses.replace(parse_spec("f:c"), filter=parse_filter(f'comm == "{"x" * 20}"'))
     always = dataclasses.replace(parse_spec("f:c"), filter=parse_filter(f'comm != "{"x" * 20}"'))
