@@ -145,15 +145,18 @@ def test_c_declarations_match_the_ctypes_layout():
         assert names == [name for name, _ in cls._fields_]
 
 
-def _work(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> int:
+def _flags(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> int:
     probe = parse_spec(spec)
     if filt is not None:
         probe = dataclasses.replace(probe, filter=parse_filter(filt))
     if changes:
         probe = dataclasses.replace(probe, **changes)
     size = HEADER_SIZE + max(8, probe_layout(probe).payload_size)
-    flags = build_plan(probe, gen=1, record_size=size, tracing=tracing).flags
-    return flags & (abi.F_REGS | abi.F_ARGS | abi.F_TIME | abi.F_CPU)
+    return build_plan(probe, gen=1, record_size=size, tracing=tracing).flags
+
+
+def _work(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> int:
+    return _flags(spec, filt, tracing, **changes) & (abi.F_REGS | abi.F_ARGS | abi.F_TIME | abi.F_CPU)
 
 
 # What each hit gathers before the plan runs: only what the plan reads.
@@ -188,13 +191,7 @@ def test_work_flags_are_what_the_plan_reads(spec, filt, tracing, expected):
 
 
 def _bare(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> bool:
-    probe = parse_spec(spec)
-    if filt is not None:
-        probe = dataclasses.replace(probe, filter=parse_filter(filt))
-    if changes:
-        probe = dataclasses.replace(probe, **changes)
-    size = HEADER_SIZE + max(8, probe_layout(probe).payload_size)
-    return bool(build_plan(probe, gen=1, record_size=size, tracing=tracing).flags & abi.F_BARE)
+    return bool(_flags(spec, filt, tracing, **changes) & abi.F_BARE)
 
 
 # F_BARE: the hit is the set-wide filters and the count (a return: the latency), nothing else.
