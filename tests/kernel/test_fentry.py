@@ -5,6 +5,7 @@ that counts every call, and no tracing link left after any exit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -64,7 +65,6 @@ def cache_dir(warm_cache):
 def run(ps, workload, cache_dir, log, shape=(("read", SIZE, READS),)):
     w = workload([[list(op) for op in shape]])
     ps = loads_probeset(ps) if isinstance(ps, str) else ps
-    import dataclasses
     ps = dataclasses.replace(ps, pid=w.pid)
     # the directory `ktui stream` uses with XDG_CACHE_HOME=cache_dir: one compile for the module
     options = SessionOptions(engine="generic", cache_dir=cache_dir / "ktui", log_path=log)
@@ -161,6 +161,20 @@ def test_counting_probes_filter_on_arguments(workload, cache_dir, tmp_path):
             if st.probe.kind.name == "RETURN":  # every latency too, and no errno
                 assert sum(stats[i].hist) == want, stats[i]
                 assert stats[i].latency_sum_ns > 0 and not stats[i].errnos, stats[i]
+
+
+def test_bare_probes_keep_the_set_wide_comm_filter(workload, cache_dir, tmp_path):
+    """A bare probe reads comm into the stack, not the scratch state: the
+    set's comm filter (`--comm`) must still decide, at a call and at a
+    return probe's entry."""
+    ps = dataclasses.replace(loads_probeset(BARE), comm="ktui-bare")
+    shape = (("read", SIZE, OTHER_READS), ("comm", "ktui-bare"), ("read", SIZE, READS))
+    statuses, stats, events = run(ps, workload, cache_dir, tmp_path / "ktui.log", shape)
+    assert events == []
+    hits = {st.probe.name: stats[i].hits for i, st in statuses.items()}
+    assert hits == {"fb": READS, "kb": READS, "fr": READS, "kr": READS}
+    for i in statuses:
+        assert dict(stats[i].top_comms) == {"ktui-bare": READS}, stats[i]
 
 
 def test_fallback_for_offset_and_many_arguments(workload, cache_dir, tmp_path):
