@@ -4,7 +4,9 @@ a symlink. What is written loads back equal."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -78,39 +80,110 @@ def aggregate_keys(probe) -> dict[str, object]:
     return out
 
 
-def save_probeset(ps: ProbeSet, path: str | os.PathLike[str]) -> None:
-    """Write the probe set to `path` (mode 0600), atomically.
+def save_probeset(ps: ProbeSet, path: str | os.PathLike[str], *, replace: bool = False) -> None:
+    """Write the probe set to `path`, atomically.
 
-    The text goes to a new file created exclusively in the same directory
-    and is then renamed over `path`, so a reader never sees half a file and
-    no symlink is followed. A `path` that is itself a symlink is refused:
-    replacing it would silently turn the link into a file."""
+    The text goes to a new file created exclusively in the same directory,
+    is synced to disk, and is then renamed over `path` (the directory is
+    synced too), so neither a reader nor a crash ever sees half a file, and
+    no symlink is followed. A file already at `path` is replaced only with
+    `replace` (the user confirmed it, having been told what the file is:
+    `describe_existing`) and only if it is a probe set (`why_not_replace`);
+    it keeps its mode and owner. A new file is created with mode 0600, and
+    one that appeared after the user was asked is not replaced."""
     target = os.fspath(path)
+    if not ps.probes:
+        raise ProbeSetError("nothing to save: a probe set needs at least one probe", source=target)
     text = dumps_probeset(ps)
-    if os.path.islink(target):
-        raise ProbeSetError("refusing to save: the path is a symbolic link", source=target)
-    if os.path.isdir(target):
+    if os.path.isdir(target) and not os.path.islink(target):
         raise ProbeSetError("cannot save: the path is a directory", source=target)
     why = why_not_kept(target) or why_not_replace(target)
     if why is not None:
         raise ProbeSetError(f"refusing to save: {why}; write to another path", source=target)
+    existing = _stat_or_none(target)
+    if existing is not None and not replace:
+        raise ProbeSetError("not saved: the file exists and replacing it was not confirmed", source=target)
     directory = os.path.dirname(target) or "."
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{Path(target).name}.", suffix=".tmp", dir=directory)
+        fd, temp = tempfile.mkstemp(prefix=f".{Path(target).name[:200]}.", suffix=".tmp", dir=directory)
     except OSError as err:
         raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            os.fchmod(out.fileno(), 0o600)  # mkstemp's mode, whatever the umask
+            _take_over_mode(out.fileno(), existing)
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        # rename() never follows a symlink at `target`: even one planted
-        # after the check above is replaced, not written through.
-        os.replace(temp, target)
+        if existing is None:
+            # link() fails if a file appeared at `target` since the user
+            # was asked: a new file never replaces one nobody confirmed.
+            _link_new(temp, target)
+        else:
+            # rename() never follows a symlink at `target`: even one planted
+            # after the check above is replaced, not written through.
+            os.replace(temp, target)
+        _sync_directory(directory)
+    except FileExistsError:
+        _remove_quietly(temp)
+        raise ProbeSetError("not saved: a file appeared at this path meanwhile; nothing was replaced",
+                            source=target) from None
     except OSError as err:
         _remove_quietly(temp)
         raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
+
+
+def _link_new(temp: str, target: str) -> None:
+    """Give the written temp file its name, failing (FileExistsError) if
+    something took the name meanwhile. A filesystem without hard links
+    (vfat, some shares) gets a check and a rename: almost as good."""
+    try:
+        os.link(temp, target, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            raise
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "File exists", target) from None
+        os.replace(temp, target)
+        return
+    os.unlink(temp)
+
+
+def _stat_or_none(target: str) -> os.stat_result | None:
+    try:
+        return os.lstat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise ProbeSetError(f"cannot save: {err.strerror}", source=target) from None
+
+
+def _take_over_mode(fd: int, existing: os.stat_result | None) -> None:
+    """The new file's mode (and, as root, owner): the replaced file's, so a
+    shared 0644 set stays readable and a user's set saved under sudo stays
+    theirs; a new file gets 0600 (mkstemp's), whatever the umask."""
+    if existing is None:
+        os.fchmod(fd, 0o600)
+        return
+    if os.geteuid() == 0 and (existing.st_uid, existing.st_gid) != (os.getuid(), os.getgid()):
+        os.fchown(fd, existing.st_uid, existing.st_gid)
+    os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+
+
+def _sync_directory(directory: str) -> None:
+    """Make the rename itself durable (without it a crash may bring back
+    the old file, or none, on some filesystems)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return  # the file is written and renamed; durability is best effort here
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def why_not_replace(target: str) -> str | None:
@@ -118,32 +191,70 @@ def why_not_replace(target: str) -> str | None:
     or None (no such file, or a probe set a user wrote). Saving replaces
     probe sets only: a recording, a log or any other file is never lost to
     a `w` with the wrong path, and the sets shipped with ktui stay as shipped
-    (with their comments)."""
+    (with their comments). A symbolic link is not replaced (the user meant
+    its target, or not that file at all) nor written through (it may point
+    at a recording or a shipped set): the reason names its target."""
+    if not os.path.lexists(target):
+        return None
+    if os.path.islink(target):
+        return f"it is a symbolic link (to {os.path.realpath(target)}), never followed nor replaced"
+    if not os.path.isfile(target):
+        return "it is not a regular file"
+    head, why = _read_existing(target)
+    return why
+
+
+def describe_existing(target: str) -> str | None:
+    """What the existing file at `target` is, said in the question before
+    it is replaced (None: nothing there). Names the set and says what
+    replacing it loses that the dashboard cannot write back (comments)."""
+    if not os.path.lexists(target):
+        return None
+    head, why = _read_existing(target)
+    if why is not None or head is None:
+        return f"{target} exists; {why or 'it cannot be read'}"
+    from ktui.lang.probeset import checks_probeset
+
+    ps, _errors = checks_probeset(head, source=target)
+    count = f"{len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''}" if ps is not None else ""
+    what = f"the probe set '{ps.name}' ({count})" if ps is not None else "a probe set"
+    lost = ""
+    if _has_comments(head.decode("utf-8", "replace")):
+        lost = "; its comments and layout will be lost"
+    return f"{target} exists: {what}{lost}"
+
+
+def _has_comments(text: str) -> bool:
+    """Whether the text has comments a user wrote (ktui's own header line
+    is not one). A '#' inside a quoted filter string counts too: the
+    question then warns about nothing, never the other way round."""
+    body = text[len(HEADER):] if text.startswith(HEADER) else text
+    return any(line.lstrip().startswith("#") or " #" in line for line in body.splitlines())
+
+
+def _read_existing(target: str) -> tuple[bytes | None, str | None]:
+    """The file's bytes if it is a probe set a user may replace, else why not."""
     from ktui.lang.probeset import checks_probeset
     from ktui.lang.shipped import shipped_dir
 
-    if not os.path.lexists(target):
-        return None
-    if not os.path.isfile(target):
-        return "it is not a regular file"
     try:
         if Path(target).resolve().parent == shipped_dir().resolve():
-            return "it is a probe set shipped with ktui"
+            return None, "it is a probe set shipped with ktui"
     except OSError:
         pass
     try:
         with open(target, "rb") as f:
             head = f.read(MAX_CHECK + 1)
     except OSError as err:
-        return f"it cannot be read to check what it is ({err.strerror})"
+        return None, f"it cannot be read to check what it is ({err.strerror})"
     if len(head) > MAX_CHECK:
-        return "it is larger than any probe set"
-    if head.startswith(HEADER.encode()):
-        return None  # written by ktui
+        return None, "it is larger than any probe set"
+    # Even a file that starts with ktui's header line is read through: a
+    # header is easily copied onto something else.
     _ps, errors = checks_probeset(head, source=target)
     if errors:
-        return f"it is not a probe set ({errors[0].message})"
-    return None
+        return None, f"it is not a probe set ({errors[0].message})"
+    return head, None
 
 
 def _remove_quietly(path: str) -> None:

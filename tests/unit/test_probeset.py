@@ -408,9 +408,14 @@ def test_save_replaces_an_existing_file(tmp_path: Path):
     path = tmp_path / "saved.yaml"
     path.write_text("name: old\nprobes:\n  - spec: vfs_write:c\n")  # a probe set: replaced
     os.chmod(path, 0o644)
-    save_probeset(load_probeset(REPO / "probesets" / "tcp.yaml"), path)
+    with pytest.raises(ProbeSetError, match="replacing it was not confirmed"):
+        save_probeset(load_probeset(REPO / "probesets" / "tcp.yaml"), path)
+    assert load_probeset(path).name == "old"
+    save_probeset(load_probeset(REPO / "probesets" / "tcp.yaml"), path, replace=True)
     assert load_probeset(path).name == "tcp"
-    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+    # the replaced file's mode is kept: a set shared 0644 stays readable
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o644
+    assert sorted(os.listdir(tmp_path)) == ["saved.yaml"]
 
 
 def test_save_refuses_a_symlink(tmp_path: Path):
@@ -420,7 +425,8 @@ def test_save_refuses_a_symlink(tmp_path: Path):
     link.symlink_to(victim)
     with pytest.raises(ProbeSetError) as info:
         save_probeset(full_probeset(), link)
-    assert str(info.value) == f"{link}: refusing to save: the path is a symbolic link"
+    assert str(info.value) == (f"{link}: refusing to save: it is a symbolic link (to {victim}),"
+                               " never followed nor replaced; write to another path")
     assert victim.read_text() == "precious\n"
     assert link.is_symlink()
 
