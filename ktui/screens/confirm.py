@@ -1,4 +1,6 @@
-"""A yes/no question (deleting a probe)."""
+"""Yes/no questions: deleting a probe (Enter says yes) and replacing a
+file (only `y` does: Enter twice, once for the path and once more by
+habit or key repeat, must not replace a file)."""
 
 from __future__ import annotations
 
@@ -39,3 +41,24 @@ class ConfirmDialog(ModalFrame[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class ConfirmReplace(ConfirmDialog):
+    """Replace an existing file? Only `y` says yes; Enter is answered with
+    a reminder, so the Enter that submitted the path (or a second one
+    typed ahead) never replaces anything."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Replace", id="replace-yes"),
+        Binding("n,escape", "answer(False)", "Keep", id="replace-no"),
+        Binding("enter", "remind", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with self.frame("replace a file?"):
+            yield Static(Text(self.question, "bold"))
+            yield Static(id="replace-reminder")
+            yield self.keys_line("y: replace it    n / esc: keep it")
+
+    def action_remind(self) -> None:
+        self.query_one("#replace-reminder", Static).update(Text("press y to replace it, n to keep it", "yellow"))

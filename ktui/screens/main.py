@@ -497,8 +497,8 @@ class MainScreen(Screen[None]):
         value = proposed_write_path(self.save_path, DEFAULT_SAVE_PATH)
         self.app.push_screen(PathDialog("write", self._submit_write, value=value))
 
-    async def _submit_write(self, path: str) -> None:
-        written = self.ops.write(self.meta, self.order, path)
+    async def _submit_write(self, path: str, replace: bool) -> None:
+        written = self.ops.write(self.meta, self.order, path, replace=replace)
         self.meta, self.save_path = written, path
         self.notify(f"{len(written.probes)} probes written to {path}", title="probe set written")
 

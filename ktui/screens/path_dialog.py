@@ -1,7 +1,9 @@
 """Ask for a file path: open a probe set, or write the current one.
 
 Errors (a YAML problem at file:line:col, a permission refused) are shown
-under the path and the dialog stays open for another try."""
+under the path and the dialog stays open for another try. Writing over an
+existing file asks first, naming what the file is (ConfirmReplace: only
+`y` says yes); files that are not probe sets are refused outright."""
 
 from __future__ import annotations
 
@@ -13,11 +15,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
-from ktui.lang.probeset_write import why_not_replace
+from ktui.lang.probeset_write import describe_existing, why_not_replace
 from ktui.lang.save_place import where_it_lands, why_not_kept
+from ktui.screens.confirm import ConfirmReplace
 from ktui.screens.dialog import Dialog
 
-SubmitPath = Callable[[str], Awaitable[None]]
+# open: submit(path); write: submit(path, replace), replace being the
+# user's yes to replacing the file there
+SubmitPath = Callable[..., Awaitable[None]]
 
 
 def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
@@ -37,7 +42,12 @@ def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
         why = why_not_replace(path)
         if why is not None:
             return Text(f"will not be replaced: {why}", "red")
-    return Text("exists: it will be replaced" if exists else "new file", "yellow" if exists else "dim")
+    if exists:
+        return Text("exists: you will be asked before it is replaced", "yellow")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return Text(f"no such folder: {parent}", "red")
+    return Text("new file", "dim")
 
 
 def path_where(path: str, mode: Literal["open", "write"]) -> Text:
@@ -50,8 +60,8 @@ def path_where(path: str, mode: Literal["open", "write"]) -> Text:
 
 
 def proposed_write_path(save_path: str | None, default: str) -> str:
-    """What the write dialog proposes: the probe set's own file, unless a
-    save there would be refused (a set shipped with ktui, a recording or any
+    """What the write dialog proposes: the probe set's own file (through a
+    symlink, the file it points at), unless a save there would be refused (a set shipped with ktui, a recording or any
     other file that is not a probe set, a path the VM does not share); then
     a file of the same name in the current directory, or DEFAULT. So the
     dialog never opens on a file it would not write (in `ktui vm`, the
@@ -63,6 +73,12 @@ def proposed_write_path(save_path: str | None, default: str) -> str:
         return default
     if writable(save_path):
         return save_path
+    if os.path.islink(save_path):
+        # a set opened through a link (dotfiles): its file, by its own
+        # path, so the dialog shows what is replaced and the link stays
+        real = os.path.realpath(save_path)
+        if os.path.isfile(real) and writable(real):
+            return real
     name = os.path.basename(save_path)
     beside = os.path.join(".", name)
     # (in save_path's own folder `beside` is save_path: not writable either)
@@ -109,4 +125,22 @@ class PathDialog(Dialog):
         if not path:
             self.show_problem("a path is needed")
             return
-        self.submit_with(lambda: self._submit_path(path))
+        if self.busy:
+            return
+        if self.mode == "open":
+            self.submit_with(lambda: self._submit_path(path))
+            return
+        question = None
+        if os.path.lexists(path) and not os.path.isdir(path) and why_not_replace(path) is None:
+            question = describe_existing(path)
+        if question is None:  # a new file, or one the save refuses with the reason
+            self.submit_with(lambda: self._submit_path(path, False))
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.submit_with(lambda: self._submit_path(path, True))
+            else:
+                self.show_problem("not written: the file was kept")
+
+        self.app.push_screen(ConfirmReplace(f"{question}.\nReplace it?"), answered)

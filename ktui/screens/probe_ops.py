@@ -131,8 +131,9 @@ class ProbeOps:
         running = self.feed.probeset
         return dataclasses.replace(meta, probes=probes, pid=running.pid, comm=running.comm)
 
-    def write(self, meta: ProbeSet, order: list[int], path: str) -> ProbeSet:
+    def write(self, meta: ProbeSet, order: list[int], path: str, *, replace: bool = False) -> ProbeSet:
+        """Save what runs; `replace`: the user said yes to replacing the file there."""
         probeset = self.current(meta, order)
-        save_probeset(probeset, path)
+        save_probeset(probeset, path, replace=replace)
         log.info("wrote %s: %d probes", path, len(probeset.probes))
         return dataclasses.replace(probeset, source=path)

@@ -49,7 +49,7 @@ def test_a_probe_set_is_replaced_whoever_wrote_it(tmp_path):
     assert load_probeset(by_hand).probes == PS.probes
     save_probeset(ProbeSet("again", probes=PS.probes), by_hand, replace=True)  # ktui's own file
     assert load_probeset(by_hand).name == "again"
-    assert path_hint(str(by_hand), "write").plain == "exists: it will be replaced"
+    assert path_hint(str(by_hand), "write").plain == "exists: you will be asked before it is replaced"
     assert path_hint(str(tmp_path / "new.yaml"), "write").plain == "new file"
 
 
