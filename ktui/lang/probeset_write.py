@@ -201,7 +201,19 @@ def why_not_replace(target: str) -> str | None:
     if not os.path.isfile(target):
         return "it is not a regular file"
     head, why = _read_existing(target)
+    if why is None:
+        why = _why_read_only(target)
     return why
+
+
+def _why_read_only(target: str) -> str | None:
+    """A file without write permission was made so to be kept as it is;
+    rename() would replace it all the same (it needs only the folder's
+    permission), and root passes every access check: the mode bits say."""
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        return f"it is read-only (mode {mode:04o})"
+    return None
 
 
 def describe_existing(target: str) -> str | None:

@@ -47,6 +47,8 @@ def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         return Text(f"no such folder: {parent}", "red")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return Text(f"the folder {parent} is not writable", "red")
     return Text("new file", "dim")
 
 

@@ -174,3 +174,27 @@ def test_the_question_names_the_set_and_the_comments_it_loses(tmp_path):
     save_probeset(PS, hand, replace=True)  # ktui's own header is no comment
     assert describe_existing(str(hand)) == f"{hand} exists: the probe set 'mine' (1 probe)"
     assert describe_existing(str(tmp_path / "new.yaml")) is None
+
+
+def test_a_read_only_file_is_not_replaced(tmp_path):
+    """rename() needs only the folder's permission, and ktui runs as root:
+    a 0444 set, made so to be kept, was replaced after the question."""
+    import os
+
+    target = tmp_path / "ro.yaml"
+    target.write_text("name: r\nprobes:\n  - spec: vfs_read:c\n")
+    os.chmod(target, 0o444)
+    with pytest.raises(ProbeSetError, match=r"it is read-only \(mode 0444\)"):
+        save_probeset(PS, target, replace=True)
+    assert load_probeset(target).name == "r"
+    assert "read-only" in path_hint(str(target), "write").plain
+
+
+def test_the_hint_says_a_folder_is_not_writable_before_enter(tmp_path, monkeypatch):
+    """(as root every folder is writable: the access check is stood in for)"""
+    import os
+
+    import ktui.screens.path_dialog as dialog
+
+    monkeypatch.setattr(dialog.os, "access", lambda path, mode: os.fspath(path) != str(tmp_path))
+    assert path_hint(str(tmp_path / "new.yaml"), "write").plain == f"the folder {tmp_path} is not writable"
