@@ -4,6 +4,7 @@ a symlink. What is written loads back equal."""
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import stat
@@ -238,10 +239,22 @@ def describe_existing(target: str) -> str | None:
 
 def _has_comments(text: str) -> bool:
     """Whether the text has comments a user wrote (ktui's own header line
-    is not one). A '#' inside a quoted filter string counts too: the
-    question then warns about nothing, never the other way round."""
+    is not one): a '#' outside every scalar (a label or filter may hold
+    one), as the YAML scanner sees them."""
     body = text[len(HEADER):] if text.startswith(HEADER) else text
-    return any(line.lstrip().startswith("#") or " #" in line for line in body.splitlines())
+    inside = []
+    try:
+        for token in yaml.scan(body, Loader=yaml.SafeLoader):
+            if isinstance(token, yaml.ScalarToken):
+                inside.append((token.start_mark.index, token.end_mark.index))
+    except yaml.YAMLError:
+        return "#" in body  # it loaded as a probe set, so this is not reached; warn rather than not
+    starts = [lo for lo, _hi in inside]  # in file order, not overlapping
+    for i in (i for i, ch in enumerate(body) if ch == "#"):
+        at = bisect.bisect_right(starts, i) - 1
+        if at < 0 or i >= inside[at][1]:
+            return True
+    return False
 
 
 def _read_existing(target: str) -> tuple[bytes | None, str | None]:

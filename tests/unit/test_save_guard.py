@@ -198,3 +198,14 @@ def test_the_hint_says_a_folder_is_not_writable_before_enter(tmp_path, monkeypat
 
     monkeypatch.setattr(dialog.os, "access", lambda path, mode: os.fspath(path) != str(tmp_path))
     assert path_hint(str(tmp_path / "new.yaml"), "write").plain == f"the folder {tmp_path} is not writable"
+
+
+def test_a_hash_in_a_label_or_filter_is_no_comment(tmp_path):
+    from ktui.lang.probeset_write import describe_existing
+
+    target = tmp_path / "hash.yaml"
+    target.write_text("name: 'set #1'\nprobes:\n  - spec: vfs_read:c\n    label: \"reads #big\"\n"
+                      "    filter: comm == \"d#d\"\n")
+    assert "comments" not in describe_existing(str(target))
+    target.write_text(target.read_text() + "# mine\n")
+    assert "comments and layout will be lost" in describe_existing(str(target))
