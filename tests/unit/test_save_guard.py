@@ -209,3 +209,39 @@ def test_a_hash_in_a_label_or_filter_is_no_comment(tmp_path):
     assert "comments" not in describe_existing(str(target))
     target.write_text(target.read_text() + "# mine\n")
     assert "comments and layout will be lost" in describe_existing(str(target))
+
+
+@pytest.mark.parametrize("fails", ["fsync", "replace"])
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch, fails):
+    import errno
+    import os
+
+    import ktui.lang.probeset_write as writer
+
+    target = tmp_path / "set.yaml"
+    target.write_text("name: old\nprobes:\n  - spec: vfs_read:c\n")
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(writer.os, fails, broken)
+    with pytest.raises(ProbeSetError, match="cannot save: Input/output error"):
+        save_probeset(PS, target, replace=True)
+    monkeypatch.undo()
+    assert load_probeset(target).name == "old"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_filesystem_without_hard_links_still_gets_a_new_file(tmp_path, monkeypatch):
+    """(vfat, some VM shares: link() fails with EPERM)"""
+    import errno
+
+    import ktui.lang.probeset_write as writer
+
+    def no_links(*args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(writer.os, "link", no_links)
+    save_probeset(PS, tmp_path / "new.yaml")
+    assert load_probeset(tmp_path / "new.yaml").name == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["new.yaml"]
