@@ -95,6 +95,7 @@ class PathDialog(Dialog):
         self.mode = mode
         self._submit_path = submit
         self._value = value
+        self._asking = False  # the replace question is up
         self._title = title or ("open probe set" if mode == "open" else "write probe set")
 
     def compose(self) -> ComposeResult:
@@ -127,8 +128,8 @@ class PathDialog(Dialog):
         if not path:
             self.show_problem("a path is needed")
             return
-        if self.busy:
-            return
+        if self.busy or self._asking:
+            return  # an Enter typed ahead while the question comes up
         if self.mode == "open":
             self.submit_with(lambda: self._submit_path(path))
             return
@@ -140,9 +141,11 @@ class PathDialog(Dialog):
             return
 
         def answered(yes: bool | None) -> None:
+            self._asking = False
             if yes:
                 self.submit_with(lambda: self._submit_path(path, True))
             else:
                 self.show_problem("not written: the file was kept")
 
+        self._asking = True
         self.app.push_screen(ConfirmReplace(f"{question}.\nReplace it?"), answered)

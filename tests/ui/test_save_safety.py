@@ -223,3 +223,24 @@ async def test_a_path_in_a_missing_folder_is_said_before_enter(tmp_path):
         app.screen.query_one("#path", Input).value = str(tmp_path / "nope" / "x.yaml")
         await pilot.pause()
         assert f"no such folder: {tmp_path / 'nope'}" in text_of(app, "#path-hint")
+
+
+async def test_enters_typed_ahead_of_the_question_ask_it_once(tmp_path):
+    """In tmux, `w` and four quick Enters stacked a question per Enter (the
+    Enters reached the path field before the first question took the
+    keys): one `n` then left another question up."""
+    own = tmp_path / "reads.yaml"
+    own.write_text(HAND)
+    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(own))))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w")
+        dialog = app.screen
+        field = dialog.query_one("#path", Input)
+        for _ in range(3):  # as fast as a terminal delivers them: before any screen change
+            dialog._submitted(Input.Submitted(field, field.value))
+        await settle(pilot)
+        assert sum(isinstance(s, ConfirmReplace) for s in app.screen_stack) == 1
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.screen is dialog
+    assert own.read_text() == HAND
