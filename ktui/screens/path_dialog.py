@@ -47,9 +47,19 @@ def path_hint(path: str, mode: Literal["open", "write"]) -> Text:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         return Text(f"no such folder: {parent}", "red")
+    name_max = _name_max(parent)
+    if len(os.path.basename(path).encode("utf-8", "surrogateescape")) > name_max:
+        return Text(f"the file name is too long (at most {name_max} bytes here)", "red")
     if not os.access(parent, os.W_OK | os.X_OK):
         return Text(f"the folder {parent} is not writable", "red")
     return Text("new file", "dim")
+
+
+def _name_max(folder: str) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255  # Linux's NAME_MAX
 
 
 def path_where(path: str, mode: Literal["open", "write"]) -> Text:

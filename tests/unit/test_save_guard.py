@@ -245,3 +245,11 @@ def test_a_filesystem_without_hard_links_still_gets_a_new_file(tmp_path, monkeyp
     save_probeset(PS, tmp_path / "new.yaml")
     assert load_probeset(tmp_path / "new.yaml").name == "mine"
     assert [p.name for p in tmp_path.iterdir()] == ["new.yaml"]
+
+
+def test_a_name_too_long_is_said_before_enter(tmp_path):
+    hint = path_hint(str(tmp_path / ("a" * 300 + ".yaml")), "write").plain
+    assert hint == "the file name is too long (at most 255 bytes here)"
+    with pytest.raises(ProbeSetError, match="File name too long"):
+        save_probeset(PS, tmp_path / ("a" * 300 + ".yaml"))
+    assert list(tmp_path.iterdir()) == []
