@@ -8,6 +8,7 @@ existing file asks first, naming what the file is (ConfirmReplace: only
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Awaitable, Callable, Literal
 
 from rich.text import Text
@@ -73,11 +74,13 @@ def path_where(path: str, mode: Literal["open", "write"]) -> Text:
 
 def proposed_write_path(save_path: str | None, default: str) -> str:
     """What the write dialog proposes: the probe set's own file (through a
-    symlink, the file it points at), unless a save there would be refused (a set shipped with ktui, a recording or any
-    other file that is not a probe set, a path the VM does not share); then
-    a file of the same name in the current directory, or DEFAULT. So the
-    dialog never opens on a file it would not write (in `ktui vm`, the
-    shipped probesets/default.yaml was proposed and Enter overwrote it)."""
+    symlink, the file it points at), unless a save there would be refused
+    (a set shipped with ktui, a recording or any other file that is not a
+    probe set, a path the VM does not share); then a file of the same name
+    in the current directory, or a new one named after it (a recording's),
+    or DEFAULT. So the dialog never opens on a file it would not write (in
+    `ktui vm`, the shipped probesets/default.yaml was proposed and Enter
+    overwrote it)."""
     def writable(path: str) -> bool:
         return not os.path.isdir(path) and why_not_kept(path) is None and why_not_replace(path) is None
 
@@ -96,6 +99,11 @@ def proposed_write_path(save_path: str | None, default: str) -> str:
     # (in save_path's own folder `beside` is save_path: not writable either)
     if name.endswith((".yaml", ".yml")) and writable(beside):
         return beside
+    # a replay's set comes from a recording (run.ktrec): ./run.yaml, a new
+    # file named after it, says more than DEFAULT
+    named = os.path.join(".", Path(name).stem + ".yaml")
+    if Path(name).stem and not os.path.lexists(named) and writable(named):
+        return named
     return default
 
 

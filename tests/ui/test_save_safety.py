@@ -72,6 +72,8 @@ async def test_replay_w_and_enter_never_touch_the_recording(tmp_path, monkeypatc
         proposed = proposal(app)
         assert os.path.realpath(proposed) != os.path.realpath(survivor)
         assert not os.path.lexists(proposed)  # a new file: nothing to ask about
+        if given == "run.ktrec":
+            assert proposed == "./run.yaml"  # named after the recording
         await pilot.press("enter", "enter")  # and once more, by habit
         await settle(pilot)
         written = load_probeset(proposed)
