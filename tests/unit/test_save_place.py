@@ -85,6 +85,8 @@ def test_the_dialog_never_proposes_a_file_it_would_not_write(tmp_path, monkeypat
     assert proposed_write_path(shipped, "./d.yaml") == "./d.yaml"
     recording = tmp_path / "run.ktrec"
     recording.write_bytes(b"KTREC\x00\x02" + bytes(256))
+    assert proposed_write_path(str(recording), "./d.yaml") == "./run.yaml"  # named after it, new
+    (tmp_path / "run.yaml").write_text("notes\n")
     assert proposed_write_path(str(recording), "./d.yaml") == "./d.yaml"
     mine = tmp_path / "sets" / "mine.yaml"
     mine.parent.mkdir()
