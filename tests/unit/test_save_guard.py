@@ -253,3 +253,20 @@ def test_a_name_too_long_is_said_before_enter(tmp_path):
     with pytest.raises(ProbeSetError, match="File name too long"):
         save_probeset(PS, tmp_path / ("a" * 300 + ".yaml"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hard_link_to_a_shipped_set_is_replaced_as_a_name_the_set_stays(tmp_path):
+    """rename() gives the name a new file: the shipped set behind a hard
+    link (ln probesets/default.yaml mine.yaml) keeps its bytes."""
+    import os
+
+    shipped = default_set()
+    before = shipped.read_bytes()
+    mine = tmp_path / "mine.yaml"
+    try:
+        os.link(shipped, mine)
+    except OSError:
+        pytest.skip("the checkout and tmp_path are on different filesystems")
+    save_probeset(PS, mine, replace=True)
+    assert load_probeset(mine).name == "mine"
+    assert shipped.read_bytes() == before
