@@ -165,6 +165,13 @@ class MainScreen(Screen[None]):
             self.refresh_bindings()
 
     @property
+    def footer_first(self) -> tuple[str, ...]:
+        """The keys the footer keeps longest after quit and help
+        (widgets/footer.py): in a replay its playback and, in a narrow
+        window, the folded stats."""
+        return ("p", "plus", "minus", "E", "s") if self._playback is not None else ()
+
+    @property
     def narrow(self) -> bool:
         return self.app.size.width < NARROW_BELOW
 

@@ -141,3 +141,20 @@ async def test_a_replay_hides_the_keys_that_cannot_work_there():
     async with live.run_test(size=(200, 40)) as pilot:
         await pilot.pause()
         assert hidden | kept <= footer(live)
+
+
+async def test_the_playback_keys_stay_in_a_narrow_replays_footer():
+    """At 80x24 (and 60x20) the footer cannot hold every key: a replay keeps
+    its playback keys (p, +, -, E) and `s` (the folded stats) before the
+    others (the audit of issue 15 found only `+ Faster - Slower` at 80
+    columns: no way to see that `p` pauses or `E` jumps to the end)."""
+    for size in ((80, 24), (60, 20)):
+        feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+        app = make_app(feed)
+        async with app.run_test(size=size) as pilot:
+            app.poll(read_stats=True)
+            await pilot.pause()
+            await pilot.pause()
+            shown = {k.key for k in app.screen.query("FooterKey")}
+            wanted = {"p", "plus", "minus", "q", "question_mark"} | ({"E", "s"} if size[0] >= 80 else set())
+            assert wanted <= shown, (size, shown)
