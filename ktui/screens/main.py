@@ -78,7 +78,8 @@ class MainScreen(Screen[None]):
         Binding("o", "open", "Open", id="open", tooltip="Open a YAML probe set (replaces every probe)"),
         Binding("w", "write", "Write", id="write", tooltip="Write the probes to a YAML probe set"),
         Binding("p", "pause", "Pause", id="pause", tooltip="Pause the event stream (a replay: its playback too)"),
-        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again (a replay: play on)"),
+        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
+        Binding("p", "play", "Play", id="play", tooltip="Replay: play on from where it was paused"),
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
         Binding("S", "sort", "Sort", id="sort", show=False,
@@ -361,7 +362,9 @@ class MainScreen(Screen[None]):
         if action == "pause":
             return not self.events.paused
         if action == "follow":
-            return self.events.paused
+            return self.events.paused and self._playback is None
+        if action == "play":  # a replay's word for follow
+            return self.events.paused and self._playback is not None
         if action == "stats":
             return self.narrow
         if action == "timing":
@@ -522,6 +525,9 @@ class MainScreen(Screen[None]):
         self.events.set_paused(False)
         self._show_status()
         self._refresh_bindings_if_changed()
+
+    def action_play(self) -> None:
+        self.action_follow()
 
     def action_filter(self) -> None:
         self.events.open_filter()

@@ -158,3 +158,16 @@ async def test_the_playback_keys_stay_in_a_narrow_replays_footer():
             shown = {k.key for k in app.screen.query("FooterKey")}
             wanted = {"p", "plus", "minus", "q", "question_mark"} | ({"E", "s"} if size[0] >= 80 else set())
             assert wanted <= shown, (size, shown)
+
+
+async def test_a_paused_replay_offers_play_not_follow():
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        described = {k.description for k in app.screen.query("FooterKey")}
+        assert "Play" in described and "Follow" not in described, described
+        await pilot.press("p")
+        assert not feed.paused and not app.main.events.paused
