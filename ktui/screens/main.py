@@ -196,6 +196,15 @@ class MainScreen(Screen[None]):
         statuses = self.feed.statuses()
         if len(batch):
             self.events.ingest(batch, {i: s.probe for i, s in statuses.items()})
+        if snapshot is not None and self.snapshot is not None and snapshot.time == self.snapshot.time:
+            # No news: a replay's stats are its recorded snapshots, which
+            # change only when the playback reaches the next one. Taken as
+            # new, the zero interval made every rate unknown ("-"), one read
+            # in two, and froze the meter at its last figure after the end.
+            snapshot = None
+            self._show_status()  # the playback position moves all the same
+        if self._playback is not None and self._playback.playback().ended:
+            self.events.end_meter("end of the recording")
         if snapshot is not None:
             prev, self.snapshot = self.snapshot, snapshot
             self.rates = rates(prev, snapshot)

@@ -101,6 +101,14 @@ class EventPane(Vertical):
             self._meter = f"{format_count(arrived)} events/s"
         self._update_title()
 
+    def end_meter(self, text: str) -> None:
+        """No more events will come (a replay's end): the meter says so
+        instead of its last per-second figure."""
+        if self._meter != text:
+            self._meter = text
+            self._arrived = self._shown = self._skipped = 0
+            self._update_title()
+
     # ------------------------------------------------------------ controls
 
     def set_paused(self, paused: bool) -> None:

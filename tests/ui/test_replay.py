@@ -171,3 +171,34 @@ async def test_a_paused_replay_offers_play_not_follow():
         assert "Play" in described and "Follow" not in described, described
         await pilot.press("p")
         assert not feed.paused and not app.main.events.paused
+
+
+async def test_rates_hold_between_recorded_snapshots_and_the_meter_says_the_end():
+    """The dashboard reads stats once a second; a replay's stats are the
+    recording's snapshots, which change only when the playback reaches the
+    next one. A read that finds the same snapshot is no news: before, it
+    made every rate unknown ("-" in the table, flickering with the value),
+    and after the end the event meter kept its last "N events/s"."""
+    clock = Clock()
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=clock)
+    app = make_app(feed)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for step in (0.55, 0.5):  # two recorded snapshots reached (at 0.5 s and 1.4 s)
+            clock.now += step
+            app.poll(read_stats=True)
+        clock.now += 0.5
+        app.poll(read_stats=True)
+        app.poll(read_stats=True)
+        await pilot.pause()
+        assert app.main.rates and all(r is not None for r in app.main.rates.values())
+        before = dict(app.main.rates)
+        clock.now += 0.1  # the same snapshot again
+        app.poll(read_stats=True)
+        assert app.main.rates == before
+        await pilot.press("E")
+        for _ in range(5):
+            app.poll(read_stats=True)
+        await pilot.pause()
+        assert feed.playback().ended
+        assert "events/s" not in str(app.main.events.border_subtitle)
+        assert "end" in str(app.main.events.border_subtitle)
