@@ -202,3 +202,19 @@ async def test_rates_hold_between_recorded_snapshots_and_the_meter_says_the_end(
         assert feed.playback().ended
         assert "events/s" not in str(app.main.events.border_subtitle)
         assert "end" in str(app.main.events.border_subtitle)
+
+
+async def test_the_probe_table_needs_no_sideways_scrollbar_at_any_size():
+    """Columns fitted to the table's width, names given the room left: never
+    so wide that a horizontal scrollbar takes a row (a blank line at 80 and
+    100 columns when they filled it exactly), at the audit's sizes."""
+    for width, height in ((60, 20), (80, 24), (100, 30), (120, 40), (160, 45), (200, 60)):
+        app = make_app(ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock()))
+        async with app.run_test(size=(width, height)) as pilot:
+            app.poll(read_stats=True)
+            await pilot.pause()
+            table = app.main.table
+            assert not table.show_horizontal_scrollbar, width
+            assert table.virtual_size.width <= table.scrollable_content_region.width, width
+            if width >= 80:  # vfs_read:r:retval:s64 whole, state and numbers beside it
+                assert "vfs_read:r:retval:s64" in [str(table.get_cell_at((1, 1)))], width
