@@ -260,15 +260,16 @@ class RecordingReader:
         except OSError as exc:
             raise RecordingError(f"{self.path}: {exc.strerror}") from exc
         with f:
-            if f.read(len(MAGIC)) != MAGIC:
-                raise RecordingError(f"{self.path}: not a ktui recording")
+            self._check_magic(f.read(len(MAGIC)))
             while True:
                 header = f.read(_CHUNK.size)
                 if not header:
                     # Cut off exactly between chunks: only the missing END tells.
+                    self._cut_off(f)
                     self.truncated = not self.complete
                     return
                 if len(header) < _CHUNK.size:
+                    self._cut_off(f)
                     self.truncated = True
                     return
                 kind, length = _CHUNK.unpack(header)
@@ -276,6 +277,7 @@ class RecordingReader:
                     raise RecordingError(f"{self.path}: corrupt chunk of {length} bytes")
                 body = f.read(length)
                 if len(body) < length:
+                    self._cut_off(f)
                     self.truncated = True
                     return
                 try:
@@ -286,6 +288,30 @@ class RecordingReader:
                 if chunk is not None:
                     yield chunk
 
+    def _check_magic(self, magic: bytes) -> None:
+        """One line for each way the first bytes are not a recording's."""
+        if magic == MAGIC:
+            return
+        if not magic:
+            raise RecordingError(f"{self.path}: empty file, not a ktui recording")
+        if MAGIC.startswith(magic):
+            self._cut_off_in_header(len(magic))
+        if magic[:-1] == MAGIC[:-1]:
+            raise RecordingError(
+                f"{self.path}: a ktui recording in a layout this ktui does not read (magic version "
+                f"{magic[-1]}; it reads formats {_readable()}, magic version {MAGIC[-1]})")
+        raise RecordingError(f"{self.path}: not a ktui recording")
+
+    def _cut_off(self, f: BinaryIO) -> None:
+        """The file ends here: before its header was whole, it cannot even
+        say which format it is (an empty dashboard saying `kernel ?` would)."""
+        if not self.head:
+            self._cut_off_in_header(f.tell())
+
+    def _cut_off_in_header(self, size: int) -> "NoReturn":  # noqa: F821
+        raise RecordingError(f"{self.path}: cut off inside its header ({size} bytes): nothing to replay "
+                             f"(this ktui reads formats {_readable()})")
+
     def _decode(self, kind: bytes, body: bytes, loads_probeset) -> Chunk | None:
         if kind == b"END ":
             self.complete = True
@@ -293,10 +319,9 @@ class RecordingReader:
         if kind == b"HEAD":
             self.head = _json_object(body)
             if self.head.get("version") not in READABLE_VERSIONS:
-                readable = ", ".join(str(v) for v in READABLE_VERSIONS)
                 raise RecordingError(
                     f"{self.path}: recording format {self.head.get('version')!r} is not one this ktui "
-                    f"reads (formats {readable}; it writes {FORMAT_VERSION})"
+                    f"reads (formats {_readable()}; it writes {FORMAT_VERSION})"
                 )
             return Chunk("head", self.head)
         if kind == b"UNIT":
@@ -321,6 +346,10 @@ class RecordingReader:
         if kind == b"STAT":
             return Chunk("stats", stats_from_json(_json_object(body)))
         return None  # unknown chunk kinds from newer writers are skipped
+
+
+def _readable() -> str:
+    return ", ".join(str(v) for v in READABLE_VERSIONS)
 
 
 def _json_object(body: bytes) -> dict:

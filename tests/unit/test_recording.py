@@ -260,16 +260,38 @@ def test_truncated_at_every_byte_of_the_last_chunks(recording, tmp_path):
 
 
 def test_cut_inside_the_magic_or_header(recording, tmp_path):
+    """A file cut before its header is whole cannot say what it is (not even
+    its format version): refused in one line, where it replayed as an empty
+    dashboard saying `kernel ?`. Once the header is whole, what follows is
+    replayed as far as it goes."""
     data = recording.read_bytes()
     cut = tmp_path / "cut.ktrec"
-    for size in range(0, len(MAGIC)):
+    cut.write_bytes(b"")
+    with pytest.raises(RecordingError, match="empty file, not a ktui recording"):
+        ReplayFeed(str(cut), speed=0)
+    head_end = chunk_offsets(data)[1][1]
+    for size in range(1, head_end):
         cut.write_bytes(data[:size])
-        with pytest.raises(RecordingError, match="not a ktui recording"):
+        with pytest.raises(RecordingError, match=f"cut off inside its header \\({size} bytes\\)"):
             ReplayFeed(str(cut), speed=0)
-    for size in range(len(MAGIC), chunk_offsets(data)[1][1] + 1):
-        cut.write_bytes(data[:size])
-        events, feed = replay_all(cut)
-        assert events == [] and feed.truncated
+    cut.write_bytes(data[:head_end])
+    events, feed = replay_all(cut)
+    assert events == [] and feed.truncated
+
+
+def test_an_unknown_magic_version_names_the_formats(recording, tmp_path):
+    """`KTUIREC` and another version byte: a ktui recording this ktui cannot
+    read, said as such (it read "not a ktui recording")."""
+    data = recording.read_bytes()
+    other = tmp_path / "other.ktrec"
+    other.write_bytes(MAGIC[:-1] + b"\x02" + data[len(MAGIC):])
+    with pytest.raises(RecordingError) as caught:
+        ReplayFeed(str(other), speed=0)
+    assert "magic version 2" in str(caught.value) and "formats 1, 2" in str(caught.value)
+    garbage = tmp_path / "garbage.ktrec"
+    garbage.write_bytes(b"XXXXXXXX" + data[len(MAGIC):])
+    with pytest.raises(RecordingError, match="not a ktui recording"):
+        ReplayFeed(str(garbage), speed=0)
 
 
 def test_recorder_killed_without_close_is_truncated_but_replays(tmp_path):
