@@ -146,7 +146,11 @@ class MainScreen(Screen[None]):
         yield ProbeTable(id="probes")
         with Horizontal(id="panes"):
             yield EventPane(self.window, self.symbolize, id="events")
-            yield StatsPane(id="stats", symbolize=self.symbolize)
+            no_probe = StatsPane.NO_PROBE
+            if self.feed.system_info().buffer == "replay":
+                no_probe = ("No probe in this recording.\n"
+                            "Older recordings name their probes only with their first events.")
+            yield StatsPane(id="stats", symbolize=self.symbolize, no_probe=no_probe)
         yield KtuiFooter()
 
     def on_mount(self) -> None:

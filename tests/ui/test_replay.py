@@ -218,3 +218,34 @@ async def test_the_probe_table_needs_no_sideways_scrollbar_at_any_size():
             assert table.virtual_size.width <= table.scrollable_content_region.width, width
             if width >= 80:  # vfs_read:r:retval:s64 whole, state and numbers beside it
                 assert "vfs_read:r:retval:s64" in [str(table.get_cell_at((1, 1)))], width
+
+
+async def test_a_replay_without_probes_does_not_offer_to_add_one(tmp_path):
+    """A recording whose events never came (the probes only counted while
+    their program loaded) holds no probe to show. The stats pane said "Press
+    a to add one, o to open a probe set": keys a replay does not have. And
+    its empty sparkline drew a row of bars for nothing."""
+    data = FORMAT1.read_bytes()
+    _, length = struct.unpack_from("<4sI", data, len(MAGIC))
+    head_only = tmp_path / "head.ktrec"
+    head_only.write_bytes(data[: len(MAGIC) + 8 + length] + struct.pack("<4sI", b"END ", 0))
+    app = make_app(ReplayFeed(str(head_only), speed=1.0, clock=Clock()))
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        pane = app.main.query_one("StatsPane")
+        head = str(pane.query_one("#stats-head").render())
+        assert "Press a" not in head and "no probe" in head.lower(), head
+        assert not pane.query_one("#rate-spark").display
+    live = make_app(make_feed_without_probes())
+    async with live.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert "Press a to add one" in str(live.main.query_one("StatsPane").query_one("#stats-head").render())
+
+
+def make_feed_without_probes():
+    from ktui.lang.model import ProbeSet
+
+    from .conftest import make_feed
+
+    return make_feed(ProbeSet(name="empty"))
