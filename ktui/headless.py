@@ -371,6 +371,7 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
             return session
         with StopSignals(session) as stop:
             try:
+                recorder.declare(session.statuses())  # inside: a failed write still closes the session
                 last = {}
 
                 class Sink:

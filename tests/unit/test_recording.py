@@ -202,6 +202,27 @@ def test_record_with_force_overwrites_on_a_fake_feed(tmp_path):
     feed.close()
 
 
+def test_a_recording_without_events_still_names_its_probes(tmp_path):
+    """The probes went into a recording only with their first events: the
+    audit's recording from a VM (2 minutes, every hit counted while the
+    program loaded, no event) replayed as "probes 0", its 3,800 hits
+    nowhere. They are written when the session starts."""
+    from ktui.headless import run_record
+    from tests.fakefeed import FakeFeed
+
+    path = tmp_path / "quiet.ktrec"
+    specs = ("vfs_read:c:a3", "vfs_read:r:retval", "tcp_sendmsg:c")
+    ps = ProbeSet("quiet", probes=tuple(parse_spec(s) for s in specs))
+    # FakeFeed batches are not raw records: nothing reaches the file as events
+    assert run_record(ps, None, str(path), 0.05, 0.2, open_feed=lambda ps, options: FakeFeed(ps)) == 0
+    events, feed = replay_all(path)
+    assert events == []
+    names = {s.probe.name: i for i, s in feed.statuses().items()}
+    assert set(names) == set(specs)
+    assert feed.stats().probes[names["tcp_sendmsg:c"]].hits > 0  # its numbers belong to a probe shown
+    feed.close()
+
+
 def test_symlink_is_refused_and_its_target_untouched(tmp_path):
     target = tmp_path / "victim"
     target.write_text("precious")
