@@ -85,9 +85,21 @@ class _DefaultGroup(click.Group):
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = ["run", *args]
-        elif not args:
+        elif not args and not ctx.resilient_parsing:
+            # (Completing the first word parses resiliently: it stays with
+            # the group, which offers the commands, see shell_complete.)
             args = ["run"]
         return super().parse_args(ctx, args)
+
+    def shell_complete(self, ctx, incomplete):
+        """The first word: the commands that match, else a file (`ktui
+        probesets/vfs.yaml` is the dashboard)."""
+        from click.shell_completion import CompletionItem
+
+        items = super().shell_complete(ctx, incomplete)
+        if not items and not incomplete.startswith("-"):
+            return [CompletionItem(incomplete, type="file")]
+        return items
 
 
 def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
