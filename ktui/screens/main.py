@@ -157,6 +157,7 @@ class MainScreen(Screen[None]):
         self.info = self.feed.system_info()  # fixed for a run: read once
         for note in self.info.notes:
             self.notify(note, severity="warning", timeout=8)
+        self.events.replay = self._playback is not None
         self.refresh_probes()
         whole_cell_scrollbars(self.table, self.query_one(EventLog), self.query_one(StatsPane))
         self.table.focus()

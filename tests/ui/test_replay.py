@@ -249,3 +249,17 @@ def make_feed_without_probes():
     from .conftest import make_feed
 
     return make_feed(ProbeSet(name="empty"))
+
+
+async def test_a_paused_replays_event_pane_says_play_not_follow():
+    """Pausing a replay stops the playback itself: nothing arrives to be
+    "not shown", and `p` plays on. The pane's title said "0 not shown
+    (p: follow)", the live stream's words."""
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        title = str(app.main.events.border_title)
+        assert "paused" in title and "p: play" in title and "not shown" not in title, title
