@@ -45,8 +45,8 @@ COLUMNS = (
     ("p99", "p99", 7),
     ("errors", "errors", 7),
 )
-NAME_WIDTH = (12, 40)  # min, max
-STATE_WIDTH = (5, 22)  # min (the header), max: sized to the states shown
+NAME_WIDTH = (12, 40)  # min, max (unless the table has room to spare)
+STATE_WIDTH = (5, 22)  # min (the header), max (the same): sized to the states shown
 CELL_PADDING = 1  # DataTable's default, on each side of every column
 # How the columns give way when the table is narrower than all of them, in
 # order: (column, new width), None drops the column. Name, state, hits and
@@ -101,11 +101,12 @@ def fit_columns(name_width: int, available: int, timed: bool = False,
                 state_width: int = STATE_WIDTH[1]) -> tuple[tuple[str, str, int], ...]:
     """The columns to show, as (key, header, width), in a table `available`
     cells wide: all of them when they fit, else narrowed by NARROWING until
-    they do (or nothing is left to give), and what a coarse step left over
-    goes back to a cut name. The cost columns only when `timed`.
-    `state_width`: the longest state shown (the column is no wider, within
-    STATE_WIDTH): `attached` needs 8 cells, not the 22 a reason may take."""
-    widths = {key: name_width if width is None else width for key, _, width in COLUMNS
+    they do (or nothing is left to give). The cost columns only when `timed`.
+    `name_width`, `state_width`: the longest name and state shown. The
+    columns start at most NAME_WIDTH and STATE_WIDTH wide (`attached` needs
+    8 cells, not the 22 a reason may take); what is left over then goes
+    back to a cut name, then a cut state (a wide table shows them whole)."""
+    widths = {key: min(name_width, NAME_WIDTH[1]) if width is None else width for key, _, width in COLUMNS
               if timed or key not in TIMED_ONLY}
     widths["state"] = max(STATE_WIDTH[0], min(STATE_WIDTH[1], state_width))
     # One cell stays free: columns that fill the width exactly make
@@ -124,9 +125,10 @@ def fit_columns(name_width: int, available: int, timed: bool = False,
             del widths[key]
         else:
             widths[key] = min(widths[key], width)
-    spare = available - total()
-    if spare > 0 and widths["name"] < name_width:  # (a step cut more than it had to)
-        widths["name"] += min(spare, name_width - widths["name"])
+    for key, whole in (("name", name_width), ("state", state_width)):
+        spare = available - total()
+        if spare > 0 and key in widths and widths[key] < whole:
+            widths[key] += min(spare, whole - widths[key])
     return tuple((key, header, widths[key]) for key, header, _ in COLUMNS if key in widths)
 
 
@@ -270,7 +272,7 @@ class ProbeTable(DataTable):
         self._timed = timed
         ids = [line.probe_id for line in lines]
         names = [len(line.status.probe.name) for line in lines]
-        width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
+        width = max(NAME_WIDTH[0], max(names, default=0))  # (fit_columns caps it while short of room)
         state_width = max((len(state_text(line.status)) for line in lines), default=0)
         self._lines = list(lines)
         resorted = sort != self._sort

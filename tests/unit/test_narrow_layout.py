@@ -105,5 +105,18 @@ def test_the_state_column_is_as_wide_as_its_states():
     got = {k: w for k, _, w in fit_columns(37, 116, state_width=8)}
     assert got["state"] == 8 and got["name"] == 37
     assert {"p50", "p99", "errors"} <= set(got)
-    assert {k: w for k, _, w in fit_columns(18, 200, state_width=30)}["state"] == 22  # at most 22
+    # 22 at most while the table is short of room; a wide one shows it whole
+    assert {k: w for k, _, w in fit_columns(37, 116, state_width=30)}["state"] <= 22
+    assert {k: w for k, _, w in fit_columns(18, 200, state_width=30)}["state"] == 30
     assert {k: w for k, _, w in fit_columns(18, 200, state_width=2)}["state"] == 5  # the header's width
+
+
+def test_a_wide_table_shows_long_names_and_reasons_whole():
+    """At 200 columns the audit saw `kmem_cache_alloc:r:ret=retval:x64,calle…`
+    and `failed: no such symbo…` beside 70 empty cells: names were capped at
+    40 cells and states at 22 whatever the room. The caps hold only while
+    the table is short of room."""
+    got = {k: w for k, _, w in fit_columns(52, 196, state_width=40)}
+    assert got["name"] == 52 and got["state"] == 40 and "errors" in got
+    tight = {k: w for k, _, w in fit_columns(52, 116, state_width=40)}
+    assert tight["name"] <= 40 and tight["state"] <= 22
