@@ -60,6 +60,8 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_drill", "All events", id="drill-off",
                 tooltip="Clear the drill-down (Enter on a stats line): every event again"),
         Binding("space", "toggle", "On/off", id="toggle", tooltip="Attach or detach the selected probe"),
+        Binding("space", "show_hide", "Show/hide", id="show-hide",
+                tooltip="Replay: show or hide the selected probe's events (its counts are the recording's)"),
         # early in the list: a narrow footer cuts the keys at its end
         Binding("s", "stats", "Stats", id="stats",
                 tooltip="Show or hide the selected probe's stats under the events (narrow windows)"),
@@ -369,7 +371,10 @@ class MainScreen(Screen[None]):
             return self.events.drill is not None
         if action == "view":  # only a probe with aggregations has more than one view
             return self._has_views()
-        if action in ("toggle", "edit", "delete"):
+        if action in ("toggle", "show_hide"):  # the same switch; a replay's only shows or hides events
+            replay = self.info.buffer == "replay"
+            return self.table.selected_id is not None and (replay == (action == "show_hide"))
+        if action in ("edit", "delete"):
             return self.table.selected_id is not None
         if action in ("all_on", "all_off"):
             return bool(self.order)
@@ -394,6 +399,9 @@ class MainScreen(Screen[None]):
         if status is not None:
             self._set_enabled(status, not is_on(status))
 
+    def action_show_hide(self) -> None:
+        self.action_toggle()
+
     @on(ProbeTable.MarkClicked)
     def _mark_clicked(self, message: ProbeTable.MarkClicked) -> None:
         """The mouse's space: the same switch, through the same worker."""
@@ -410,7 +418,7 @@ class MainScreen(Screen[None]):
             return
         finally:
             self.refresh_probes()
-        if result.reason:
+        if result.reason and self._playback is None:  # (a replay's reason says its events are hidden)
             self.notify(f"{result.probe.name}: {result.state.value}: {result.reason}", severity="error")
 
     def action_all_on(self) -> None:

@@ -263,3 +263,30 @@ async def test_a_paused_replays_event_pane_says_play_not_follow():
         await pilot.pause()
         title = str(app.main.events.border_title)
         assert "paused" in title and "p: play" in title and "not shown" not in title, title
+
+
+async def test_switching_a_replayed_probe_says_its_events_are_hidden():
+    """In a replay, on/off only shows or hides a probe's events: nothing is
+    detached, and its counts are the recording's (they keep growing). The
+    audit saw `off` beside growing hits, and the footer's `space On/off`."""
+    from ktui.widgets.probe_table import ProbeTable
+
+    from .conftest import Notes
+
+    notes = Notes()
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(120, 40), message_hook=notes) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        assert "Show/hide" in {k.description for k in app.screen.query("FooterKey")}
+        await pilot.click(ProbeTable, offset=(2, 2))  # the first probe's mark
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        status = feed.statuses()[app.main.table.probe_ids[0]]
+        assert status.state.value == "off" and "hidden" in status.reason
+        assert "hidden" in str(app.main.table.get_cell_at((0, 3)))
+        assert not notes.messages, notes.messages  # not an error
+        await pilot.press("space")
+        await app.workers.wait_for_complete()
+        assert feed.statuses()[app.main.table.probe_ids[0]].reason == ""
