@@ -210,8 +210,9 @@ class MainScreen(Screen[None]):
             # in two, and froze the meter at its last figure after the end.
             snapshot = None
             self._show_status()  # the playback position moves all the same
-        if self._playback is not None and self._playback.playback().ended:
+        if self._ended:
             self.events.end_meter("end of the recording")
+            self._refresh_bindings_if_changed()  # the playback keys leave the footer
         if snapshot is not None:
             prev, self.snapshot = self.snapshot, snapshot
             self.rates = rates(prev, snapshot)
@@ -251,7 +252,7 @@ class MainScreen(Screen[None]):
         stats update (once a second) grew memory without bound (the bench's
         host flood, docs/benchmarks.md)."""
         state = (self.table.selected_id is not None, bool(self.order), self.events.paused,
-                 self._has_views(), self.events.drill is not None)
+                 self._has_views(), self.events.drill is not None, self._ended)
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
@@ -287,6 +288,11 @@ class MainScreen(Screen[None]):
     def _playback(self):
         """The replay's playback controls (ReplayFeed), None on a live feed."""
         return self.feed if callable(getattr(self.feed, "playback", None)) else None
+
+    @property
+    def _ended(self) -> bool:
+        """A replay that has shown every event."""
+        return self._playback is not None and self._playback.playback().ended
 
     def _replaying(self) -> Replaying | None:
         feed = self._playback
@@ -378,6 +384,8 @@ class MainScreen(Screen[None]):
             return self.table.selected_id is not None
         if action in ("all_on", "all_off"):
             return bool(self.order)
+        if action in ("faster", "slower", "to_end", "pause", "play") and self._ended:
+            return False  # every event is shown: nothing left to pause, speed up or jump to
         if action == "pause":
             return not self.events.paused
         if action == "follow":

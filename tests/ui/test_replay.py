@@ -290,3 +290,25 @@ async def test_switching_a_replayed_probe_says_its_events_are_hidden():
         await pilot.press("space")
         await app.workers.wait_for_complete()
         assert feed.statuses()[app.main.table.probe_ids[0]].reason == ""
+
+
+async def test_at_the_end_the_playback_keys_leave_the_footer():
+    """Once every event is shown, pausing, a speed or a jump to the end
+    change nothing: the footer stops offering them (it offered `E To end`
+    and `p Pause` under a header saying END)."""
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        playing = {k.description for k in app.screen.query("FooterKey")}
+        assert {"To end", "Pause", "Faster"} <= playing
+        await pilot.press("E")
+        for _ in range(5):
+            app.poll(read_stats=True)
+        await pilot.pause()
+        await pilot.pause()
+        assert feed.playback().ended
+        ended = {k.description for k in app.screen.query("FooterKey")}
+        assert not {"To end", "Pause", "Play", "Faster", "Slower"} & ended, ended
+        assert "Quit" in ended
