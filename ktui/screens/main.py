@@ -176,8 +176,8 @@ class MainScreen(Screen[None]):
     def footer_first(self) -> tuple[str, ...]:
         """The keys the footer keeps longest after quit and help
         (widgets/footer.py): in a replay its playback and, in a narrow
-        window, the folded stats."""
-        return ("p", "plus", "minus", "E", "s") if self._playback is not None else ()
+        window, the folded stats; live, on/off, the stats and pause."""
+        return ("p", "plus", "minus", "E", "s") if self._playback is not None else ("space", "s", "p")
 
     @property
     def narrow(self) -> bool:
