@@ -221,6 +221,15 @@ def test_a_recording_without_events_still_names_its_probes(tmp_path):
     assert set(names) == set(specs)
     assert feed.stats().probes[names["tcp_sendmsg:c"]].hits > 0  # its numbers belong to a probe shown
     feed.close()
+    # Converted to NDJSON, its stats and summary are there: the conversion
+    # stopped before its first drain when the recording held no event (the
+    # audit's VM recordings gave one line, `"probes": []`)
+    out = stream_from(path)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [x["type"] for x in lines][-1] == "summary" and any(x["type"] == "stats" for x in lines)
+    summary = {p["probe"]: p for p in lines[-1]["probes"]}
+    assert set(summary) == set(specs) and summary["tcp_sendmsg:c"]["hits"] > 0
 
 
 def test_symlink_is_refused_and_its_target_untouched(tmp_path):
