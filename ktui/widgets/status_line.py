@@ -110,10 +110,11 @@ def _parts(info: SystemInfo, totals: Totals, paused: bool,
         else:
             play = ("▶ playing", "green")
         short_play = ("▶", "green") if play[0] == "▶ playing" else play  # PAUSED and END stay words
+        where = f" {at}" if replay.ended else f" {at} {_speed(replay.speed)}"  # at the end no speed applies
         parts["mode"] = [
-            (("│ ", "dim"), play, (f" {at} {_speed(replay.speed)}", "")),
-            (("│ ", "dim"), short_play, (f" {at} {_speed(replay.speed)}", "")),
-            (("│ ", "dim"), (play[0].split()[0], play[1]), (f" {at} {_speed(replay.speed)}", "")),
+            (("│ ", "dim"), play, (where, "")),
+            (("│ ", "dim"), short_play, (where, "")),
+            (("│ ", "dim"), (play[0].split()[0], play[1]), (where, "")),
         ]
     return parts
 

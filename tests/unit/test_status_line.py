@@ -108,3 +108,15 @@ def test_a_narrow_replay_says_where_when_and_paused_before_the_file_name():
     assert "12-01 23:06" in line(100)
     # at 60 the kernel, and the playback as marks: ⏸ 12.3s ×2
     assert "6.1.0-57-amd64" in line(60) and "⏸ 12.3s ×2" in line(60), line(60)
+
+
+def test_at_the_end_the_speed_is_not_said():
+    """A speed means nothing once every event is shown; at 60 columns the
+    audit saw `END 2.0s ×…`, cut for it."""
+    from ktui.widgets.status_line import Replaying
+
+    info = SystemInfo("6.18.44-fc-v973", buffer="replay", source="format1.ktrec")
+    ended = Replaying(started="2026-12-01 10:50:33", position=2.0, speed=0.2, ended=True)
+    for width in (60, 80, 200):
+        text = status_text(info, Totals(events=21), False, width, replay=ended).plain
+        assert text.endswith("END 2.0s") and "×" not in text, text
