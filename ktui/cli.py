@@ -544,7 +544,7 @@ def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 
 
 @main.command("replay")
-@click.argument("recording", type=click.Path(dir_okay=False))
+@click.argument("recording", type=click.Path())  # (what is not a recording: the reader's one line, exit 1)
 @click.option("--speed", type=SPEED, default=1.0, show_default=True,
               help="Playback speed: 1 = as recorded, 2 = twice as fast, 0 = as fast as possible "
                    "(+ and - change it while playing).")

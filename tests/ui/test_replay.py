@@ -312,3 +312,18 @@ async def test_at_the_end_the_playback_keys_leave_the_footer():
         ended = {k.description for k in app.screen.query("FooterKey")}
         assert not {"To end", "Pause", "Play", "Faster", "Slower"} & ended, ended
         assert "Quit" in ended
+
+
+def test_a_directory_missing_or_empty_file_is_one_line_exit_1(tmp_path):
+    """What is not a recording is invalid input (exit 1), one line naming
+    it; a directory was click's `RECORDING: File '...' is a directory.`
+    with exit 2, a missing file exit 1."""
+    empty = tmp_path / "empty.ktrec"
+    empty.write_bytes(b"")
+    for path, said in ((tmp_path, "directory"), (tmp_path / "missing.ktrec", "No such file"),
+                       (empty, "empty file")):
+        run = subprocess.run([sys.executable, "-m", "ktui", "replay", str(path)], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 1, (path, run.stderr)
+        assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"ktui: {path}: "), run.stderr
+        assert said in run.stderr, run.stderr
