@@ -85,9 +85,21 @@ class _DefaultGroup(click.Group):
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = ["run", *args]
-        elif not args:
+        elif not args and not ctx.resilient_parsing:
+            # (Completing the first word parses resiliently: it stays with
+            # the group, which offers the commands, see shell_complete.)
             args = ["run"]
         return super().parse_args(ctx, args)
+
+    def shell_complete(self, ctx, incomplete):
+        """The first word: the commands that match, else a file (`ktui
+        probesets/vfs.yaml` is the dashboard)."""
+        from click.shell_completion import CompletionItem
+
+        items = super().shell_complete(ctx, incomplete)
+        if not items and not incomplete.startswith("-"):
+            return [CompletionItem(incomplete, type="file")]
+        return items
 
 
 def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
@@ -532,7 +544,7 @@ def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 
 
 @main.command("replay")
-@click.argument("recording", type=click.Path(dir_okay=False))
+@click.argument("recording", type=click.Path())  # (what is not a recording: the reader's one line, exit 1)
 @click.option("--speed", type=SPEED, default=1.0, show_default=True,
               help="Playback speed: 1 = as recorded, 2 = twice as fast, 0 = as fast as possible "
                    "(+ and - change it while playing).")

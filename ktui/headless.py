@@ -371,6 +371,7 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
             return session
         with StopSignals(session) as stop:
             try:
+                recorder.declare(session.statuses())  # inside: a failed write still closes the session
                 last = {}
 
                 class Sink:
@@ -407,7 +408,7 @@ def replay_to_ndjson(path: str, with_stats: bool = True) -> int:
         sink = NdjsonSink(sys.stdout, feed, None, with_stats=with_stats)
         last = None
         try:
-            while not feed.finished:
+            while True:
                 batch = feed.drain()
                 if len(batch):
                     sink.on_batch(batch)
@@ -415,6 +416,10 @@ def replay_to_ndjson(path: str, with_stats: bool = True) -> int:
                 if stats is not last and stats.probes:
                     sink.on_stats(stats)
                     last = stats
+                # (tested after a first pass: a recording without events is
+                # read to its end when opened, its stats still to convert)
+                if feed.finished:
+                    break
             print(json.dumps(sink.summary()), flush=True)
         except BrokenPipeError:
             _stdout_to_devnull()

@@ -10,6 +10,7 @@ complete chunk.
       HEAD  JSON: format version, created, kernel, host name (since format 2's
             later writers; absent before), probe set name
       UNIT  JSON: unit number, probe ids, the probes as a YAML probe set
+            (the session's probes first, then each unit of events' own)
       EVTS  <u32 unit> raw fixed-size records of that unit (one batch)
       STAT  JSON: a stats snapshot
       END   empty: written by close(); a recording without it was cut off
@@ -42,7 +43,7 @@ import numpy as np
 from ktui.lang.bind import with_fetch_types
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
 from ktui.record.decode import Decoder, MultiBatch, RecordBatch
-from ktui.record.feed import EventBatch, ProbeStats, StatsSnapshot
+from ktui.record.feed import EventBatch, ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
 from ktui.record.histogram import fit
 from ktui.record.layout import record_layout
 
@@ -117,6 +118,7 @@ class Recorder:
         self.file = open_private(path, overwrite=overwrite)
         self._units: dict[int, int] = {}  # id(decoder) -> unit number
         self._decoders: list[Decoder] = []  # keep them alive: id() must stay unique
+        self._next_unit = 0
         self.events = 0
         self.file.write(MAGIC)
         self._chunk(b"HEAD", json.dumps({
@@ -132,23 +134,36 @@ class Recorder:
         self.file.write(_CHUNK.pack(kind, len(body)))
         self.file.write(body)
 
+    def declare(self, statuses: dict[int, ProbeStatus]) -> None:
+        """Write the session's probes before any event: a recording whose
+        probes never sent one (they only counted while their program
+        loaded, or fetch nothing) still says which probes its stats are of.
+        Probes that failed are left out: a replay would show them attached.
+        Each unit of events names its probes again when it comes."""
+        probes = [(i, s.probe) for i, s in sorted(statuses.items()) if s.state is not ProbeState.FAILED]
+        if probes:
+            self._unit_chunk([i for i, _ in probes], tuple(p for _, p in probes))
+            self.file.flush()
+
+    def _unit_chunk(self, ids: list[int], probes: tuple) -> int:
+        from ktui.lang.probeset_write import dumps_probeset
+        from ktui.lang.bind import fetch_types
+
+        number, self._next_unit = self._next_unit, self._next_unit + 1
+        self._chunk(b"UNIT", json.dumps({
+            "unit": number,
+            "ids": [int(i) for i in ids],
+            "probeset": dumps_probeset(ProbeSet("unit", probes=probes)),
+            # names' types from the kernel's BTF: the replay has no kernel to ask
+            "fetch_types": [fetch_types(p) for p in probes],
+        }).encode())
+        return number
+
     def _unit(self, decoder: Decoder) -> int:
         key = id(decoder)
         if key not in self._units:
-            from ktui.lang.probeset_write import dumps_probeset
-            from ktui.lang.bind import fetch_types
-
-            number = len(self._units)
-            self._units[key] = number
+            self._units[key] = self._unit_chunk(list(decoder.probe_ids), decoder.probes)
             self._decoders.append(decoder)
-            probes = ProbeSet("unit", probes=decoder.probes)
-            self._chunk(b"UNIT", json.dumps({
-                "unit": number,
-                "ids": [int(i) for i in decoder.probe_ids],
-                "probeset": dumps_probeset(probes),
-                # names' types from the kernel's BTF: the replay has no kernel to ask
-                "fetch_types": [fetch_types(p) for p in decoder.probes],
-            }).encode())
         return self._units[key]
 
     def on_batch(self, batch: EventBatch) -> None:
@@ -260,15 +275,16 @@ class RecordingReader:
         except OSError as exc:
             raise RecordingError(f"{self.path}: {exc.strerror}") from exc
         with f:
-            if f.read(len(MAGIC)) != MAGIC:
-                raise RecordingError(f"{self.path}: not a ktui recording")
+            self._check_magic(f.read(len(MAGIC)))
             while True:
                 header = f.read(_CHUNK.size)
                 if not header:
                     # Cut off exactly between chunks: only the missing END tells.
+                    self._cut_off(f)
                     self.truncated = not self.complete
                     return
                 if len(header) < _CHUNK.size:
+                    self._cut_off(f)
                     self.truncated = True
                     return
                 kind, length = _CHUNK.unpack(header)
@@ -276,6 +292,7 @@ class RecordingReader:
                     raise RecordingError(f"{self.path}: corrupt chunk of {length} bytes")
                 body = f.read(length)
                 if len(body) < length:
+                    self._cut_off(f)
                     self.truncated = True
                     return
                 try:
@@ -286,6 +303,30 @@ class RecordingReader:
                 if chunk is not None:
                     yield chunk
 
+    def _check_magic(self, magic: bytes) -> None:
+        """One line for each way the first bytes are not a recording's."""
+        if magic == MAGIC:
+            return
+        if not magic:
+            raise RecordingError(f"{self.path}: empty file, not a ktui recording")
+        if MAGIC.startswith(magic):
+            self._cut_off_in_header(len(magic))
+        if magic[:-1] == MAGIC[:-1]:
+            raise RecordingError(
+                f"{self.path}: a ktui recording in a layout this ktui does not read (magic version "
+                f"{magic[-1]}; it reads formats {_readable()}, magic version {MAGIC[-1]})")
+        raise RecordingError(f"{self.path}: not a ktui recording")
+
+    def _cut_off(self, f: BinaryIO) -> None:
+        """The file ends here: before its header was whole, it cannot even
+        say which format it is (an empty dashboard saying `kernel ?` would)."""
+        if not self.head:
+            self._cut_off_in_header(f.tell())
+
+    def _cut_off_in_header(self, size: int) -> "NoReturn":  # noqa: F821
+        raise RecordingError(f"{self.path}: cut off inside its header ({size} bytes): nothing to replay "
+                             f"(this ktui reads formats {_readable()})")
+
     def _decode(self, kind: bytes, body: bytes, loads_probeset) -> Chunk | None:
         if kind == b"END ":
             self.complete = True
@@ -293,10 +334,9 @@ class RecordingReader:
         if kind == b"HEAD":
             self.head = _json_object(body)
             if self.head.get("version") not in READABLE_VERSIONS:
-                readable = ", ".join(str(v) for v in READABLE_VERSIONS)
                 raise RecordingError(
                     f"{self.path}: recording format {self.head.get('version')!r} is not one this ktui "
-                    f"reads (formats {readable}; it writes {FORMAT_VERSION})"
+                    f"reads (formats {_readable()}; it writes {FORMAT_VERSION})"
                 )
             return Chunk("head", self.head)
         if kind == b"UNIT":
@@ -321,6 +361,10 @@ class RecordingReader:
         if kind == b"STAT":
             return Chunk("stats", stats_from_json(_json_object(body)))
         return None  # unknown chunk kinds from newer writers are skipped
+
+
+def _readable() -> str:
+    return ", ".join(str(v) for v in READABLE_VERSIONS)
 
 
 def _json_object(body: bytes) -> dict:

@@ -32,6 +32,7 @@ from ktui.record.feed import (
 )
 
 MAX_CHUNKS_PER_DRAIN = 64
+HIDDEN = "events hidden"  # a replayed probe switched off
 SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)  # what + and - step through
 
 
@@ -221,7 +222,10 @@ class ReplayFeed:
         (self._hidden.discard if enabled else self._hidden.add)(probe_id)
         st = self._status[probe_id]
         probe = dataclasses.replace(st.probe, enabled=enabled)
-        new = ProbeStatus(probe_id, probe, ProbeState.ATTACHED if enabled else ProbeState.OFF)
+        # Off hides its events; nothing is detached and its counts stay the
+        # recording's: the state says so ("off: events hidden").
+        new = ProbeStatus(probe_id, probe, ProbeState.ATTACHED) if enabled else \
+            ProbeStatus(probe_id, probe, ProbeState.OFF, reason=HIDDEN)
         self._status[probe_id] = new
         return new
 

@@ -29,7 +29,7 @@ class ProbeStatus:
     probe_id: int
     probe: Probe
     state: ProbeState
-    reason: str = ""  # why it failed, one line
+    reason: str = ""  # why it failed, one line (a replay: why it is off)
     # the mechanism it runs on once attached: "kprobe", "kretprobe",
     # "fentry", "fexit" ("" while pending, off or failed)
     via: str = ""

@@ -60,6 +60,8 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_drill", "All events", id="drill-off",
                 tooltip="Clear the drill-down (Enter on a stats line): every event again"),
         Binding("space", "toggle", "On/off", id="toggle", tooltip="Attach or detach the selected probe"),
+        Binding("space", "show_hide", "Show/hide", id="show-hide",
+                tooltip="Replay: show or hide the selected probe's events (its counts are the recording's)"),
         # early in the list: a narrow footer cuts the keys at its end
         Binding("s", "stats", "Stats", id="stats",
                 tooltip="Show or hide the selected probe's stats under the events (narrow windows)"),
@@ -78,7 +80,8 @@ class MainScreen(Screen[None]):
         Binding("o", "open", "Open", id="open", tooltip="Open a YAML probe set (replaces every probe)"),
         Binding("w", "write", "Write", id="write", tooltip="Write the probes to a YAML probe set"),
         Binding("p", "pause", "Pause", id="pause", tooltip="Pause the event stream (a replay: its playback too)"),
-        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again (a replay: play on)"),
+        Binding("p", "follow", "Follow", id="follow", tooltip="Follow the event stream again"),
+        Binding("p", "play", "Play", id="play", tooltip="Replay: play on from where it was paused"),
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter events as you type (esc clears)"),
         Binding("c", "clear", "Clear", id="clear", tooltip="Clear the event pane"),
         Binding("S", "sort", "Sort", id="sort", show=False,
@@ -145,13 +148,18 @@ class MainScreen(Screen[None]):
         yield ProbeTable(id="probes")
         with Horizontal(id="panes"):
             yield EventPane(self.window, self.symbolize, id="events")
-            yield StatsPane(id="stats", symbolize=self.symbolize)
+            no_probe = StatsPane.NO_PROBE
+            if self.feed.system_info().buffer == "replay":
+                no_probe = ("No probe in this recording.\n"
+                            "Older recordings name their probes only with their first events.")
+            yield StatsPane(id="stats", symbolize=self.symbolize, no_probe=no_probe)
         yield KtuiFooter()
 
     def on_mount(self) -> None:
         self.info = self.feed.system_info()  # fixed for a run: read once
         for note in self.info.notes:
             self.notify(note, severity="warning", timeout=8)
+        self.events.replay = self._playback is not None
         self.refresh_probes()
         whole_cell_scrollbars(self.table, self.query_one(EventLog), self.query_one(StatsPane))
         self.table.focus()
@@ -163,6 +171,13 @@ class MainScreen(Screen[None]):
         if narrow != self._narrow:
             self._narrow = narrow
             self.refresh_bindings()
+
+    @property
+    def footer_first(self) -> tuple[str, ...]:
+        """The keys the footer keeps longest after quit and help
+        (widgets/footer.py): in a replay its playback and, in a narrow
+        window, the folded stats; live, on/off, the stats and pause."""
+        return ("p", "plus", "minus", "E", "s") if self._playback is not None else ("space", "s", "p")
 
     @property
     def narrow(self) -> bool:
@@ -188,6 +203,16 @@ class MainScreen(Screen[None]):
         statuses = self.feed.statuses()
         if len(batch):
             self.events.ingest(batch, {i: s.probe for i, s in statuses.items()})
+        if snapshot is not None and self.snapshot is not None and snapshot.time == self.snapshot.time:
+            # No news: a replay's stats are its recorded snapshots, which
+            # change only when the playback reaches the next one. Taken as
+            # new, the zero interval made every rate unknown ("-"), one read
+            # in two, and froze the meter at its last figure after the end.
+            snapshot = None
+            self._show_status()  # the playback position moves all the same
+        if self._ended:
+            self.events.end_meter("end of the recording")
+            self._refresh_bindings_if_changed()  # the playback keys leave the footer
         if snapshot is not None:
             prev, self.snapshot = self.snapshot, snapshot
             self.rates = rates(prev, snapshot)
@@ -227,7 +252,7 @@ class MainScreen(Screen[None]):
         stats update (once a second) grew memory without bound (the bench's
         host flood, docs/benchmarks.md)."""
         state = (self.table.selected_id is not None, bool(self.order), self.events.paused,
-                 self._has_views(), self.events.drill is not None)
+                 self._has_views(), self.events.drill is not None, self._ended)
         if state != self._binding_state:
             self._binding_state = state
             self.refresh_bindings()
@@ -263,6 +288,11 @@ class MainScreen(Screen[None]):
     def _playback(self):
         """The replay's playback controls (ReplayFeed), None on a live feed."""
         return self.feed if callable(getattr(self.feed, "playback", None)) else None
+
+    @property
+    def _ended(self) -> bool:
+        """A replay that has shown every event."""
+        return self._playback is not None and self._playback.playback().ended
 
     def _replaying(self) -> Replaying | None:
         feed = self._playback
@@ -347,14 +377,21 @@ class MainScreen(Screen[None]):
             return self.events.drill is not None
         if action == "view":  # only a probe with aggregations has more than one view
             return self._has_views()
-        if action in ("toggle", "edit", "delete"):
+        if action in ("toggle", "show_hide"):  # the same switch; a replay's only shows or hides events
+            replay = self.info.buffer == "replay"
+            return self.table.selected_id is not None and (replay == (action == "show_hide"))
+        if action in ("edit", "delete"):
             return self.table.selected_id is not None
         if action in ("all_on", "all_off"):
             return bool(self.order)
+        if action in ("faster", "slower", "to_end", "pause", "play") and self._ended:
+            return False  # every event is shown: nothing left to pause, speed up or jump to
         if action == "pause":
             return not self.events.paused
         if action == "follow":
-            return self.events.paused
+            return self.events.paused and self._playback is None
+        if action == "play":  # a replay's word for follow
+            return self.events.paused and self._playback is not None
         if action == "stats":
             return self.narrow
         if action == "timing":
@@ -369,6 +406,9 @@ class MainScreen(Screen[None]):
         status = self.selected
         if status is not None:
             self._set_enabled(status, not is_on(status))
+
+    def action_show_hide(self) -> None:
+        self.action_toggle()
 
     @on(ProbeTable.MarkClicked)
     def _mark_clicked(self, message: ProbeTable.MarkClicked) -> None:
@@ -386,7 +426,7 @@ class MainScreen(Screen[None]):
             return
         finally:
             self.refresh_probes()
-        if result.reason:
+        if result.reason and self._playback is None:  # (a replay's reason says its events are hidden)
             self.notify(f"{result.probe.name}: {result.state.value}: {result.reason}", severity="error")
 
     def action_all_on(self) -> None:
@@ -515,6 +555,9 @@ class MainScreen(Screen[None]):
         self.events.set_paused(False)
         self._show_status()
         self._refresh_bindings_if_changed()
+
+    def action_play(self) -> None:
+        self.action_follow()
 
     def action_filter(self) -> None:
         self.events.open_filter()

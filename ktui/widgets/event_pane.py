@@ -46,6 +46,7 @@ class EventPane(Vertical):
         self.window_size = window
         self.symbolize = symbolize
         self.paused = False
+        self.replay = False  # pausing stops a replay's playback: nothing arrives meanwhile
         self.skipped = 0  # never decoded: more arrived in one poll than the window holds
         self.not_shown_paused = 0  # arrived while paused
         self._arrived = 0  # since the last meter update
@@ -100,6 +101,14 @@ class EventPane(Vertical):
         else:
             self._meter = f"{format_count(arrived)} events/s"
         self._update_title()
+
+    def end_meter(self, text: str) -> None:
+        """No more events will come (a replay's end): the meter says so
+        instead of its last per-second figure."""
+        if self._meter != text:
+            self._meter = text
+            self._arrived = self._shown = self._skipped = 0
+            self._update_title()
 
     # ------------------------------------------------------------ controls
 
@@ -158,7 +167,9 @@ class EventPane(Vertical):
             title += f", drill-down: {log.window.drill.what}"
         if log.window.filter:
             title += f", filter: {log.window.filter!r}"
-        if self.paused:
+        if self.paused and self.replay:
+            title += " ⏸ paused (p: play)"
+        elif self.paused:
             # Events that arrive while paused are not decoded, so they
             # cannot be matched against a filter: with one, the count says
             # it is of every event (issue 15: it read as matching ones).

@@ -16,7 +16,9 @@ private to Textual; tests/ui/test_footer.py counts the live keys.)
 Textual's footer also lays its keys out in a row and cuts the row at the
 screen's edge, mid-label (issue 15: `? Hel` at 80 columns with the event
 pane focused). Here the keys that do not fit whole are left out instead,
-the last ones first, except quit and help, which always stay.
+the last ones first, except quit and help, which always stay, and the keys
+the screen names in `footer_first` (a replay's playback keys: at 80
+columns they were the ones left out), which go last, the last named first.
 
 And it recomposes only when what it shows would change: Textual's footer
 recomposes (7 keys unmounted, 7 mounted, a layout) on every bindings signal,
@@ -40,11 +42,17 @@ ALWAYS = ("q", "question_mark")  # quit and help: how to get out, how to learn t
 KEY_EXTRA, PALETTE_EXTRA = 3, 2
 
 
-def fitting(widths: list[int], keep: list[bool], available: int) -> list[bool]:
+def fitting(widths: list[int], keep: list[bool], available: int,
+            first: list[int | None] | None = None) -> list[bool]:
     """Which keys to show: all when they fit, else leave out the last ones
-    that are not kept until the rest fit."""
+    that are not kept until the rest fit. `first`: a key's place among the
+    keys to keep as long as possible (None: not one of them); those are left
+    out only after every other key, the highest place first."""
+    ranks = first or [None] * len(widths)
+    others = [i for i in reversed(range(len(widths))) if ranks[i] is None]
+    preferred = sorted((i for i in range(len(widths)) if ranks[i] is not None), key=lambda i: -ranks[i])
     shown = [True] * len(widths)
-    for i in reversed(range(len(widths))):
+    for i in others + preferred:
         if sum(w for w, s in zip(widths, shown) if s) <= available:
             break
         if not keep[i]:
@@ -64,7 +72,8 @@ class KtuiFooter(Footer):
             return ()
         keys = tuple((b.key, self.app.get_key_display(b), b.description, b.action, b.group, enabled, tooltip)
                      for _, b, enabled, tooltip in self.screen.active_bindings.values() if b.show)
-        return (self.size.width, self.compact, self.show_command_palette, keys)
+        return (self.size.width, self.compact, self.show_command_palette, keys,
+                tuple(getattr(self.screen, "footer_first", ())))
 
     def compose(self) -> ComposeResult:
         self._composed = self._shows()
@@ -78,7 +87,9 @@ class KtuiFooter(Footer):
         palette = [w for w in widgets if w.has_class("-command-palette")]
         if width:
             width -= sum(_cells(w) + PALETTE_EXTRA for w in palette)
-        shown = fitting([_cells(w) for w in keys], [w.key in ALWAYS for w in keys], width) if width else []
+        first = tuple(getattr(self.screen, "footer_first", ()))
+        ranks = [first.index(w.key) if w.key in first else None for w in keys]
+        shown = fitting([_cells(w) for w in keys], [w.key in ALWAYS for w in keys], width, ranks) if width else []
         yield from (w for w, show in zip(keys, shown or [True] * len(keys)) if show)
         yield from palette
 

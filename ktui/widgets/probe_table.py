@@ -45,7 +45,8 @@ COLUMNS = (
     ("p99", "p99", 7),
     ("errors", "errors", 7),
 )
-NAME_WIDTH = (12, 40)  # min, max
+NAME_WIDTH = (12, 40)  # min, max (unless the table has room to spare)
+STATE_WIDTH = (5, 22)  # min (the header), max (the same): sized to the states shown
 CELL_PADDING = 1  # DataTable's default, on each side of every column
 # How the columns give way when the table is narrower than all of them, in
 # order: (column, new width), None drops the column. Name, state, hits and
@@ -96,12 +97,21 @@ class ProbeLine:
         return self.status.probe_id
 
 
-def fit_columns(name_width: int, available: int, timed: bool = False) -> tuple[tuple[str, str, int], ...]:
+def fit_columns(name_width: int, available: int, timed: bool = False,
+                state_width: int = STATE_WIDTH[1]) -> tuple[tuple[str, str, int], ...]:
     """The columns to show, as (key, header, width), in a table `available`
     cells wide: all of them when they fit, else narrowed by NARROWING until
-    they do (or nothing is left to give). The cost columns only when `timed`."""
-    widths = {key: name_width if width is None else width for key, _, width in COLUMNS
+    they do (or nothing is left to give). The cost columns only when `timed`.
+    `name_width`, `state_width`: the longest name and state shown. The
+    columns start at most NAME_WIDTH and STATE_WIDTH wide (`attached` needs
+    8 cells, not the 22 a reason may take); what is left over then goes
+    back to a cut name, then a cut state (a wide table shows them whole)."""
+    widths = {key: min(name_width, NAME_WIDTH[1]) if width is None else width for key, _, width in COLUMNS
               if timed or key not in TIMED_ONLY}
+    widths["state"] = max(STATE_WIDTH[0], min(STATE_WIDTH[1], state_width))
+    # One cell stays free: columns that fill the width exactly make
+    # Textual's DataTable (8.2.8) show a horizontal scrollbar, a blank row.
+    available -= 1
 
     def total() -> int:
         return sum(w + 2 * CELL_PADDING for w in widths.values())
@@ -115,6 +125,10 @@ def fit_columns(name_width: int, available: int, timed: bool = False) -> tuple[t
             del widths[key]
         else:
             widths[key] = min(widths[key], width)
+    for key, whole in (("name", name_width), ("state", state_width)):
+        spare = available - total()
+        if spare > 0 and key in widths and widths[key] < whole:
+            widths[key] += min(spare, whole - widths[key])
     return tuple((key, header, widths[key]) for key, header, _ in COLUMNS if key in widths)
 
 
@@ -122,13 +136,17 @@ def _right(text: str, style: str = "") -> Text:
     return Text(text, style, justify="right")
 
 
-def row_cells(line: ProbeLine) -> tuple[Text, ...]:
-    status, stats = line.status, line.stats
-    probe = status.probe
+def state_text(status: ProbeStatus) -> str:
     # fentry/fexit named beside the state ("attached fexit"); a kprobe, the
     # default, says nothing more: the 80-column layout stays as it was
     via = f" {status.via}" if status.via in TRACING_VIAS else ""
-    state = status.state.value + via + (f": {status.reason}" if status.reason else "")
+    return status.state.value + via + (f": {status.reason}" if status.reason else "")
+
+
+def row_cells(line: ProbeLine) -> tuple[Text, ...]:
+    status, stats = line.status, line.stats
+    probe = status.probe
+    state = state_text(status)
     cells = [
         MARKERS[status.state],
         Text(probe.name, "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
@@ -184,6 +202,7 @@ class ProbeTable(DataTable):
         self._ids: list[int] = []
         self._cells: dict[int, tuple[Text, ...]] = {}
         self._name_width = 0
+        self._state_width = STATE_WIDTH[1]
         self._columns: tuple[tuple[str, str, int], ...] = ()
         self._lines: list[ProbeLine] = []
         self._timed = False  # the cost columns are there
@@ -217,18 +236,20 @@ class ProbeTable(DataTable):
 
     def on_resize(self) -> None:
         if self._lines and self._fit(self._name_width, self._timed) != self._columns:
-            self._rebuild(self._lines, self._name_width)
+            self._rebuild(self._lines, self._name_width, self._state_width)
 
     @property
     def shown_columns(self) -> tuple[str, ...]:
         """The keys of the columns on screen now."""
         return tuple(key for key, _, _ in self._columns)
 
-    def _fit(self, name_width: int, timed: bool) -> tuple[tuple[str, str, int], ...]:
+    def _available(self) -> int:
         # The border takes 2 cells; a vertical scrollbar, when the rows do
         # not fit, takes its own width (the region below excludes it).
-        available = self.scrollable_content_region.width if self.size.width else 10_000
-        return fit_columns(name_width, available, timed)
+        return self.scrollable_content_region.width if self.size.width else 10_000
+
+    def _fit(self, name_width: int, timed: bool) -> tuple[tuple[str, str, int], ...]:
+        return fit_columns(name_width, self._available(), timed, self._state_width)
 
     @property
     def selected_id(self) -> int | None:
@@ -251,13 +272,14 @@ class ProbeTable(DataTable):
         self._timed = timed
         ids = [line.probe_id for line in lines]
         names = [len(line.status.probe.name) for line in lines]
-        width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
+        width = max(NAME_WIDTH[0], max(names, default=0))  # (fit_columns caps it while short of room)
+        state_width = max((len(state_text(line.status)) for line in lines), default=0)
         self._lines = list(lines)
         resorted = sort != self._sort
         self._sort = sort
-        if (resorted or ids != self._ids or width != self._name_width
-                or self._fit(width, timed) != self._columns):
-            self._rebuild(lines, width)
+        if (resorted or ids != self._ids or width != self._name_width or state_width != self._state_width
+                or fit_columns(width, self._available(), timed, state_width) != self._columns):
+            self._rebuild(lines, width, state_width)
             return
         shown = set(self.shown_columns)
         for line in lines:
@@ -268,10 +290,11 @@ class ProbeTable(DataTable):
                     self.update_cell(str(line.probe_id), key, after)
             self._cells[line.probe_id] = new
 
-    def _rebuild(self, lines: list[ProbeLine], name_width: int) -> None:
+    def _rebuild(self, lines: list[ProbeLine], name_width: int, state_width: int) -> None:
         keep = self.selected_id
         old_row = self.cursor_row
         self.clear(columns=True)
+        self._state_width = state_width
         self._columns = self._fit(name_width, self._timed)
         for key, header, width in self._columns:
             if self._sort is not None and key == self._sort[0]:

@@ -72,8 +72,13 @@ class StatsPane(VerticalScroll):
     }
     """
 
-    def __init__(self, *, id: str | None = None, symbolize=None) -> None:
+    NO_PROBE = "No probe selected.\nPress a to add one, o to open a probe set."
+
+    def __init__(self, *, id: str | None = None, symbolize=None, no_probe: str = NO_PROBE) -> None:
+        """no_probe: what the pane says with no probe to show (a replay
+        cannot add or open one)."""
         super().__init__(id=id)
+        self.no_probe = no_probe
         self.symbolize = symbolize  # for the stacks view
         self.view: ProbeView | None = None
         self.wanted_view = COUNTERS  # `v` cycles it (pipeline.value_views)
@@ -122,15 +127,17 @@ class StatsPane(VerticalScroll):
         view = self.view
         if view is None:
             self.border_title = "probe"
-            update_static(head, "No probe selected.\nPress a to add one, o to open a probe set.")
+            update_static(head, self.no_probe)
             update_static(label, "")
             spark.data = []
+            spark.display = False  # an empty sparkline still draws a row of bars
             update_static(body, "")
             self._render_values(None, None)
             return
         probe = view.status.probe
         self.border_title = Content(probe.name)
         update_static(head, _head(view))
+        spark.display = True
         history = list(view.history)
         peak = max(history) if history else 0.0
         update_static(label, f"rate/s, last {len(history)} s (max {format_count(peak)})")

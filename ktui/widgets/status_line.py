@@ -70,14 +70,19 @@ def _parts(info: SystemInfo, totals: Totals, paused: bool,
         # This machine's kprobes/BTF/root say nothing about a recording.
         source, kernel = info.source or "a recording", info.kernel or "?"
         host = f"{replay.host}, " if replay is not None and replay.host else ""
-        when = f", {replay.started}" if replay is not None and replay.started else ""
+        started = replay.started if replay is not None else ""
+        when = f", {started}" if started else ""
+        # `2026-12-01 23:06:33` -> `12-01 23:06` (other forms stay whole)
+        short = f", {started[5:16]}" if len(started) == 19 and started[4] == "-" else when
+        # The file name goes first: the user typed it. Where and when the
+        # recording was made go last, the kernel after everything else.
         parts["replay"] = [
             (("replay ", "bold"), (f"{source}, recorded on {host}kernel {kernel}{when}  ", "")),
             (("replay ", "bold"), (f"{source}, {host}kernel {kernel}{when}  ", "")),
-            (("replay ", "bold"), (f"{source}, {host}kernel {kernel}  ", "")),
-            (("replay ", "bold"), (f"{source}, kernel {kernel}  ", "")),
-            (("replay ", "bold"), (f"{source}, {kernel}  ", "")),
-            (("replay ", "bold"), (f"{source}  ", "")),
+            (("replay ", "bold"), (f"{host}kernel {kernel}{when}  ", "")),
+            (("replay ", "bold"), (f"{host}{kernel}{short}  ", "")),
+            (("replay ", "bold"), (f"{host}{kernel}  ", "")),
+            (("replay ", "bold"), (f"{kernel}  ", "")),
         ]
     else:
         kernel = info.kernel or "?"
@@ -104,17 +109,21 @@ def _parts(info: SystemInfo, totals: Totals, paused: bool,
             play = ("⏸ PAUSED", "black on yellow")
         else:
             play = ("▶ playing", "green")
+        short_play = ("▶", "green") if play[0] == "▶ playing" else play  # PAUSED and END stay words
+        where = f" {at}" if replay.ended else f" {at} {_speed(replay.speed)}"  # at the end no speed applies
         parts["mode"] = [
-            (("│ ", "dim"), play, (f" {at} {_speed(replay.speed)}", "")),
-            (("│ ", "dim"), (play[0].split()[0], play[1]), (f" {at} {_speed(replay.speed)}", "")),
+            (("│ ", "dim"), play, (where, "")),
+            (("│ ", "dim"), short_play, (where, "")),
+            (("│ ", "dim"), (play[0].split()[0], play[1]), (where, "")),
         ]
     return parts
 
 
 # Which part gives up a rendering next when the line is too wide: the least
-# useful first. The counts and the paused mark stay readable longest.
-SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "mode", "kernel", "replay", "flags", "replay", "counts",
-                 "kernel", "replay", "replay")
+# useful first. The counts and the paused mark stay readable longest. (A
+# live line has no "replay" part, a replay's no flags, buffer or kernel.)
+SHORTEN_ORDER = ("flags", "buffer", "replay", "counts", "replay", "replay", "mode", "kernel", "flags", "counts",
+                 "replay", "kernel", "replay", "replay", "mode")
 
 
 def _width(parts: dict[str, list[Rendering]], levels: dict[str, int]) -> int:

@@ -54,3 +54,18 @@ async def test_the_footer_is_rebuilt_only_when_its_keys_change(app):
         await pilot.pause()
         paused = footer_keys(app)
         assert "Follow" in [k.description for k in paused] and "Pause" not in [k.description for k in paused]
+
+
+async def test_a_narrow_live_footer_keeps_pause():
+    """At 80x24 the live footer had `space s a b e q ?`: no `p`, the key a
+    reader needs when the events scroll past. It stays after on/off and
+    stats, before the keys that edit the set."""
+    from .conftest import make_app
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        polls(app, 2)
+        await pilot.pause()
+        await pilot.pause()
+        shown = {k.key for k in app.screen.query("FooterKey")}
+        assert {"space", "s", "p", "q", "question_mark"} <= shown, shown

@@ -78,3 +78,11 @@ def test_footer_leaves_out_the_last_keys_but_keeps_quit_and_help():
     assert fitting([5, 5, 5, 5], [False, False, True, True], 20) == [True] * 4
     assert fitting([5, 5, 5, 5], [False, False, True, True], 15) == [True, False, True, True]
     assert fitting([5, 5, 5, 5], [False, False, True, True], 9) == [False, False, True, True]
+
+
+def test_footer_keeps_the_screens_first_keys_longest():
+    # the third and fourth are "first" (places 0 and 1): the others go before them
+    first = [None, None, 0, 1, None]
+    keep = [False, False, False, False, True]
+    assert fitting([5] * 5, keep, 15, first) == [False, False, True, True, True]
+    assert fitting([5] * 5, keep, 10, first) == [False, False, True, False, True]

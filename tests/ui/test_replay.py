@@ -141,3 +141,189 @@ async def test_a_replay_hides_the_keys_that_cannot_work_there():
     async with live.run_test(size=(200, 40)) as pilot:
         await pilot.pause()
         assert hidden | kept <= footer(live)
+
+
+async def test_the_playback_keys_stay_in_a_narrow_replays_footer():
+    """At 80x24 (and 60x20) the footer cannot hold every key: a replay keeps
+    its playback keys (p, +, -, E) and `s` (the folded stats) before the
+    others (the audit of issue 15 found only `+ Faster - Slower` at 80
+    columns: no way to see that `p` pauses or `E` jumps to the end)."""
+    for size in ((80, 24), (60, 20)):
+        feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+        app = make_app(feed)
+        async with app.run_test(size=size) as pilot:
+            app.poll(read_stats=True)
+            await pilot.pause()
+            await pilot.pause()
+            shown = {k.key for k in app.screen.query("FooterKey")}
+            wanted = {"p", "plus", "minus", "q", "question_mark"} | ({"E", "s"} if size[0] >= 80 else set())
+            assert wanted <= shown, (size, shown)
+
+
+async def test_a_paused_replay_offers_play_not_follow():
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        described = {k.description for k in app.screen.query("FooterKey")}
+        assert "Play" in described and "Follow" not in described, described
+        await pilot.press("p")
+        assert not feed.paused and not app.main.events.paused
+
+
+async def test_rates_hold_between_recorded_snapshots_and_the_meter_says_the_end():
+    """The dashboard reads stats once a second; a replay's stats are the
+    recording's snapshots, which change only when the playback reaches the
+    next one. A read that finds the same snapshot is no news: before, it
+    made every rate unknown ("-" in the table, flickering with the value),
+    and after the end the event meter kept its last "N events/s"."""
+    clock = Clock()
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=clock)
+    app = make_app(feed)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for step in (0.55, 0.5):  # two recorded snapshots reached (at 0.5 s and 1.4 s)
+            clock.now += step
+            app.poll(read_stats=True)
+        clock.now += 0.5
+        app.poll(read_stats=True)
+        app.poll(read_stats=True)
+        await pilot.pause()
+        assert app.main.rates and all(r is not None for r in app.main.rates.values())
+        before = dict(app.main.rates)
+        clock.now += 0.1  # the same snapshot again
+        app.poll(read_stats=True)
+        assert app.main.rates == before
+        await pilot.press("E")
+        for _ in range(5):
+            app.poll(read_stats=True)
+        await pilot.pause()
+        assert feed.playback().ended
+        assert "events/s" not in str(app.main.events.border_subtitle)
+        assert "end" in str(app.main.events.border_subtitle)
+
+
+async def test_the_probe_table_needs_no_sideways_scrollbar_at_any_size():
+    """Columns fitted to the table's width, names given the room left: never
+    so wide that a horizontal scrollbar takes a row (a blank line at 80 and
+    100 columns when they filled it exactly), at the audit's sizes."""
+    for width, height in ((60, 20), (80, 24), (100, 30), (120, 40), (160, 45), (200, 60)):
+        app = make_app(ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock()))
+        async with app.run_test(size=(width, height)) as pilot:
+            app.poll(read_stats=True)
+            await pilot.pause()
+            table = app.main.table
+            assert not table.show_horizontal_scrollbar, width
+            assert table.virtual_size.width <= table.scrollable_content_region.width, width
+            if width >= 80:  # vfs_read:r:retval:s64 whole, state and numbers beside it
+                assert "vfs_read:r:retval:s64" in [str(table.get_cell_at((1, 1)))], width
+
+
+async def test_a_replay_without_probes_does_not_offer_to_add_one(tmp_path):
+    """A recording whose events never came (the probes only counted while
+    their program loaded) holds no probe to show. The stats pane said "Press
+    a to add one, o to open a probe set": keys a replay does not have. And
+    its empty sparkline drew a row of bars for nothing."""
+    data = FORMAT1.read_bytes()
+    _, length = struct.unpack_from("<4sI", data, len(MAGIC))
+    head_only = tmp_path / "head.ktrec"
+    head_only.write_bytes(data[: len(MAGIC) + 8 + length] + struct.pack("<4sI", b"END ", 0))
+    app = make_app(ReplayFeed(str(head_only), speed=1.0, clock=Clock()))
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        pane = app.main.query_one("StatsPane")
+        head = str(pane.query_one("#stats-head").render())
+        assert "Press a" not in head and "no probe" in head.lower(), head
+        assert not pane.query_one("#rate-spark").display
+    live = make_app(make_feed_without_probes())
+    async with live.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert "Press a to add one" in str(live.main.query_one("StatsPane").query_one("#stats-head").render())
+
+
+def make_feed_without_probes():
+    from ktui.lang.model import ProbeSet
+
+    from .conftest import make_feed
+
+    return make_feed(ProbeSet(name="empty"))
+
+
+async def test_a_paused_replays_event_pane_says_play_not_follow():
+    """Pausing a replay stops the playback itself: nothing arrives to be
+    "not shown", and `p` plays on. The pane's title said "0 not shown
+    (p: follow)", the live stream's words."""
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        title = str(app.main.events.border_title)
+        assert "paused" in title and "p: play" in title and "not shown" not in title, title
+
+
+async def test_switching_a_replayed_probe_says_its_events_are_hidden():
+    """In a replay, on/off only shows or hides a probe's events: nothing is
+    detached, and its counts are the recording's (they keep growing). The
+    audit saw `off` beside growing hits, and the footer's `space On/off`."""
+    from ktui.widgets.probe_table import ProbeTable
+
+    from .conftest import Notes
+
+    notes = Notes()
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(120, 40), message_hook=notes) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        assert "Show/hide" in {k.description for k in app.screen.query("FooterKey")}
+        await pilot.click(ProbeTable, offset=(2, 2))  # the first probe's mark
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        status = feed.statuses()[app.main.table.probe_ids[0]]
+        assert status.state.value == "off" and "hidden" in status.reason
+        assert "hidden" in str(app.main.table.get_cell_at((0, 3)))
+        assert not notes.messages, notes.messages  # not an error
+        await pilot.press("space")
+        await app.workers.wait_for_complete()
+        assert feed.statuses()[app.main.table.probe_ids[0]].reason == ""
+
+
+async def test_at_the_end_the_playback_keys_leave_the_footer():
+    """Once every event is shown, pausing, a speed or a jump to the end
+    change nothing: the footer stops offering them (it offered `E To end`
+    and `p Pause` under a header saying END)."""
+    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
+    app = make_app(feed)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        playing = {k.description for k in app.screen.query("FooterKey")}
+        assert {"To end", "Pause", "Faster"} <= playing
+        await pilot.press("E")
+        for _ in range(5):
+            app.poll(read_stats=True)
+        await pilot.pause()
+        await pilot.pause()
+        assert feed.playback().ended
+        ended = {k.description for k in app.screen.query("FooterKey")}
+        assert not {"To end", "Pause", "Play", "Faster", "Slower"} & ended, ended
+        assert "Quit" in ended
+
+
+def test_a_directory_missing_or_empty_file_is_one_line_exit_1(tmp_path):
+    """What is not a recording is invalid input (exit 1), one line naming
+    it; a directory was click's `RECORDING: File '...' is a directory.`
+    with exit 2, a missing file exit 1."""
+    empty = tmp_path / "empty.ktrec"
+    empty.write_bytes(b"")
+    for path, said in ((tmp_path, "directory"), (tmp_path / "missing.ktrec", "No such file"),
+                       (empty, "empty file")):
+        run = subprocess.run([sys.executable, "-m", "ktui", "replay", str(path)], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 1, (path, run.stderr)
+        assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"ktui: {path}: "), run.stderr
+        assert said in run.stderr, run.stderr

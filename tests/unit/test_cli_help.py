@@ -28,3 +28,22 @@ def test_every_option_has_help_text():
 def test_every_command_has_a_summary():
     missing = [path for path, command in walk(main) if path != "ktui" and not (command.help or command.short_help)]
     assert not missing, missing
+
+
+def test_shell_completion_offers_the_commands():
+    """README documents click's completion. Every word went to the
+    dashboard's probe-set files (`ktui rep<TAB>` offered files, never
+    `replay`): the default command swallowed the command names."""
+    from click.shell_completion import BashComplete
+
+    from ktui.cli import main
+
+    def complete(args, incomplete):
+        comp = BashComplete(main, {}, "ktui", "_KTUI_COMPLETE")
+        return [(c.type, c.value) for c in comp.get_completions(args, incomplete)]
+
+    assert ("plain", "replay") in complete([], "rep")
+    assert {v for t, v in complete([], "") if t == "plain"} >= {"run", "replay", "record", "stream", "check"}
+    assert complete([], "probesets/vf") == [("file", "probesets/vf")]  # the dashboard's files still
+    assert ("plain", "--speed") in complete(["replay"], "--sp")
+    assert complete(["replay"], "x") == [("file", "x")]

@@ -202,6 +202,36 @@ def test_record_with_force_overwrites_on_a_fake_feed(tmp_path):
     feed.close()
 
 
+def test_a_recording_without_events_still_names_its_probes(tmp_path):
+    """The probes went into a recording only with their first events: the
+    audit's recording from a VM (2 minutes, every hit counted while the
+    program loaded, no event) replayed as "probes 0", its 3,800 hits
+    nowhere. They are written when the session starts."""
+    from ktui.headless import run_record
+    from tests.fakefeed import FakeFeed
+
+    path = tmp_path / "quiet.ktrec"
+    specs = ("vfs_read:c:a3", "vfs_read:r:retval", "tcp_sendmsg:c")
+    ps = ProbeSet("quiet", probes=tuple(parse_spec(s) for s in specs))
+    # FakeFeed batches are not raw records: nothing reaches the file as events
+    assert run_record(ps, None, str(path), 0.05, 0.2, open_feed=lambda ps, options: FakeFeed(ps)) == 0
+    events, feed = replay_all(path)
+    assert events == []
+    names = {s.probe.name: i for i, s in feed.statuses().items()}
+    assert set(names) == set(specs)
+    assert feed.stats().probes[names["tcp_sendmsg:c"]].hits > 0  # its numbers belong to a probe shown
+    feed.close()
+    # Converted to NDJSON, its stats and summary are there: the conversion
+    # stopped before its first drain when the recording held no event (the
+    # audit's VM recordings gave one line, `"probes": []`)
+    out = stream_from(path)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [x["type"] for x in lines][-1] == "summary" and any(x["type"] == "stats" for x in lines)
+    summary = {p["probe"]: p for p in lines[-1]["probes"]}
+    assert set(summary) == set(specs) and summary["tcp_sendmsg:c"]["hits"] > 0
+
+
 def test_symlink_is_refused_and_its_target_untouched(tmp_path):
     target = tmp_path / "victim"
     target.write_text("precious")
@@ -260,16 +290,38 @@ def test_truncated_at_every_byte_of_the_last_chunks(recording, tmp_path):
 
 
 def test_cut_inside_the_magic_or_header(recording, tmp_path):
+    """A file cut before its header is whole cannot say what it is (not even
+    its format version): refused in one line, where it replayed as an empty
+    dashboard saying `kernel ?`. Once the header is whole, what follows is
+    replayed as far as it goes."""
     data = recording.read_bytes()
     cut = tmp_path / "cut.ktrec"
-    for size in range(0, len(MAGIC)):
+    cut.write_bytes(b"")
+    with pytest.raises(RecordingError, match="empty file, not a ktui recording"):
+        ReplayFeed(str(cut), speed=0)
+    head_end = chunk_offsets(data)[1][1]
+    for size in range(1, head_end):
         cut.write_bytes(data[:size])
-        with pytest.raises(RecordingError, match="not a ktui recording"):
+        with pytest.raises(RecordingError, match=f"cut off inside its header \\({size} bytes\\)"):
             ReplayFeed(str(cut), speed=0)
-    for size in range(len(MAGIC), chunk_offsets(data)[1][1] + 1):
-        cut.write_bytes(data[:size])
-        events, feed = replay_all(cut)
-        assert events == [] and feed.truncated
+    cut.write_bytes(data[:head_end])
+    events, feed = replay_all(cut)
+    assert events == [] and feed.truncated
+
+
+def test_an_unknown_magic_version_names_the_formats(recording, tmp_path):
+    """`KTUIREC` and another version byte: a ktui recording this ktui cannot
+    read, said as such (it read "not a ktui recording")."""
+    data = recording.read_bytes()
+    other = tmp_path / "other.ktrec"
+    other.write_bytes(MAGIC[:-1] + b"\x02" + data[len(MAGIC):])
+    with pytest.raises(RecordingError) as caught:
+        ReplayFeed(str(other), speed=0)
+    assert "magic version 2" in str(caught.value) and "formats 1, 2" in str(caught.value)
+    garbage = tmp_path / "garbage.ktrec"
+    garbage.write_bytes(b"XXXXXXXX" + data[len(MAGIC):])
+    with pytest.raises(RecordingError, match="not a ktui recording"):
+        ReplayFeed(str(garbage), speed=0)
 
 
 def test_recorder_killed_without_close_is_truncated_but_replays(tmp_path):
