@@ -150,6 +150,8 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.info = self.feed.system_info()  # fixed for a run: read once
+        if self.info.buffer == "replay":
+            self.query_one(StatsPane).empty_hint = StatsPane.REPLAY_EMPTY  # no a or o there
         for note in self.info.notes:
             self.notify(note, severity="warning", timeout=8)
         self.refresh_probes()

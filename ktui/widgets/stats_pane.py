@@ -72,9 +72,13 @@ class StatsPane(VerticalScroll):
     }
     """
 
+    LIVE_EMPTY = "No probe selected.\nPress a to add one, o to open a probe set."
+    REPLAY_EMPTY = "No probe selected.\nThis recording holds no probe."
+
     def __init__(self, *, id: str | None = None, symbolize=None) -> None:
         super().__init__(id=id)
         self.symbolize = symbolize  # for the stacks view
+        self.empty_hint = self.LIVE_EMPTY  # what to say with no probe (a replay: REPLAY_EMPTY)
         self.view: ProbeView | None = None
         self.wanted_view = COUNTERS  # `v` cycles it (pipeline.value_views)
         self._lines: list = []  # the body shown (counters or a view), pipeline.value_views lines
@@ -122,7 +126,7 @@ class StatsPane(VerticalScroll):
         view = self.view
         if view is None:
             self.border_title = "probe"
-            update_static(head, "No probe selected.\nPress a to add one, o to open a probe set.")
+            update_static(head, self.empty_hint)
             update_static(label, "")
             spark.data = []
             update_static(body, "")
