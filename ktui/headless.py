@@ -371,7 +371,6 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
             return session
         with StopSignals(session) as stop:
             try:
-                recorder.declare(session.statuses())  # inside: a failed write still closes the session
                 last = {}
 
                 class Sink:
@@ -380,12 +379,15 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
 
                     def on_stats(self, stats):
                         last["stats"] = stats
+                        recorder.note_probes(session.statuses())
                         recorder.on_stats(stats)
 
                 import asyncio
 
                 from ktui.pipeline.collector import Collector
 
+                # the probes up front: one that never emits still replays
+                recorder.note_probes(session.statuses())
                 collector = Collector(session, stats_interval=interval)
                 stop.notify(collector)
                 asyncio.run(_collect(collector, Sink(), duration))

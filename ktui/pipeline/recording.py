@@ -10,11 +10,16 @@ complete chunk.
       HEAD  JSON: format version, created, kernel, host name (since format 2's
             later writers; absent before), probe set name
       UNIT  JSON: unit number, probe ids, the probes as a YAML probe set
-            (the session's probes first, then each unit of events' own)
+      PROB  JSON: every probe of the session (ids, a YAML probe set, names'
+            types) with its state, as `ktui record` last saw them; written at
+            the start and again when a state changes (since format 2's later
+            writers; earlier readers skip it). A probe that never emitted an
+            event (counting only, never matched, still loading at the end)
+            has no UNIT: without PROB its counts replayed under no probe.
       EVTS  <u32 unit> raw fixed-size records of that unit (one batch)
       STAT  JSON: a stats snapshot
       END   empty: written by close(); a recording without it was cut off
-      STAT/UNIT may repeat; EVTS chunks follow their UNIT.
+      STAT/UNIT/PROB may repeat; EVTS chunks follow their UNIT.
 
 Format 2 keeps latency histograms of record.histogram's 65 slots. Format 1
 (before it) kept 64 slots with the same meaning (bcc's bpf_log2l): they are
@@ -36,7 +41,7 @@ import stat
 import struct
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Mapping
 
 import numpy as np
 
@@ -117,6 +122,7 @@ class Recorder:
         self.path = path
         self.file = open_private(path, overwrite=overwrite)
         self._units: dict[int, int] = {}  # id(decoder) -> unit number
+        self._probes_noted: object = None  # what the last PROB chunk said
         self._decoders: list[Decoder] = []  # keep them alive: id() must stay unique
         self._next_unit = 0
         self.events = 0
@@ -133,17 +139,6 @@ class Recorder:
     def _chunk(self, kind: bytes, body: bytes) -> None:
         self.file.write(_CHUNK.pack(kind, len(body)))
         self.file.write(body)
-
-    def declare(self, statuses: dict[int, ProbeStatus]) -> None:
-        """Write the session's probes before any event: a recording whose
-        probes never sent one (they only counted while their program
-        loaded, or fetch nothing) still says which probes its stats are of.
-        Probes that failed are left out: a replay would show them attached.
-        Each unit of events names its probes again when it comes."""
-        probes = [(i, s.probe) for i, s in sorted(statuses.items()) if s.state is not ProbeState.FAILED]
-        if probes:
-            self._unit_chunk([i for i, _ in probes], tuple(p for _, p in probes))
-            self.file.flush()
 
     def _unit_chunk(self, ids: list[int], probes: tuple) -> int:
         from ktui.lang.probeset_write import dumps_probeset
@@ -165,6 +160,29 @@ class Recorder:
             self._units[key] = self._unit_chunk(list(decoder.probe_ids), decoder.probes)
             self._decoders.append(decoder)
         return self._units[key]
+
+    def note_probes(self, statuses: Mapping[int, ProbeStatus]) -> None:
+        """A PROB chunk with every probe and its state, unless the last one
+        said the same: the replay shows each probe, and its counts, even if
+        it never emitted an event."""
+        from ktui.lang.bind import fetch_types
+        from ktui.lang.probeset_write import dumps_probeset
+
+        ordered = [statuses[k] for k in sorted(statuses)]
+        said = [(st.probe_id, st.probe, st.state, st.reason, st.via) for st in ordered]
+        if said == self._probes_noted:
+            return
+        self._probes_noted = said
+        probes = tuple(st.probe for st in ordered)
+        self._chunk(b"PROB", json.dumps({
+            "ids": [int(st.probe_id) for st in ordered],
+            "probeset": dumps_probeset(ProbeSet("probes", probes=probes)) if probes else "",
+            "fetch_types": [fetch_types(p) for p in probes],
+            "states": [st.state.value for st in ordered],
+            "reasons": [st.reason for st in ordered],
+            "via": [st.via for st in ordered],
+        }).encode())
+        self.file.flush()
 
     def on_batch(self, batch: EventBatch) -> None:
         parts = batch.parts if isinstance(batch, MultiBatch) else [batch]
@@ -252,7 +270,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
 
 @dataclass
 class Chunk:
-    kind: str  # "head", "unit", "events", "stats"
+    kind: str  # "head", "unit", "probes", "events", "stats"
     value: object
 
 
@@ -353,6 +371,8 @@ class RecordingReader:
             self.decoders[unit] = Decoder(layout, ps.probes, ids)
             self.probesets[unit] = ps
             return Chunk("unit", (unit, ids, ps))
+        if kind == b"PROB":
+            return Chunk("probes", _probe_statuses(_json_object(body), loads_probeset, self.path))
         if kind == b"EVTS":
             (unit,) = _UNIT.unpack_from(body)
             decoder = self.decoders[unit]
@@ -365,6 +385,31 @@ class RecordingReader:
 
 def _readable() -> str:
     return ", ".join(str(v) for v in READABLE_VERSIONS)
+
+
+def _probe_statuses(obj: dict, loads_probeset, path: str) -> dict[int, ProbeStatus]:
+    """A PROB chunk's probes, by id, with the states they were recorded in."""
+    ids = [int(i) for i in obj["ids"]]
+    if not ids:
+        return {}
+    ps = loads_probeset(obj["probeset"], source=f"{path}#probes")
+    if len(ids) != len(ps.probes):
+        raise ValueError(f"{len(ids)} probe ids for {len(ps.probes)} probes")
+    probes = list(ps.probes)
+    kept = obj.get("fetch_types")
+    if isinstance(kept, list) and len(kept) == len(probes):
+        probes = [with_fetch_types(p, t) for p, t in zip(probes, kept)]
+    n = len(ids)
+    states = _list_of(obj, "states", n, ProbeState.ATTACHED.value)
+    reasons = _list_of(obj, "reasons", n, "")
+    via = _list_of(obj, "via", n, "")
+    return {i: ProbeStatus(i, p, ProbeState(str(s)), str(r), str(v))
+            for i, p, s, r, v in zip(ids, probes, states, reasons, via)}
+
+
+def _list_of(obj: dict, key: str, n: int, default) -> list:
+    got = obj.get(key)
+    return got if isinstance(got, list) and len(got) == n else [default] * n
 
 
 def _json_object(body: bytes) -> dict:

@@ -54,7 +54,8 @@ class ReplayFeed:
         self._reader = RecordingReader(path)
         self._chunks: Iterator[Chunk] = self._reader.chunks()
         self._pending: Chunk | None = None
-        self._status: dict[int, ProbeStatus] = {}
+        self._status: dict[int, ProbeStatus] = {}  # as shown (a probe switched off here: off)
+        self._recorded: dict[int, ProbeStatus] = {}  # as the recording last said
         self._stats = StatsSnapshot(0.0, {})
         self._hidden: set[int] = set()
         self._start_wall: float | None = None  # wall clock when recording time _base_ns was reached
@@ -88,12 +89,32 @@ class ReplayFeed:
             return None
 
     def _apply(self, chunk: Chunk) -> None:
-        if chunk.kind == "unit":
+        if chunk.kind == "probes":
+            # every probe as recorded, with its state then (a probe that
+            # emitted nothing has no unit; it is shown with its counts)
+            for pid_, st in chunk.value.items():
+                self._record_status(st)
+        elif chunk.kind == "unit":
             _, ids, ps = chunk.value
             for pid_, probe in zip(ids, ps.probes):
-                self._status[pid_] = ProbeStatus(pid_, probe, ProbeState.ATTACHED)
+                known = self._recorded.get(pid_)
+                self._record_status(ProbeStatus(pid_, probe, ProbeState.ATTACHED) if known is None
+                                    else dataclasses.replace(known, probe=probe))
         elif chunk.kind == "stats":
             self._stats = chunk.value
+
+    def _record_status(self, st: ProbeStatus) -> None:
+        self._recorded[st.probe_id] = st
+        self._status[st.probe_id] = self._shown(st)
+
+    def _shown(self, st: ProbeStatus) -> ProbeStatus:
+        """A recorded status as this replay shows it: off if switched off here."""
+        if st.probe_id in self._hidden:
+            # off hides its events; nothing is detached and its counts stay
+            # the recording's: the state says so ("off: events hidden")
+            return dataclasses.replace(st, probe=dataclasses.replace(st.probe, enabled=False),
+                                       state=ProbeState.OFF, reason=HIDDEN)
+        return st
 
     def _advance_until_events(self) -> None:
         while True:
@@ -220,14 +241,8 @@ class ReplayFeed:
         if probe_id not in self._status:
             raise FeedError(f"no probe {probe_id}")
         (self._hidden.discard if enabled else self._hidden.add)(probe_id)
-        st = self._status[probe_id]
-        probe = dataclasses.replace(st.probe, enabled=enabled)
-        # Off hides its events; nothing is detached and its counts stay the
-        # recording's: the state says so ("off: events hidden").
-        new = ProbeStatus(probe_id, probe, ProbeState.ATTACHED) if enabled else \
-            ProbeStatus(probe_id, probe, ProbeState.OFF, reason=HIDDEN)
-        self._status[probe_id] = new
-        return new
+        self._status[probe_id] = self._shown(self._recorded[probe_id])
+        return self._status[probe_id]
 
     async def add_probe(self, probe: Probe) -> ProbeStatus:
         raise FeedError("this is a replay: probes cannot be added (no kernel)")

@@ -106,3 +106,26 @@ def test_record_writes_every_emitted_event(reader, tmp_path):
     names = {pid_: status.probe.name for pid_, status in feed.statuses().items()}
     assert summary_from_stderr(err) == {
         names[k]: (st.hits, st.emitted, st.lost) for k, st in final.items()}
+
+
+def test_a_recording_of_a_probe_that_emits_nothing_replays_its_hits(reader, tmp_path):
+    """A bare probe (no fetch, no filter) only counts: the kernel sends no
+    event, so a recording had no unit naming it and its replay showed no
+    probe and none of its hits (as did `ktui vm record` whose probes were
+    all still loading at the end). The recording now names every probe."""
+    out = tmp_path / "bare.ktrec"
+    before = len(kprobe_entries())
+    p = start(["record", "--pid", str(reader), "-e", "vfs_read:c", "--interval", "0.2",
+               "--duration", "4", "-o", str(out)])
+    _, err = p.communicate(timeout=300)
+    err = err.decode()
+    assert p.returncode == 0, err
+    check_clean(before)
+    events, feed = replay(out)
+    assert events == []  # it emits nothing: the case
+    shown = feed.statuses()
+    assert [st.probe.name for st in shown.values()] == ["vfs_read:c"]
+    final = feed.stats().probes
+    hits = final[next(iter(shown))].hits
+    assert hits > 0
+    assert summary_from_stderr(err) == {"vfs_read:c": (hits, 0, 0)}

@@ -327,3 +327,35 @@ def test_a_directory_missing_or_empty_file_is_one_line_exit_1(tmp_path):
         assert run.returncode == 1, (path, run.stderr)
         assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"ktui: {path}: "), run.stderr
         assert said in run.stderr, run.stderr
+async def test_a_recording_whose_probes_only_counted_shows_them_and_their_hits(tmp_path):
+    """`ktui vm record --duration 30` on a cold cache: every probe counted
+    while its program loaded, none emitted an event. The replay showed
+    "probes 0" (and a live dashboard's "press a to add one"); now the table
+    has each probe in its recorded state and the stats pane its hits."""
+    from ktui.lang.model import ProbeSet
+    from ktui.lang.spec import parse_spec
+    from ktui.pipeline.recording import Recorder
+    from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
+    from ktui.widgets.probe_table import ProbeTable
+    from ktui.widgets.stats_pane import StatsPane
+
+    from .conftest import plain
+
+    path = tmp_path / "cold.ktrec"
+    probes = (parse_spec("vfs_read:c:a3"), parse_spec("do_sys_openat2:r:retval:s64"))
+    rec = Recorder(str(path), ProbeSet("cold", probes=probes))
+    rec.note_probes({7 + i: ProbeStatus(7 + i, p, ProbeState.LOADING, "", "kprobe") for i, p in enumerate(probes)})
+    rec.on_stats(StatsSnapshot(1.0, {7 + i: ProbeStats(7 + i, hits=1170 + i, lost=0, emitted=0, hist=(),
+                                                       errnos=(), top_comms=(), counted_only=1170 + i)
+                                     for i in range(2)}))
+    rec.close()
+    app = make_app(ReplayFeed(str(path), speed=0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll(read_stats=True)
+        await pilot.pause()
+        table = app.screen.query_one(ProbeTable)
+        assert table.row_count == 2
+        await pilot.press("s")
+        await pilot.pause()
+        head = plain(app.screen.query_one("#stats-head"))
+        assert "vfs_read:c:a3" in head and "loading" in head and "hits 1170" in head
