@@ -371,6 +371,38 @@ static __always_inline struct ktui_entry *ktui_entry_of(struct ktui_plan *plan, 
     return ktui_entries.lookup(&idx);
 }
 
+/* The two halves of a return probe, shared by ktui_run and the bare path
+ * (who is in the scratch state there, on the stack here). The entry: the
+ * set-wide filters, then the thread's slot stamped (who, the plan's
+ * generation, when). The slot, or 0 when filtered out or none. */
+static __always_inline struct ktui_entry *ktui_enter(struct ktui_who *who, struct ktui_plan *plan)
+{
+    if (!ktui_set_filter(who))
+        return 0;
+    struct ktui_entry *entry = ktui_entry_of(plan, who->pid_tgid);
+    if (!entry)
+        return 0;
+    entry->tid = (u32)who->pid_tgid;
+    entry->gen = plan->gen;
+    entry->ts = bpf_ktime_get_ns();
+    return entry;
+}
+
+/* The return: the slot's stamp taken (*now, *latency) and cleared, if this
+ * thread's entry made it under this plan. 0 when it was entered before we
+ * attached, filtered out, or is another thread's. */
+static __always_inline struct ktui_entry *ktui_leave(struct ktui_who *who, struct ktui_plan *plan,
+                                                     u64 *now, u64 *latency)
+{
+    struct ktui_entry *entry = ktui_entry_of(plan, who->pid_tgid);
+    if (!entry || !entry->ts || entry->tid != (u32)who->pid_tgid || entry->gen != plan->gen)
+        return 0;
+    *now = bpf_ktime_get_ns();
+    *latency = *now - entry->ts;
+    entry->ts = 0;
+    return entry;
+}
+
 /* What both variants share, once the variant has filled st: the
  * arguments (entry half and tracing, if F_ARGS), the return value, the
  * registers (F_REGS). Each hit gathers only what its plan's flags ask
@@ -380,28 +412,18 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
 {
     u32 flags = plan->flags;
     if (cookie & KTUI_COOKIE_ENTRY) {
-        /* the entry half of a return probe: when, and the arguments */
-        if (!ktui_set_filter(&st->who))
-            return 0;
-        struct ktui_entry *entry = ktui_entry_of(plan, st->who.pid_tgid);
-        if (!entry)
-            return 0;
-        entry->tid = (u32)st->who.pid_tgid;
-        entry->gen = plan->gen;
-        if (flags & F_ARGS)
+        /* the entry half of a return probe: when, and the arguments (only
+         * this thread's return reads them, after this entry is done) */
+        struct ktui_entry *entry = ktui_enter(&st->who, plan);
+        if (entry && (flags & F_ARGS))
             __builtin_memcpy(entry->args, st->args, sizeof(entry->args));
-        entry->ts = bpf_ktime_get_ns();
         return 0;
     }
     u64 now = 0, latency = 0;
     if (flags & F_RETURN) {
-        /* entered before we attached, filtered out, or another thread's */
-        struct ktui_entry *entry = ktui_entry_of(plan, st->who.pid_tgid);
-        if (!entry || !entry->ts || entry->tid != (u32)st->who.pid_tgid || entry->gen != plan->gen)
+        struct ktui_entry *entry = ktui_leave(&st->who, plan, &now, &latency);
+        if (!entry)
             return 0;
-        now = bpf_ktime_get_ns();
-        latency = now - entry->ts;
-        entry->ts = 0;
         if (flags & F_ARGS)
             __builtin_memcpy(st->args, entry->args, sizeof(st->args));
     } else {
@@ -467,22 +489,13 @@ static __always_inline int ktui_time_only(struct ktui_plan *plan, u64 cookie, u3
 {
     struct ktui_who who = {};
     who.pid_tgid = bpf_get_current_pid_tgid();
-    struct ktui_entry *entry = ktui_entry_of(plan, who.pid_tgid);
-    if (!entry)
-        return 0;
     if (cookie & KTUI_COOKIE_ENTRY) {
-        if (!ktui_set_filter(&who))
-            return 0;
-        entry->tid = (u32)who.pid_tgid;
-        entry->gen = plan->gen;
-        entry->ts = bpf_ktime_get_ns();
+        ktui_enter(&who, plan);
         return 0;
     }
-    /* entered before we attached, filtered out, or another thread's */
-    if (!entry->ts || entry->tid != (u32)who.pid_tgid || entry->gen != plan->gen)
+    u64 now = 0, latency = 0;
+    if (!ktui_leave(&who, plan, &now, &latency))
         return 0;
-    u64 latency = bpf_ktime_get_ns() - entry->ts;
-    entry->ts = 0;
     ktui_count(&who, slot);
     ktui_account_return(slot, latency, rc);
     return 0;
