@@ -301,11 +301,13 @@ def test_a_scraper_that_gives_up_or_a_failing_read_is_no_traceback(capfd, fails)
     and a render that raises, must not print socketserver's traceback on the
     exporter's stderr; the server keeps serving the next scrape."""
     gone = threading.Event()
+    rendering = threading.Event()
     calls = {"n": 0}
 
     def render():
         calls["n"] += 1
         if calls["n"] == 1:
+            rendering.set()
             gone.wait(10)  # the client has closed before the reply
             if fails:
                 raise RuntimeError("map read failed")
@@ -318,6 +320,10 @@ def test_a_scraper_that_gives_up_or_a_failing_read_is_no_traceback(capfd, fails)
     try:
         with socket.create_connection(("127.0.0.1", port)) as c:
             c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            # closed only once the server has read the request: a reset that
+            # came first (a loaded machine) failed the read, not the reply, and
+            # the next scrape got the first one's answer
+            assert rendering.wait(10), "the server never read the first scrape"
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         gone.set()  # closed with a reset: the reply's writes fail
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
