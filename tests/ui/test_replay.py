@@ -160,7 +160,7 @@ async def test_the_playback_keys_stay_in_a_narrow_replays_footer():
             assert wanted <= shown, (size, shown)
 
 
-async def test_a_paused_replay_offers_play_not_follow():
+async def test_a_paused_replay_offers_play_not_follow_in_its_footer_and_event_pane():
     feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
     app = make_app(feed)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -169,6 +169,10 @@ async def test_a_paused_replay_offers_play_not_follow():
         await pilot.pause()
         described = {k.description for k in app.screen.query("FooterKey")}
         assert "Play" in described and "Follow" not in described, described
+        # pausing a replay stops the playback itself: nothing arrives to be
+        # "not shown" (the pane's title said "0 not shown (p: follow)")
+        title = str(app.main.events.border_title)
+        assert "paused" in title and "p: play" in title and "not shown" not in title, title
         await pilot.press("p")
         assert not feed.paused and not app.main.events.paused
 
@@ -249,20 +253,6 @@ def make_feed_without_probes():
     from .conftest import make_feed
 
     return make_feed(ProbeSet(name="empty"))
-
-
-async def test_a_paused_replays_event_pane_says_play_not_follow():
-    """Pausing a replay stops the playback itself: nothing arrives to be
-    "not shown", and `p` plays on. The pane's title said "0 not shown
-    (p: follow)", the live stream's words."""
-    feed = ReplayFeed(str(FORMAT1), speed=1.0, clock=Clock())
-    app = make_app(feed)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        await pilot.press("p")
-        await pilot.pause()
-        title = str(app.main.events.border_title)
-        assert "paused" in title and "p: play" in title and "not shown" not in title, title
 
 
 async def test_switching_a_replayed_probe_says_its_events_are_hidden():
