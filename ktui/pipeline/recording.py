@@ -141,17 +141,8 @@ class Recorder:
         self.file.write(body)
 
     def _unit_chunk(self, ids: list[int], probes: tuple) -> int:
-        from ktui.lang.probeset_write import dumps_probeset
-        from ktui.lang.bind import fetch_types
-
         number, self._next_unit = self._next_unit, self._next_unit + 1
-        self._chunk(b"UNIT", json.dumps({
-            "unit": number,
-            "ids": [int(i) for i in ids],
-            "probeset": dumps_probeset(ProbeSet("unit", probes=probes)),
-            # names' types from the kernel's BTF: the replay has no kernel to ask
-            "fetch_types": [fetch_types(p) for p in probes],
-        }).encode())
+        self._chunk(b"UNIT", json.dumps({"unit": number, **_probes_json("unit", ids, probes)}).encode())
         return number
 
     def _unit(self, decoder: Decoder) -> int:
@@ -165,19 +156,13 @@ class Recorder:
         """A PROB chunk with every probe and its state, unless the last one
         said the same: the replay shows each probe, and its counts, even if
         it never emitted an event."""
-        from ktui.lang.bind import fetch_types
-        from ktui.lang.probeset_write import dumps_probeset
-
         ordered = [statuses[k] for k in sorted(statuses)]
         said = [(st.probe_id, st.probe, st.state, st.reason, st.via) for st in ordered]
         if said == self._probes_noted:
             return
         self._probes_noted = said
-        probes = tuple(st.probe for st in ordered)
         self._chunk(b"PROB", json.dumps({
-            "ids": [int(st.probe_id) for st in ordered],
-            "probeset": dumps_probeset(ProbeSet("probes", probes=probes)) if probes else "",
-            "fetch_types": [fetch_types(p) for p in probes],
+            **_probes_json("probes", [st.probe_id for st in ordered], tuple(st.probe for st in ordered)),
             "states": [st.state.value for st in ordered],
             "reasons": [st.reason for st in ordered],
             "via": [st.via for st in ordered],
@@ -359,14 +344,8 @@ class RecordingReader:
             return Chunk("head", self.head)
         if kind == b"UNIT":
             obj = _json_object(body)
-            unit, ids = int(obj["unit"]), [int(i) for i in obj["ids"]]
-            ps = loads_probeset(obj["probeset"], source=f"{self.path}#unit{unit}")
-            if len(ids) != len(ps.probes):
-                raise ValueError(f"{len(ids)} probe ids for {len(ps.probes)} probes")
-            kept = obj.get("fetch_types")
-            if isinstance(kept, list) and len(kept) == len(ps.probes):
-                ps = dataclasses.replace(ps, probes=tuple(
-                    with_fetch_types(p, t) for p, t in zip(ps.probes, kept)))
+            unit = int(obj["unit"])
+            ids, ps = _probes_from_json(obj, loads_probeset, f"{self.path}#unit{unit}")
             layout = record_layout(ps.probes)
             self.decoders[unit] = Decoder(layout, ps.probes, ids)
             self.probesets[unit] = ps
@@ -387,18 +366,38 @@ def _readable() -> str:
     return ", ".join(str(v) for v in READABLE_VERSIONS)
 
 
-def _probe_statuses(obj: dict, loads_probeset, path: str) -> dict[int, ProbeStatus]:
-    """A PROB chunk's probes, by id, with the states they were recorded in."""
+def _probes_json(name: str, ids: list[int], probes: tuple) -> dict:
+    """What a UNIT or PROB chunk says of its probes: ids, the probes as a
+    YAML probe set, and the names' types from the kernel's BTF (the replay
+    has no kernel to ask)."""
+    from ktui.lang.bind import fetch_types
+    from ktui.lang.probeset_write import dumps_probeset
+
+    return {
+        "ids": [int(i) for i in ids],
+        "probeset": dumps_probeset(ProbeSet(name, probes=probes)) if probes else "",
+        "fetch_types": [fetch_types(p) for p in probes],
+    }
+
+
+def _probes_from_json(obj: dict, loads_probeset, source: str) -> tuple[list[int], ProbeSet]:
+    """_probes_json read back: the ids and their probes, with the names' types."""
     ids = [int(i) for i in obj["ids"]]
-    if not ids:
-        return {}
-    ps = loads_probeset(obj["probeset"], source=f"{path}#probes")
+    if not ids and obj["probeset"] == "":  # a session without probes (PROB)
+        return [], ProbeSet(source)
+    ps = loads_probeset(obj["probeset"], source=source)
     if len(ids) != len(ps.probes):
         raise ValueError(f"{len(ids)} probe ids for {len(ps.probes)} probes")
-    probes = list(ps.probes)
     kept = obj.get("fetch_types")
-    if isinstance(kept, list) and len(kept) == len(probes):
-        probes = [with_fetch_types(p, t) for p, t in zip(probes, kept)]
+    if isinstance(kept, list) and len(kept) == len(ps.probes):
+        ps = dataclasses.replace(ps, probes=tuple(with_fetch_types(p, t) for p, t in zip(ps.probes, kept)))
+    return ids, ps
+
+
+def _probe_statuses(obj: dict, loads_probeset, path: str) -> dict[int, ProbeStatus]:
+    """A PROB chunk's probes, by id, with the states they were recorded in."""
+    ids, ps = _probes_from_json(obj, loads_probeset, f"{path}#probes")
+    probes = ps.probes
     n = len(ids)
     states = _list_of(obj, "states", n, ProbeState.ATTACHED.value)
     reasons = _list_of(obj, "reasons", n, "")
