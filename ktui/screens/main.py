@@ -149,7 +149,7 @@ class MainScreen(Screen[None]):
         with Horizontal(id="panes"):
             yield EventPane(self.window, self.symbolize, id="events")
             no_probe = StatsPane.NO_PROBE
-            if self.feed.system_info().buffer == "replay":
+            if self._playback is not None:
                 no_probe = ("No probe in this recording.\n"
                             "Older recordings name their probes only with their first events.")
             yield StatsPane(id="stats", symbolize=self.symbolize, no_probe=no_probe)

@@ -37,6 +37,12 @@ def make_feed(probeset: ProbeSet | None = None, **kwargs) -> FakeFeed:
     return FakeFeed(probeset if probeset is not None else demo_probeset(), **options)
 
 
+def app_loaded_from(source, **kwargs) -> KtuiApp:
+    """The dashboard on the demo set as if opened from `source` (what `w`
+    proposes to write back to)."""
+    return make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(source))), **kwargs)
+
+
 def make_app(feed: FakeFeed | None = None, **kwargs) -> KtuiApp:
     """refresh_hz=0: no timer; tests call `app.poll()` so every run is the same.
     No kernel functions unless a test gives some (`functions=`): the host's

@@ -12,7 +12,7 @@ from ktui.record.feed import ProbeState
 from ktui.screens.main import MainScreen
 from ktui.screens.path_dialog import PathDialog
 
-from .conftest import SIZE, Notes, demo_probeset, make_app, make_feed
+from .conftest import SIZE, Notes, app_loaded_from, make_app, make_feed
 from .test_probes import cell, names
 
 GOOD = """\
@@ -158,7 +158,7 @@ async def test_in_the_vm_w_proposes_a_kept_file_and_says_where_it_lands(tmp_path
     monkeypatch.chdir(shared)
     shipped = default_set()
     before = shipped.read_bytes()
-    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(shipped))))
+    app = app_loaded_from(shipped)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         dialog = app.screen

@@ -7,7 +7,6 @@ loses; a symlink is neither followed nor replaced."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -21,7 +20,7 @@ from ktui.screens.confirm import ConfirmReplace
 from ktui.screens.main import MainScreen
 from ktui.screens.path_dialog import PathDialog
 
-from .conftest import SIZE, demo_probeset, make_app, make_feed
+from .conftest import SIZE, app_loaded_from, make_app, make_feed
 
 FORMAT1 = Path(__file__).parent.parent / "fixtures" / "format1.ktrec"
 HAND = "# my reads, by hand\nname: reads\nprobes:\n  - spec: vfs_read:c  # every read\n"
@@ -85,7 +84,7 @@ async def test_replay_w_and_enter_never_touch_the_recording(tmp_path, monkeypatc
 async def test_replacing_takes_y_enter_twice_does_not(tmp_path):
     own = tmp_path / "reads.yaml"
     own.write_text(HAND)
-    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(own))))
+    app = app_loaded_from(own)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         assert proposal(app) == str(own)
@@ -124,7 +123,7 @@ async def test_a_set_opened_through_a_link_is_saved_to_its_file_and_the_link_sta
     real.write_text(HAND)
     link = tmp_path / "reads.yaml"
     link.symlink_to(real)
-    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(link))))
+    app = app_loaded_from(link)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         assert proposal(app) == str(real)
@@ -155,7 +154,7 @@ async def test_a_link_to_a_shipped_set_or_a_recording_is_not_proposed_nor_writte
     before = to.read_bytes()
     link = tmp_path / "mine.yaml"
     link.symlink_to(to)
-    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(link))))
+    app = app_loaded_from(link)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         assert os.path.realpath(proposal(app)) != os.path.realpath(to)
@@ -177,7 +176,7 @@ async def test_the_shipped_default_proposes_a_new_file_in_the_current_directory(
     monkeypatch.chdir(tmp_path)
     shipped = default_set()
     before = shipped.read_bytes()
-    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(shipped))))
+    app = app_loaded_from(shipped)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         assert proposal(app) == "./default.yaml"
@@ -233,7 +232,7 @@ async def test_enters_typed_ahead_of_the_question_ask_it_once(tmp_path):
     keys): one `n` then left another question up."""
     own = tmp_path / "reads.yaml"
     own.write_text(HAND)
-    app = make_app(make_feed(dataclasses.replace(demo_probeset(), source=str(own))))
+    app = app_loaded_from(own)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("w")
         dialog = app.screen
