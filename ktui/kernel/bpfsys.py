@@ -153,16 +153,19 @@ def map_keys(fd: int, key_size: int) -> list[bytes]:
         first = False
 
 
-def array_lookup_all(fd: int, count: int, value_size: int) -> bytes:
-    """Values of keys 0..count-1 of an array map in one command
+def array_lookup_all(fd: int, count: int, value_size: int, start: int = 0) -> bytes:
+    """Values of keys start..start+count-1 of an array map in one command
     (BPF_MAP_LOOKUP_BATCH): for a per-CPU array, `value_size` is the
     per-CPU size rounded to 8 times the number of possible CPUs."""
     keys = ctypes.create_string_buffer(4 * count)
     values = ctypes.create_string_buffer(value_size * count)
     out_batch = ctypes.create_string_buffer(8)
+    # the batch goes on after in_batch's key: none to start at key 0
+    in_batch = ctypes.create_string_buffer(struct.pack("<I", start - 1), 8) if start else None
     attr = _attr()
     # in_batch(u64) out_batch(u64) keys(u64) values(u64) count(u32) map_fd(u32) elem_flags(u64) flags(u64)
-    struct.pack_into("<QQQQIIQQ", attr, 0, 0, ctypes.addressof(out_batch), ctypes.addressof(keys),
+    struct.pack_into("<QQQQIIQQ", attr, 0, ctypes.addressof(in_batch) if in_batch else 0,
+                     ctypes.addressof(out_batch), ctypes.addressof(keys),
                      ctypes.addressof(values), count, fd, 0, 0)
     try:
         _bpf(BPF_MAP_LOOKUP_BATCH, attr, "reading an array")

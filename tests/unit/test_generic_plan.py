@@ -11,19 +11,18 @@ import itertools
 import pytest
 
 from ktui.kernel.generic import abi
-from ktui.kernel.generic.plan import NotGeneric, build_plan
+from ktui.kernel.generic.plan import NotGeneric, build_plan, record_size
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import ARG_REGISTERS
 from ktui.lang.spec import parse_spec
 from ktui.record.layout import HEADER_SIZE, probe_layout
 
 
-def plan_of(spec: str, filt: str | None = None, record_size: int | None = None) -> abi.Plan:
+def plan_of(spec: str, filt: str | None = None) -> abi.Plan:
     probe = parse_spec(spec)
     if filt is not None:
         probe = dataclasses.replace(probe, filter=parse_filter(filt))
-    size = record_size or HEADER_SIZE + max(8, probe_layout(probe).payload_size)
-    return build_plan(probe, gen=7, record_size=size, entry_block=3)
+    return build_plan(probe, gen=7)
 
 
 def test_call_probe_arguments_are_registers_and_return_probe_arguments_are_saved():
@@ -128,10 +127,55 @@ def test_counting_probe_does_not_emit():
 
 def test_sampling_and_record_size():
     probe = dataclasses.replace(parse_spec("f:c:a1"), sample=10, rate_limit=5)
-    plan = build_plan(probe, gen=1, record_size=HEADER_SIZE + 64)
-    assert (plan.sample, plan.rate_limit, plan.record_size) == (10, 5, HEADER_SIZE + 64)
-    with pytest.raises(ValueError):
-        build_plan(parse_spec("f:c:+0(a1):string"), gen=1, record_size=HEADER_SIZE + 8)
+    plan = build_plan(probe, gen=1)
+    assert (plan.sample, plan.rate_limit) == (10, 5)
+
+
+@pytest.mark.parametrize("spec,payload", [
+    ("f:c", 0), ("f:c:comm,pid", 0), ("f:c:a1", 8), ("f:c:a1,a2", 16),
+    ("f:c:+0(a1):string", 64), ("f:c:a1,+0(a2):ustring,a3", 80),
+])
+def test_a_record_is_exactly_its_probes_header_and_payload(spec, payload):
+    """Not the largest of the session: a probe that fetches one integer
+    sends 56 bytes, whatever its neighbours fetch, and no byte the hit did
+    not write."""
+    plan = build_plan(parse_spec(spec), gen=1)
+    assert plan.record_size == HEADER_SIZE + payload == record_size(parse_spec(spec))
+
+
+def test_the_fetches_the_filter_reads_run_first():
+    """A hit the filter turns away reads nothing else: the plan puts the
+    fetches its comparisons read first (nfilter_fetch of them), payload
+    places unchanged, and the comparisons follow their fetch."""
+    plan = plan_of("f:c:name=+0(a2):ustring,size=a3,fd=a1", "fd == 3 && name == \"x\"")
+    assert plan.nfilter_fetch == 2
+    order = [(plan.fetch[i].kind, plan.fetch[i].dest) for i in range(plan.nfetch)]
+    # name (payload 0) and fd (payload 72) first, size (payload 64) last
+    assert order == [(abi.K_USTR, 0), (abi.K_UINT, 72), (abi.K_UINT, 64)]
+    ints = [c for c in plan.cmps[:plan.ncmps] if c.kind == abi.CMP_INT]
+    strs = [c for c in plan.cmps[:plan.ncmps] if c.kind == abi.CMP_STR]
+    assert (ints[0].lsrc, ints[0].lreg) == (abi.SRC_VAL, 1)
+    assert (strs[0].lsrc, strs[0].lreg) == (abi.SRC_STRVAL, 0)
+
+
+def test_a_filter_on_comm_alone_runs_no_fetch_before_it():
+    plan = plan_of("f:c:fname=+0(a2):ustring", 'comm == "nobody"')
+    assert plan.nfilter_fetch == 0 and plan.nfetch == 1
+
+
+@pytest.mark.parametrize("errno,width,mode", [
+    ("", 4, 4), ("", 8, 8), ("", 0, 0), ("off", 4, 0), ("on", 8, 8), ("", None, abi.ERRNO_GUESS),
+])
+def test_errno_mode_follows_the_functions_return_type(errno, width, mode):
+    probe = dataclasses.replace(parse_spec("f:r:retval"), **{"errno": errno, "errno_width": width}) \
+        if hasattr(parse_spec("f:r"), "errno_width") else None
+    if probe is None:  # the model does not carry the BTF width yet
+        pytest.skip("Probe.errno_width not in the model yet")
+    assert build_plan(probe, gen=1).errno_mode == mode
+
+
+def test_a_call_probe_counts_no_errno():
+    assert plan_of("f:c:a1").errno_mode == 0
 
 
 def test_c_declarations_match_the_ctypes_layout():
@@ -139,7 +183,7 @@ def test_c_declarations_match_the_ctypes_layout():
     assert "struct ktui_plan {" in text and "u64 truth;" in text
     assert f"#define KTUI_MAX_CMPS {abi.MAX_CMPS}" in text
     # every field of every struct is declared, in order
-    for cls in (abi.Fetch, abi.Cmp, abi.Plan, abi.Config, abi.Entry):
+    for cls in (abi.Fetch, abi.Cmp, abi.Plan, abi.Config):
         block = text.split(f"struct ktui_{cls.__name__.lower()} {{", 1)[1].split("};", 1)[0]
         names = [line.split()[-1].split("[")[0].rstrip(";") for line in block.strip().splitlines()]
         assert names == [name for name, _ in cls._fields_]
@@ -151,8 +195,7 @@ def _flags(spec: str, filt: str | None = None, tracing: bool = False, **changes)
         probe = dataclasses.replace(probe, filter=parse_filter(filt))
     if changes:
         probe = dataclasses.replace(probe, **changes)
-    size = HEADER_SIZE + max(8, probe_layout(probe).payload_size)
-    return build_plan(probe, gen=1, record_size=size, tracing=tracing).flags
+    return build_plan(probe, gen=1, tracing=tracing).flags
 
 
 def _work(spec: str, filt: str | None = None, tracing: bool = False, **changes) -> int:
@@ -216,12 +259,11 @@ def test_a_filter_known_in_advance_is_its_truth_table_alone():
     cannot reach this today (literals are capped below the fields: comm 15,
     strings 63); a Probe built in code can, and the plan must not rely on
     the checks upstream."""
-    size = HEADER_SIZE + 8
     never = dataclasses.replace(parse_spec("f:c"), filter=parse_filter(f'comm == "{"x" * 20}"'))
     always = dataclasses.replace(parse_spec("f:c"), filter=parse_filter(f'comm != "{"x" * 20}"'))
     plain = parse_spec("f:c")
     for probe, passes in ((never, 0), (always, 1), (plain, 1)):
-        plan = build_plan(probe, gen=1, record_size=size)
+        plan = build_plan(probe, gen=1)
         assert (plan.ncmps, plan.truth & 1) == (0, passes), probe
 
 

@@ -48,6 +48,15 @@ def entry_slots(probes: Sequence[Probe]) -> dict[int, EntrySlots]:
     return slots
 
 
+def entry_stack_c() -> str:
+    """Where return probes keep their calls' entries (entry_stack.c), for
+    the generic program and the compiled ones alike; it wants
+    KTUI_ENTRY_DEPTH and KTUI_ENTRY_THREADS defined first."""
+    from importlib import resources
+
+    return resources.files("ktui.kernel.codegen").joinpath("entry_stack.c").read_text(encoding="utf-8")
+
+
 def comment_safe(text: str) -> str:
     # The spec was parsed, so it is made of a small alphabet; still, never let
     # anything close the comment early.

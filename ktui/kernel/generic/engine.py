@@ -10,10 +10,8 @@ the moment it is attached, and adding, editing or removing one is a plan
 write and a perf_event_open: no compiler, no new buffer, whatever its
 fetches and filter.
 
-Every event of the session carries the same record size (the largest
-payload of any probe so far, header included), so a batch decodes with one
-numpy view; the size only grows, and the reader takes the few records of
-the old size that may still be in the ring on its slower path.
+Each probe's records are exactly as long as its own header and payload
+(plan.record_size), so one ring holds records of several sizes.
 """
 
 from __future__ import annotations
@@ -29,7 +27,8 @@ from ktui.kernel.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
-from ktui.kernel.generic.plan import NotGeneric, build_plan, payload_size
+from ktui.kernel.codegen.runtime import COMM_EXACT
+from ktui.kernel.generic.plan import NotGeneric, build_plan, errno_check, record_size
 from ktui.lang.model import Kind, Probe
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
@@ -38,9 +37,12 @@ from ktui.record.layout import HEADER_SIZE
 __all__ = ["GenericEngine", "NotGeneric", "Slot", "kernel_has_cookies"]
 
 TOP_COMMS = 5
-MIN_PAYLOAD = 8  # records are 8-byte aligned, and a payload is never empty
+MIN_PAYLOAD = 8  # the reader's first guess at a record size (records vary: see plan.record_size)
 _COMM_KEY = struct.Struct("<I16s")
-_ERRNO_KEY = struct.Struct("<II")
+# per-CPU counters indexed by slot: zeroed when a slot is reused
+_SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
+                  "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
+                  "ktui_errno_rest")
 
 
 def kernel_has_cookies(release: str | None = None) -> bool:
@@ -61,7 +63,6 @@ class Slot:
     gen: int
     probe: Probe
     probe_id: int  # the session's id for it
-    entry_block: int | None
     fds: list[int] = field(default_factory=list)  # perf and link fds while attached
     # its dispatcher programs, for as long as the slot lives: [return or
     # call, entry half (return probes)]; the first one's runs are the probe's
@@ -107,7 +108,6 @@ class GenericEngine:
         self.record_size = HEADER_SIZE + MIN_PAYLOAD
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
         self._next = 0  # where the search for a free slot starts
-        self._blocks: set[int] = set()
         self._lock = threading.RLock()
         self._ncpus = bpfsys.possible_cpus()
         # every probe the session ran, by the tag its events carry: events of
@@ -122,7 +122,6 @@ class GenericEngine:
         """A slot for `probe` (not attached yet). NotGeneric if the generic
         program cannot run it; then nothing was allocated. `btf_id`: it goes
         by fentry/fexit to that function (of `nargs` arguments)."""
-        needed = HEADER_SIZE + max(MIN_PAYLOAD, payload_size(probe))
         with self._lock:
             # Round robin: a freed slot comes back only after every other one
             # was used, so its old errno and comm entries (cleared by a scan
@@ -131,15 +130,9 @@ class GenericEngine:
                           if i % abi.MAX_PROBES not in self.slots), None)
             if index is None:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
-            block = None
-            if probe.kind is Kind.RETURN:
-                block = next((b for b in range(abi.ENTRY_BLOCKS) if b not in self._blocks), None)
-                if block is None:
-                    raise NotGeneric(f"more than {abi.ENTRY_BLOCKS} return probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
-            slot = Slot(index, gen, probe, probe_id, block, btf_id=btf_id, nargs=nargs)
-            build_plan(probe, gen=gen, record_size=max(needed, self.record_size),
-                       entry_block=block or 0, tracing=slot.tracing)  # NotGeneric before anything is taken
+            slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
+            build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
             halves = 2 if probe.kind is Kind.RETURN else 1
             try:
                 for half in range(halves):
@@ -151,8 +144,7 @@ class GenericEngine:
             self._gens[index] = gen
             self.slots[index] = slot
             self._history[slot.tag] = (probe, probe_id)
-            if block is not None:
-                self._blocks.add(block)
+            needed = record_size(probe)
             if needed > self.record_size:
                 self._grow(needed)
             self._clear_counters(index)  # a reused slot starts from zero
@@ -161,17 +153,13 @@ class GenericEngine:
             return slot
 
     def _grow(self, size: int) -> None:
-        """Every record of the session gets bigger (never smaller)."""
+        """The reader's idea of the usual record size (its fast path)."""
         self.record_size = size
         if self.reader is not None:
             self.reader.set_record_size(size)
-        if self.program is not None:
-            for slot in self.slots.values():
-                self._write_plan(slot)
 
     def _write_plan(self, slot: Slot) -> None:
-        plan = build_plan(slot.probe, gen=slot.gen, record_size=self.record_size,
-                          entry_block=slot.entry_block or 0, tracing=slot.tracing)
+        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing)
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
     def _install(self, slot: Slot) -> None:
@@ -184,8 +172,6 @@ class GenericEngine:
         with self._lock:
             self.dispatcher.unroute(slot.index)
             self.slots.pop(slot.index, None)
-            if slot.entry_block is not None:
-                self._blocks.discard(slot.entry_block)
             progs, slot.progs = slot.progs + slot.tprogs, []
             slot.tprogs = []
             _close_all(progs)  # nothing links to them now
@@ -316,17 +302,20 @@ class GenericEngine:
         bpfsys.map_update(self.dispatcher.early_fd, key, bytes(self._percpu_size(8)))
         if self.program is None:
             return
-        for name in ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window",
-                     "ktui_hist", "ktui_lat_sum", "ktui_comms_drop"):
+        for name in _SLOT_COUNTERS:
             spec = self.program.specs[name]
             bpfsys.map_update(self._map(name), key, bytes(self._percpu_size(spec["value_size"])))
         if self._gens[index] <= 1:
             return  # first use of the slot: no errno or comm entry can be its
-        for name, key_struct in (("ktui_errnos", _ERRNO_KEY), ("ktui_comms", _COMM_KEY)):
-            fd = self._map(name)
-            for raw in bpfsys.map_keys(fd, key_struct.size):
-                if key_struct.unpack(raw)[0] == index:
-                    bpfsys.map_delete(fd, raw)
+        zero = bytes(8)
+        errnos = self._map("ktui_errnos")
+        for k in range(index * abi.ERRNO_BUCKETS, (index + 1) * abi.ERRNO_BUCKETS):
+            bpfsys.map_update(errnos, struct.pack("<I", k), zero)
+        fd = self._map("ktui_comms")
+        for raw in bpfsys.map_keys(fd, _COMM_KEY.size):
+            if _COMM_KEY.unpack(raw)[0] == index:
+                bpfsys.map_delete(fd, raw)
+        # its old entry stacks need no clearing: a new generation starts them empty
 
     def _percpu_size(self, value_size: int) -> int:
         return ((value_size + 7) // 8 * 8) * self._ncpus
@@ -416,24 +405,35 @@ class GenericEngine:
             return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i]), counted_only=int(early[i]),
                                            **runs[i])
                     for i, s in slots.items()}
-        hits = self._sum_counters(self._map("ktui_hits"), count, np)
-        emitted = self._sum_counters(self._map("ktui_emitted"), count, np)
-        lost = self._sum_counters(self._map("ktui_lost"), count, np)
-        latency_sums = self._sum_counters(self._map("ktui_lat_sum"), count, np)
-        errnos = self._errnos()
+        per_cpu_hits = self._per_cpu_counters(self._map("ktui_hits"), count, np)
+        hits = per_cpu_hits.sum(axis=1)
+        counters = {name: self._sum_counters(self._map(name), count, np)
+                    for name in ("ktui_emitted", "ktui_lost", "ktui_lat_sum", "ktui_unpaired", "ktui_unstored",
+                                 "ktui_nested", "ktui_errno_rest")}
         comms = self._comms()
         out = {}
         for i, slot in slots.items():
             hist: tuple[int, ...] = ()
-            if slot.probe.kind is Kind.RETURN:
+            errnos: dict[int, int] = {}
+            ret = slot.probe.kind is Kind.RETURN
+            if ret:
                 hist = self._hist(i, np)
+                errnos = self._errnos(i, np)
             out[slot.probe_id] = ProbeStats(
-                probe_id=slot.probe_id, hits=int(early[i] + hits[i]), emitted=int(emitted[i]), lost=int(lost[i]),
+                probe_id=slot.probe_id, hits=int(early[i] + hits[i]), emitted=int(counters["ktui_emitted"][i]),
+                lost=int(counters["ktui_lost"][i]),
                 counted_only=int(early[i]),
                 hist=hist,
-                latency_sum_ns=int(latency_sums[i]) if hist else 0,
-                errnos=tuple(sorted(errnos.get(i, {}).items(), key=lambda kv: -kv[1])),
+                latency_sum_ns=int(counters["ktui_lat_sum"][i]) if hist else 0,
+                errnos=tuple(sorted(errnos.items(), key=lambda kv: -kv[1])),
+                errnos_other=int(counters["ktui_errno_rest"][i]),
+                errno_check=errno_check(slot.probe) if ret else "",
                 top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
+                # exact while no CPU has counted past its exact first hits
+                top_comms_exact=bool((per_cpu_hits[i] <= COMM_EXACT).all()),
+                unpaired=int(counters["ktui_unpaired"][i]),
+                entries_unstored=int(counters["ktui_unstored"][i]),
+                nest_dropped=int(counters["ktui_nested"][i]),
                 **runs[i],
             )
         return out
@@ -446,9 +446,12 @@ class GenericEngine:
         progs = slot.tprogs if slot.tracing else slot.progs
         return probe_runs([bpfsys.prog_run(fd) for fd in progs], timed)
 
-    def _sum_counters(self, fd: int, count: int, np):
+    def _per_cpu_counters(self, fd: int, count: int, np):
         raw = bpfsys.array_lookup_all(fd, count, 8 * self._ncpus)
-        return np.frombuffer(raw, dtype=np.uint64).reshape(count, self._ncpus).sum(axis=1)
+        return np.frombuffer(raw, dtype=np.uint64).reshape(count, self._ncpus)
+
+    def _sum_counters(self, fd: int, count: int, np):
+        return self._per_cpu_counters(fd, count, np).sum(axis=1)
 
     def _hist(self, index: int, np) -> tuple[int, ...]:
         size = HIST_SLOTS * 8
@@ -458,14 +461,15 @@ class GenericEngine:
         per_cpu = np.frombuffer(raw, dtype=np.uint64).reshape(self._ncpus, HIST_SLOTS)
         return tuple(int(x) for x in per_cpu.sum(axis=0))
 
-    def _errnos(self) -> dict[int, dict[int, int]]:
-        out: dict[int, dict[int, int]] = {}
-        fd = self._map("ktui_errnos")
-        for raw in bpfsys.map_keys(fd, _ERRNO_KEY.size):
-            value = bpfsys.map_lookup(fd, raw, 8)
-            if value is not None:
-                index, err = _ERRNO_KEY.unpack(raw)
-                out.setdefault(index, {})[err] = struct.unpack("<Q", value)[0]
+    def _errnos(self, index: int, np) -> dict[int, int]:
+        """The slot's errno table (program.c's ktui_errno_bucket), by errno."""
+        raw = bpfsys.array_lookup_all(self._map("ktui_errnos"), abi.ERRNO_BUCKETS, 8,
+                                      start=index * abi.ERRNO_BUCKETS)
+        counts = np.frombuffer(raw, dtype=np.uint64)
+        out = {}
+        for bucket in np.flatnonzero(counts).tolist():
+            err = bucket if bucket < abi.ERRNO_LOW else abi.ERRNO_HIGH_BASE + bucket - abi.ERRNO_LOW
+            out[err] = int(counts[bucket])
         return out
 
     def _comms(self) -> dict[int, dict[str, int]]:

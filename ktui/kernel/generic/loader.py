@@ -23,6 +23,7 @@ from ktui import __version__
 from ktui.kernel import bpfsys
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
+from ktui.kernel.codegen.runtime import entry_stack_c
 from ktui.kernel.generic.compile_child import compile_in_child
 from ktui.kernel.quiet import captured_stderr, log_line
 
@@ -35,7 +36,7 @@ def program_text(tracing: bool = False) -> str:
     `tracing`: its fentry/fexit variant (BPF_PROG_TYPE_TRACING)."""
     body = resources.files("ktui.kernel.generic").joinpath("program.c").read_text(encoding="utf-8")
     head = "#define KTUI_TRACING 1\n" if tracing else ""
-    return head + abi.c_declarations() + "\n" + body
+    return head + abi.c_declarations() + "\n" + entry_stack_c() + "\n" + body
 
 
 @dataclass

@@ -54,18 +54,21 @@ def payload_size(probe: Probe) -> int:
     return probe_layout(probe).payload_size
 
 
-def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0,
-               tracing: bool = False) -> abi.Plan:
-    """The plan of `probe`. `record_size` (header + payload) is what every
-    event of the session carries; `entry_block` is the return probe's block
-    of entry slots. `tracing`: the probe goes by fentry/fexit, whose program
-    has the arguments (st->args), not the registers, in a call probe too."""
+def record_size(probe: Probe) -> int:
+    """The size of `probe`'s records: the header and its own payload, every
+    byte of it written by each hit (no padding of another probe's size)."""
+    return HEADER_SIZE + payload_size(probe)
+
+
+def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
+    """The plan of `probe`. `tracing`: the probe goes by fentry/fexit, whose
+    program has the arguments (st->args), not the registers, in a call
+    probe too."""
     if probe.agg is not None:
         raise NotGeneric("hist/count/sum are compiled")
     layout = probe_layout(probe)
-    if HEADER_SIZE + layout.payload_size > record_size:
-        raise ValueError(f"record size {record_size} is too small for {probe.spec_text}")
-    if record_size > abi.RECORD_MAX or len(probe.fetches) > abi.MAX_FETCHES:
+    size = record_size(probe)
+    if size > abi.RECORD_MAX or len(probe.fetches) > abi.MAX_FETCHES:
         raise NotGeneric("more fetches than the generic program holds")
     plan = abi.Plan()
     ret = probe.kind is Kind.RETURN
@@ -79,13 +82,71 @@ def build_plan(probe: Probe, *, gen: int, record_size: int, entry_block: int = 0
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
         _fill_filter(plan, probe, layout, tracing)
+    _filter_fetches_first(plan)
     plan.sample = max(1, probe.sample)
     plan.rate_limit = probe.rate_limit or 0
     plan.flags = flags | work_flags(plan, flags)
-    plan.entry_block = entry_block
-    plan.record_size = record_size
+    plan.errno_mode = errno_mode(probe)
+    plan.record_size = size
     plan.gen = gen
     return plan
+
+
+def errno_mode(probe: Probe) -> int:
+    """How the program reads a return value as an errno: 0 not at all, 4 as
+    a 32-bit int, 8 as a long or an ERR_PTR, 1 by the old guess (an
+    int-sized value when its upper half is zero)."""
+    if probe.kind is not Kind.RETURN:
+        return 0
+    wanted = getattr(probe, "errno", "")
+    width = getattr(probe, "errno_width", None)
+    if wanted == "off":
+        return 0
+    if width is None:
+        return abi.ERRNO_GUESS
+    return width
+
+
+def errno_check(probe: Probe) -> str:
+    """ProbeStats.errno_check: how errno_mode counts a return probe's errnos."""
+    mode = errno_mode(probe)
+    if mode == 0:
+        return "off: by the probe set" if getattr(probe, "errno", "") == "off" else "off"
+    return {abi.ERRNO_GUESS: "guessed", 4: "int", 8: "long"}.get(mode, "")
+
+
+def _filter_fetches_first(plan: abi.Plan) -> None:
+    """Put the fetches the filter reads first (plan.nfilter_fetch of them):
+    the program runs those, then the filter, and only for a hit that passed
+    and is written out the rest. A filtered-out hit reads nothing it does
+    not need (a user string of a hit nobody asked for, say). Payload places
+    stay; comparisons of a fetched value follow it to its new index."""
+    n = plan.nfetch
+    needed = set()
+    for c in plan.cmps[:plan.ncmps]:
+        for src, reg in ((c.lsrc, c.lreg), (c.rsrc, c.rreg)):
+            if src == abi.SRC_VAL:
+                needed.add(reg)
+            elif src == abi.SRC_STRVAL and c.kind == abi.CMP_STR:
+                needed.update(i for i in range(n) if plan.fetch[i].dest == reg
+                              and plan.fetch[i].kind in (abi.K_KSTR, abi.K_USTR))
+    order = sorted(needed) + [i for i in range(n) if i not in needed]
+    fetches = [bytes(plan.fetch[i]) for i in order]
+    for new, raw in enumerate(fetches):
+        ctypes_copy(plan.fetch[new], raw)
+    where = {old: new for new, old in enumerate(order)}
+    for c in plan.cmps[:plan.ncmps]:
+        if c.lsrc == abi.SRC_VAL:
+            c.lreg = where[c.lreg]
+        if c.kind == abi.CMP_INT and c.rsrc == abi.SRC_VAL:
+            c.rreg = where[c.rreg]
+    plan.nfilter_fetch = len(needed)
+
+
+def ctypes_copy(dest, raw: bytes) -> None:
+    import ctypes
+
+    ctypes.memmove(ctypes.addressof(dest), raw, len(raw))
 
 
 def sources(plan: abi.Plan) -> set[int]:

@@ -8,6 +8,16 @@
  * and a truth table over their results) and the sampling. Adding or editing
  * a probe writes a plan and attaches: no compiler runs.
  *
+ * Numbers that hold on a busy machine: a return pairs with its own call's
+ * entry by the whole thread id and the call's frame (entry_stack.c, pasted
+ * above this text), nested calls included; each hit works in a scratch
+ * area no other hit on its CPU holds (KTUI_NEST_LEVELS of them, claimed
+ * with a compare-and-swap: fentry/fexit programs nest, and under
+ * preemption they interleave); counters are bumped atomically for the same
+ * reason. Whatever cannot be done is counted: an unpaired return, an entry
+ * not stored, a hit with no free scratch area. A record holds exactly its
+ * probe's header and payload, and only bytes written for this hit.
+ *
  * Written for the verifier of 6.1: no loops (fetches, pointer hops and
  * comparisons are written out by macros: a loop whose latch falls through
  * into its header is refused by 6.1's check_cfg), and no array indexed by
@@ -27,11 +37,6 @@ struct ktui_event_header {
     u32 pid;
     u32 tid;
     char comm[16];
-};
-
-struct ktui_errno_key {
-    u32 probe;
-    u32 err;
 };
 
 struct ktui_comm_key {
@@ -73,6 +78,7 @@ struct ktui_state {
     u64 vals[KTUI_MAX_FETCHES];
     u64 retval;
     u64 cpu;
+    u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
 
 BPF_RINGBUF_OUTPUT(ktui_events, 2048);
@@ -86,17 +92,25 @@ BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_MAX_PROBES);
 /* exact sum of a return probe's latencies (ns): a histogram's _sum */
 BPF_PERCPU_ARRAY(ktui_lat_sum, u64, KTUI_MAX_PROBES);
-BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
+/* each probe's own errno counts (see ktui_errno_bucket), and those that fit none */
+BPF_ARRAY(ktui_errnos, u64, KTUI_MAX_PROBES * KTUI_ERRNO_BUCKETS);
+BPF_PERCPU_ARRAY(ktui_errno_rest, u64, KTUI_MAX_PROBES);
 BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_MAX_PROBES);
-BPF_PERCPU_ARRAY(ktui_state, struct ktui_state, 1);
-BPF_ARRAY(ktui_entries, struct ktui_entry, KTUI_ENTRY_BLOCKS * KTUI_ENTRY_SLOTS);
+/* returns that found no entry of their own; entries that could not be kept */
+BPF_PERCPU_ARRAY(ktui_unpaired, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_unstored, u64, KTUI_MAX_PROBES);
+/* hits dropped: every scratch area of the CPU (or the thread's entry stack) held */
+BPF_PERCPU_ARRAY(ktui_nested, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_state, struct ktui_state, KTUI_NEST_LEVELS);
 
+/* Atomic, per-CPU counter or not: a tracing hit can be preempted in the
+ * middle of an increment, and another task's hit on that CPU would be lost. */
 static __always_inline void ktui_bump(void *p)
 {
     u64 *v = p;
     if (v)
-        (*v)++;
+        __sync_fetch_and_add(v, 1);
 }
 
 static __always_inline char *ktui_comm(struct ktui_who *who)
@@ -170,12 +184,14 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     u32 dest = f->dest;
     if (dest > KTUI_PAYLOAD_MAX - KTUI_STRING_MAX)
         return 1;
-    if (f->kind == K_KSTR) {
-        bpf_probe_read_kernel_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
-        return 0;
-    }
-    if (f->kind == K_USTR) {
-        bpf_probe_read_user_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
+    if (f->kind == K_KSTR || f->kind == K_USTR) {
+        /* a string read stops at its NUL and leaves the bytes after it as
+         * they were (another hit's): the slot is cleared first */
+        __builtin_memset(&st->payload[dest], 0, KTUI_STRING_MAX);
+        if (f->kind == K_KSTR)
+            bpf_probe_read_kernel_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
+        else
+            bpf_probe_read_user_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
         return 0;
     }
     u8 width = f->width;
@@ -195,10 +211,6 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     __builtin_memcpy(&st->payload[dest], &v, 8);
     return 0;
 }
-
-#define KTUI_FETCH(i)                                                         \
-    if ((i) < n && ktui_fetch_one((i), st, plan))                             \
-        return 0;
 
 static __always_inline u64 ktui_operand(struct ktui_state *st, u8 src, u16 reg, u64 imm)
 {
@@ -290,17 +302,17 @@ static __always_inline int ktui_set_filter(struct ktui_who *who)
 }
 
 /* Count a hit that passed every filter, and who made it: exact for the
- * first KTUI_COMM_EXACT hits per CPU, then 1 in KTUI_COMM_EVERY, weighted
- * (as in the compiled programs). */
+ * first KTUI_COMM_EXACT hits per CPU, then a random 1 in KTUI_COMM_EVERY,
+ * weighted (a fixed stride would alias with a periodic workload). */
 static __always_inline void ktui_count(struct ktui_who *who, u32 slot)
 {
     u64 *hits = ktui_hits.lookup(&slot);
     if (!hits)
         return;
-    u64 seen = (*hits)++;
+    u64 seen = __sync_fetch_and_add(hits, 1);
     u64 weight = 1;
     if (seen >= KTUI_COMM_EXACT) {
-        if (seen & (KTUI_COMM_EVERY - 1))
+        if (bpf_get_prandom_u32() & (KTUI_COMM_EVERY - 1))
             return;
         weight = KTUI_COMM_EVERY;
     }
@@ -314,28 +326,45 @@ static __always_inline void ktui_count(struct ktui_who *who, u32 slot)
         ktui_bump(ktui_comms_dropped.lookup(&slot));
 }
 
-static __always_inline void ktui_account_return(u32 slot, u64 latency, u64 rc)
+/* An errno's place in its probe's table: 1..199 as itself, the kernel's
+ * own 512.. (ERESTARTSYS...) after them; -1: it fits none. */
+static __always_inline int ktui_errno_bucket(u64 err)
+{
+    if (err < KTUI_ERRNO_LOW)
+        return err;
+    if (err >= KTUI_ERRNO_HIGH_BASE && err < KTUI_ERRNO_HIGH_BASE + KTUI_ERRNO_BUCKETS - KTUI_ERRNO_LOW)
+        return KTUI_ERRNO_LOW + err - KTUI_ERRNO_HIGH_BASE;
+    return -1;
+}
+
+/* A paired return: its latency, and its errno where the function can
+ * return one (`mode`: 4, a 32-bit int; 8, a long or an ERR_PTR; 0, none:
+ * a void function's rax, or a comparator's -1, is no error). */
+static __always_inline void ktui_account_return(u32 slot, u64 latency, u64 rc, u32 mode)
 {
     struct ktui_hist *h = ktui_hist.lookup(&slot);
     if (h) {
         u32 s = ktui_log2_slot(latency);
         if (s < KTUI_HIST_SLOTS)
-            h->slots[s]++;
+            __sync_fetch_and_add(&h->slots[s], 1);
     }
     u64 *sum = ktui_lat_sum.lookup(&slot);
     if (sum)
-        *sum += latency;
+        __sync_fetch_and_add(sum, latency);
+    if (!mode)
+        return;
     s64 err = (s64)rc;
-    /* int-returning functions leave the upper half of rax zero */
-    if (err >= 0 && (rc >> 32) == 0)
-        err = (s32)(u32)rc;
-    if (err < 0 && err >= -KTUI_MAX_ERRNO) {
-        struct ktui_errno_key key = {.probe = slot, .err = (u32)(-err)};
-        u64 zero = 0;
-        u64 *n = ktui_errnos.lookup_or_try_init(&key, &zero);
-        if (n)
-            __sync_fetch_and_add(n, 1);
+    if (mode == 4 || (mode == KTUI_ERRNO_GUESS && (rc >> 32) == 0))
+        err = (s32)(u32)rc; /* an int leaves the upper half of rax as it likes */
+    if (err >= 0 || err < -KTUI_MAX_ERRNO)
+        return;
+    int bucket = ktui_errno_bucket((u64)(-err));
+    if (bucket < 0) {
+        ktui_bump(ktui_errno_rest.lookup(&slot));
+        return;
     }
+    u32 key = slot * KTUI_ERRNO_BUCKETS + (u32)bucket;
+    ktui_bump(ktui_errnos.lookup(&key));
 }
 
 /* Sampling (1 in N) and a per-CPU events/s cap: 1 = emit. */
@@ -345,7 +374,7 @@ static __always_inline int ktui_admit(u32 slot, u64 sample, u64 limit, u64 now)
         u64 *n = ktui_sampled.lookup(&slot);
         if (!n)
             return 0;
-        u64 seen = (*n)++;
+        u64 seen = __sync_fetch_and_add(n, 1);
         if (seen % sample)
             return 0;
     }
@@ -357,75 +386,75 @@ static __always_inline int ktui_admit(u32 slot, u64 sample, u64 limit, u64 now)
             w->start = now;
             w->count = 0;
         }
-        if (w->count >= limit)
+        if (__sync_fetch_and_add(&w->count, 1) >= limit)
             return 0;
-        w->count++;
     }
     return 1;
 }
 
-static __always_inline struct ktui_entry *ktui_entry_of(struct ktui_plan *plan, u64 pid_tgid)
-{
-    u32 idx = (plan->entry_block % KTUI_ENTRY_BLOCKS) * KTUI_ENTRY_SLOTS
-              + ((u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1));
-    return ktui_entries.lookup(&idx);
-}
-
 /* The two halves of a return probe, shared by ktui_run and the bare path
  * (who is in the scratch state there, on the stack here). The entry: the
- * set-wide filters, then the thread's slot stamped (who, the plan's
- * generation, when). The slot, or 0 when filtered out or none. */
-static __always_inline struct ktui_entry *ktui_enter(struct ktui_who *who, struct ktui_plan *plan)
+ * set-wide filters, then the call remembered on its thread's stack, with
+ * `args` (0: its return reads none). What could not be kept is counted. */
+static __always_inline void ktui_enter(struct ktui_who *who, struct ktui_plan *plan, u32 slot, u64 frame,
+                                       u64 *args)
+{
+    if (!ktui_set_filter(who))
+        return;
+    int rc = ktui_push(slot, plan->gen, (u32)who->pid_tgid, frame, bpf_ktime_get_ns(), args);
+    if (rc == KTUI_UNSTORED)
+        ktui_bump(ktui_unstored.lookup(&slot));
+    else if (rc == KTUI_NESTED)
+        ktui_bump(ktui_nested.lookup(&slot));
+}
+
+/* The return: 1 when it paired with its call's entry (*now, *latency, and
+ * the entry's arguments into args, if not 0). A return of a task the
+ * set-wide filters leave out is nobody's business: 0, uncounted. One
+ * whose entry is not there (entered before the probe attached, not kept,
+ * or its stack busy) is counted as unpaired. */
+static __always_inline int ktui_leave(struct ktui_who *who, struct ktui_plan *plan, u32 slot, u64 frame,
+                                      u64 *now, u64 *latency, u64 *args)
 {
     if (!ktui_set_filter(who))
         return 0;
-    struct ktui_entry *entry = ktui_entry_of(plan, who->pid_tgid);
-    if (!entry)
+    u64 ts = 0;
+    int rc = ktui_pop(slot, plan->gen, (u32)who->pid_tgid, frame, &ts, args);
+    if (rc != KTUI_PAIRED) {
+        if (rc == KTUI_NESTED)
+            ktui_bump(ktui_nested.lookup(&slot));
+        ktui_bump(ktui_unpaired.lookup(&slot));
         return 0;
-    entry->tid = (u32)who->pid_tgid;
-    entry->gen = plan->gen;
-    entry->ts = bpf_ktime_get_ns();
-    return entry;
+    }
+    *now = bpf_ktime_get_ns();
+    *latency = *now - ts;
+    return 1;
 }
 
-/* The return: the slot's stamp taken (*now, *latency) and cleared, if this
- * thread's entry made it under this plan. 0 when it was entered before we
- * attached, filtered out, or is another thread's. */
-static __always_inline struct ktui_entry *ktui_leave(struct ktui_who *who, struct ktui_plan *plan,
-                                                     u64 *now, u64 *latency)
-{
-    struct ktui_entry *entry = ktui_entry_of(plan, who->pid_tgid);
-    if (!entry || !entry->ts || entry->tid != (u32)who->pid_tgid || entry->gen != plan->gen)
+#define KTUI_FETCH(i)                                                         \
+    if ((i) >= lo && (i) < n && ktui_fetch_one((i), st, plan))               \
         return 0;
-    *now = bpf_ktime_get_ns();
-    *latency = *now - entry->ts;
-    entry->ts = 0;
-    return entry;
-}
 
 /* What both variants share, once the variant has filled st: the
  * arguments (entry half and tracing, if F_ARGS), the return value, the
  * registers (F_REGS). Each hit gathers only what its plan's flags ask
  * for (plan.work_flags): a counting probe takes no time stamp, no CPU id
- * and no arguments. */
-static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *plan, u64 cookie, u32 slot)
+ * and no arguments. `frame` identifies the call for its return (see
+ * entry_stack.c). */
+static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *plan, u64 cookie, u32 slot,
+                                    u64 frame)
 {
     u32 flags = plan->flags;
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* the entry half of a return probe: when, and the arguments (only
-         * this thread's return reads them, after this entry is done) */
-        struct ktui_entry *entry = ktui_enter(&st->who, plan);
-        if (entry && (flags & F_ARGS))
-            __builtin_memcpy(entry->args, st->args, sizeof(entry->args));
+         * this call's return reads them) */
+        ktui_enter(&st->who, plan, slot, frame, (flags & F_ARGS) ? st->args : 0);
         return 0;
     }
     u64 now = 0, latency = 0;
     if (flags & F_RETURN) {
-        struct ktui_entry *entry = ktui_leave(&st->who, plan, &now, &latency);
-        if (!entry)
+        if (!ktui_leave(&st->who, plan, slot, frame, &now, &latency, (flags & F_ARGS) ? st->args : 0))
             return 0;
-        if (flags & F_ARGS)
-            __builtin_memcpy(st->args, entry->args, sizeof(st->args));
     } else {
         if (!ktui_set_filter(&st->who))
             return 0;
@@ -434,11 +463,12 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     }
     if (flags & F_CPU)
         st->cpu = bpf_get_smp_processor_id();
+    u32 lo = 0, n = 0;
     if (flags & F_EMITS) {
-        u32 n = plan->nfetch;
+        /* first the fetches the filter reads (the plan puts them first) */
+        n = plan->nfilter_fetch;
         if (n > KTUI_MAX_FETCHES)
             return 0;
-        /* one block per fetch, written out */
         KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
         KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
     }
@@ -446,11 +476,18 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
         return 0;
     ktui_count(&st->who, slot);
     if (flags & F_RETURN)
-        ktui_account_return(slot, latency, st->retval);
+        ktui_account_return(slot, latency, st->retval, plan->errno_mode);
     if (!(flags & F_EMITS))
         return 0;
     if (!ktui_admit(slot, plan->sample, plan->rate_limit, now))
         return 0;
+    /* ... then the rest, only for a hit that is written out */
+    lo = n;
+    n = plan->nfetch;
+    if (n > KTUI_MAX_FETCHES)
+        return 0;
+    KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
+    KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
     __builtin_memcpy(st->e.comm, ktui_comm(&st->who), sizeof(st->e.comm));
     st->e.ts = now;
     st->e.latency = latency;
@@ -458,7 +495,8 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     st->e.cpu = st->cpu;
     st->e.pid = st->who.pid_tgid >> 32;
     st->e.tid = (u32)st->who.pid_tgid;
-    /* a u64 and one bound: the verifier must see the size it checked */
+    /* this probe's own size: its header and payload, every byte written
+     * above. A u64 and one bound: the verifier must see the size it checked */
     u64 size = plan->record_size;
     if (size > KTUI_RECORD_MAX)
         return 0;
@@ -482,43 +520,81 @@ static __always_inline int ktui_count_only(u32 slot)
     return 0;
 }
 
-/* ... a return probe counts and times: its entry stamps the time (after
+/* ... a return probe counts and times: its entry remembers the call (after
  * the set-wide filters), its return takes the latency and `rc` (its errno)
  * into the stats, as ktui_run does for any return probe. */
-static __always_inline int ktui_time_only(struct ktui_plan *plan, u64 cookie, u32 slot, u64 rc)
+static __always_inline int ktui_time_only(struct ktui_plan *plan, u64 cookie, u32 slot, u64 rc, u64 frame)
 {
     struct ktui_who who = {};
     who.pid_tgid = bpf_get_current_pid_tgid();
     if (cookie & KTUI_COOKIE_ENTRY) {
-        ktui_enter(&who, plan);
+        ktui_enter(&who, plan, slot, frame, 0);
         return 0;
     }
     u64 now = 0, latency = 0;
-    if (!ktui_leave(&who, plan, &now, &latency))
+    if (!ktui_leave(&who, plan, slot, frame, &now, &latency, 0))
         return 0;
     ktui_count(&who, slot);
-    ktui_account_return(slot, latency, rc);
+    ktui_account_return(slot, latency, rc, plan->errno_mode);
     return 0;
 }
 
+/* A scratch area no other hit on this CPU holds: a hit nested in another
+ * (or, for a preemptible tracing program, interleaved with one) takes the
+ * next. 0: every area is held, and the caller counts the hit as nested.
+ * (Written out: bcc takes no map call inside a macro.) */
+static __always_inline int ktui_take(struct ktui_state *st)
+{
+    return st && !__sync_val_compare_and_swap(&st->busy, 0, 1);
+}
+
+static __always_inline struct ktui_state *ktui_claim(void)
+{
+    u32 level = 0;
+    struct ktui_state *st = ktui_state.lookup(&level);
+    if (ktui_take(st))
+        return st;
+    level = 1;
+    st = ktui_state.lookup(&level);
+    if (ktui_take(st))
+        return st;
+    level = 2;
+    st = ktui_state.lookup(&level);
+    if (ktui_take(st))
+        return st;
+    return 0;
+}
+
+/* The hit is done with its area: release it, after everything it wrote. */
+static __always_inline int ktui_release(struct ktui_state *st, int rc)
+{
+    ktui_barrier();
+    st->busy = 0;
+    return rc;
+}
+
 #ifndef KTUI_TRACING
-/* The kprobe variant: pt_regs, and the slot in the attach cookie. */
+/* The kprobe variant: pt_regs, and the slot in the attach cookie. A call's
+ * frame is its stack pointer at entry, which its return sees 8 bytes
+ * higher (the return address popped): entry_stack.c. */
 int ktui_generic(struct pt_regs *ctx)
 {
     u64 cookie = bpf_get_attach_cookie(ctx);
     u32 slot = cookie & 0xffff;
-    u32 zero = 0;
     struct ktui_plan *plan = ktui_plans.lookup(&slot);
     if (!plan)
         return 0;
+    u64 frame = (cookie & KTUI_COOKIE_ENTRY) ? ctx->sp : ctx->sp - 8;
     if (plan->flags & F_BARE) {
         if (plan->flags & F_RETURN)
-            return ktui_time_only(plan, cookie, slot, PT_REGS_RC(ctx));
+            return ktui_time_only(plan, cookie, slot, PT_REGS_RC(ctx), frame);
         return ktui_count_only(slot);
     }
-    struct ktui_state *st = ktui_state.lookup(&zero);
-    if (!st)
+    struct ktui_state *st = ktui_claim();
+    if (!st) {
+        ktui_bump(ktui_nested.lookup(&slot));
         return 0;
+    }
     st->who.pid_tgid = bpf_get_current_pid_tgid();
     st->who.have_comm = 0;
     if (cookie & KTUI_COOKIE_ENTRY) {
@@ -537,7 +613,7 @@ int ktui_generic(struct pt_regs *ctx)
         if (plan->flags & F_REGS)
             KTUI_COPY_REGS(st, ctx);
     }
-    return ktui_run(st, plan, cookie, slot);
+    return ktui_release(st, ktui_run(st, plan, cookie, slot, frame));
 }
 #else
 /* The fentry/fexit variant (BPF_PROG_TYPE_TRACING): ctx is the array of
@@ -577,6 +653,9 @@ int ktui_generic(u64 *ctx)
     struct ktui_plan *plan = ktui_plans.lookup(&slot);
     if (!plan)
         return 0;
+    /* a call's frame: the trampoline's argument area, which its fentry and
+     * its fexit programs both get as ctx (entry_stack.c) */
+    u64 frame = (u64)ctx;
     u32 flags = plan->flags;
     if ((flags & F_BARE) && !(flags & F_RETURN))
         return ktui_count_only(slot);
@@ -585,19 +664,21 @@ int ktui_generic(u64 *ctx)
         u64 rc = 0;
         if (!(cookie & KTUI_COOKIE_ENTRY))
             bpf_get_func_ret(ctx, &rc);
-        return ktui_time_only(plan, cookie, slot, rc);
+        return ktui_time_only(plan, cookie, slot, rc, frame);
     }
 #endif
-    struct ktui_state *st = ktui_state.lookup(&zero);
-    if (!st)
+    struct ktui_state *st = ktui_claim();
+    if (!st) {
+        ktui_bump(ktui_nested.lookup(&slot));
         return 0;
+    }
     st->who.pid_tgid = bpf_get_current_pid_tgid();
     st->who.have_comm = 0;
 #if !KTUI_FUNC_ARG_HELPERS
     /* before 5.17: one probe read of nargs + 1 words, when the plan needs any */
     u32 nargs = me->nargs;
     if (nargs > KTUI_TRACE_ARGS)
-        return 0;
+        return ktui_release(st, 0);
     if (flags & (F_ARGS | F_RETURN)) {
         bpf_probe_read_kernel(st->targs, (nargs + 1) * 8, ctx);
         __builtin_memcpy(st->args, st->targs, sizeof(st->args));
@@ -616,6 +697,6 @@ int ktui_generic(u64 *ctx)
         st->retval = rc;
     }
 #endif
-    return ktui_run(st, plan, cookie, slot);
+    return ktui_release(st, ktui_run(st, plan, cookie, slot, frame));
 }
 #endif
