@@ -1,6 +1,7 @@
 /* Return probes: where a call's entry waits for its return. Shared by the
  * generic program (kernel/generic/program.c) and the compiled programs
- * (kernel/codegen), pasted after KTUI_ENTRY_DEPTH and KTUI_ENTRY_THREADS.
+ * (kernel/codegen), pasted after KTUI_ENTRY_DEPTH, KTUI_ENTRY_THREADS and
+ * KTUI_ENTRY_GUARD.
  *
  * Each (probe, thread) has a small stack of entries, keyed by the whole
  * thread id: two threads never share one, however their ids collide. A
@@ -24,9 +25,12 @@
  * The stack is only ever touched by its own thread, but that thread may
  * be interrupted in the middle of a push or a pop by a hit of the same
  * probe (fentry/fexit programs nest; a kprobe hit never runs inside
- * another BPF program on the same CPU). A busy word taken with a
- * compare-and-swap keeps the two apart: the nested hit counts itself as
- * nested and leaves the stack alone. */
+ * another BPF program on the same CPU). Where hits can nest
+ * (KTUI_ENTRY_GUARD 1: the generic program, whose fentry/fexit copies
+ * share it), a busy word taken with a compare-and-swap (5.12+) keeps the
+ * two apart: the nested hit counts itself as nested and leaves the stack
+ * alone. The compiled programs are kprobes only, which never nest, and
+ * load on kernels older than the kernel's atomics: no guard there. */
 
 struct ktui_entry_key {
     u32 probe;
@@ -55,6 +59,24 @@ static __always_inline void ktui_barrier(void)
     asm volatile("" ::: "memory");
 }
 
+/* 1: this hit holds the stack (or nothing can nest: no guard) */
+static __always_inline int ktui_stack_take(struct ktui_entry_stack *s)
+{
+#if KTUI_ENTRY_GUARD
+    return !__sync_val_compare_and_swap(&s->busy, 0, 1);
+#else
+    return 1;
+#endif
+}
+
+static __always_inline void ktui_stack_release(struct ktui_entry_stack *s)
+{
+    ktui_barrier(); /* x86 keeps stores in order: the compiler must too */
+#if KTUI_ENTRY_GUARD
+    s->busy = 0;
+#endif
+}
+
 #define KTUI_PUSHED 0
 #define KTUI_UNSTORED 1 /* map full or busy, or the stack at its depth */
 #define KTUI_NESTED 2   /* the stack was busy: a hit inside another of this probe */
@@ -73,7 +95,7 @@ static __always_inline int ktui_push(u32 probe, u32 gen, u32 tid, u64 frame, u64
     struct ktui_entry_stack *s = ktui_entries.lookup_or_try_init(&key, empty);
     if (!s)
         return KTUI_UNSTORED;
-    if (__sync_val_compare_and_swap(&s->busy, 0, 1))
+    if (!ktui_stack_take(s))
         return KTUI_NESTED;
     if (s->gen != gen) {
         s->gen = gen;
@@ -90,8 +112,7 @@ static __always_inline int ktui_push(u32 probe, u32 gen, u32 tid, u64 frame, u64
         s->depth = d + 1;
         rc = KTUI_PUSHED;
     }
-    ktui_barrier(); /* x86 keeps stores in order: the compiler must too */
-    s->busy = 0;
+    ktui_stack_release(s);
     return rc;
 }
 
@@ -108,7 +129,7 @@ static __always_inline int ktui_pop(u32 probe, u32 gen, u32 tid, u64 frame, u64 
     struct ktui_entry_stack *s = ktui_entries.lookup(&key);
     if (!s || s->gen != gen || !s->depth)
         return KTUI_UNPAIRED;
-    if (__sync_val_compare_and_swap(&s->busy, 0, 1))
+    if (!ktui_stack_take(s))
         return KTUI_NESTED;
     u32 d = s->depth;
     int found = -1;
@@ -124,7 +145,6 @@ static __always_inline int ktui_pop(u32 probe, u32 gen, u32 tid, u64 frame, u64 
         s->depth = found;
         rc = KTUI_PAIRED;
     }
-    ktui_barrier(); /* x86 keeps stores in order: the compiler must too */
-    s->busy = 0;
+    ktui_stack_release(s);
     return rc;
 }
