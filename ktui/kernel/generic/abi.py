@@ -123,10 +123,10 @@ class Plan(ctypes.Structure):
         ("errno_mode", ctypes.c_uint32),
         ("record_size", ctypes.c_uint32),  # this probe's own records: header and its payload
         ("gen", ctypes.c_uint32),
-        # the fetches the filter reads come first in `fetch`: these run before
-        # the filter, the rest only for a hit that passed it
-        ("nfilter_fetch", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
+        # bit i: fetch i runs before the filter (the filter reads it) ...
+        ("fetch_before", ctypes.c_uint32),
+        # ... after it, only for a hit that passed and is written out
+        ("fetch_after", ctypes.c_uint32),
         ("fetch", Fetch * MAX_FETCHES),
         ("cmps", Cmp * MAX_CMPS),
         # bit b: the filter's value when the comparisons' results are the bits of b

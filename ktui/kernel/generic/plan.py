@@ -82,7 +82,7 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
         _fill_filter(plan, probe, layout, tracing)
-    _filter_fetches_first(plan)
+    _fetch_passes(plan)
     plan.sample = max(1, probe.sample)
     plan.rate_limit = probe.rate_limit or 0
     plan.flags = flags | work_flags(plan, flags)
@@ -115,38 +115,23 @@ def errno_check(probe: Probe) -> str:
     return {abi.ERRNO_GUESS: "guessed", 4: "int", 8: "long"}.get(mode, "")
 
 
-def _filter_fetches_first(plan: abi.Plan) -> None:
-    """Put the fetches the filter reads first (plan.nfilter_fetch of them):
-    the program runs those, then the filter, and only for a hit that passed
-    and is written out the rest. A filtered-out hit reads nothing it does
-    not need (a user string of a hit nobody asked for, say). Payload places
-    stay; comparisons of a fetched value follow it to its new index."""
-    n = plan.nfetch
-    needed = set()
+def _fetch_passes(plan: abi.Plan) -> None:
+    """Which fetches run before the filter (those its comparisons read) and
+    which after it, only for a hit that passed and is written out: a hit
+    the filter turns away reads nothing it does not need (a user string of
+    a hit nobody asked for, say)."""
+    needed = 0
     for c in plan.cmps[:plan.ncmps]:
         for src, reg in ((c.lsrc, c.lreg), (c.rsrc, c.rreg)):
             if src == abi.SRC_VAL:
-                needed.add(reg)
+                needed |= 1 << reg
             elif src == abi.SRC_STRVAL and c.kind == abi.CMP_STR:
-                needed.update(i for i in range(n) if plan.fetch[i].dest == reg
-                              and plan.fetch[i].kind in (abi.K_KSTR, abi.K_USTR))
-    order = sorted(needed) + [i for i in range(n) if i not in needed]
-    fetches = [bytes(plan.fetch[i]) for i in order]
-    for new, raw in enumerate(fetches):
-        ctypes_copy(plan.fetch[new], raw)
-    where = {old: new for new, old in enumerate(order)}
-    for c in plan.cmps[:plan.ncmps]:
-        if c.lsrc == abi.SRC_VAL:
-            c.lreg = where[c.lreg]
-        if c.kind == abi.CMP_INT and c.rsrc == abi.SRC_VAL:
-            c.rreg = where[c.rreg]
-    plan.nfilter_fetch = len(needed)
-
-
-def ctypes_copy(dest, raw: bytes) -> None:
-    import ctypes
-
-    ctypes.memmove(ctypes.addressof(dest), raw, len(raw))
+                for i in range(plan.nfetch):
+                    if plan.fetch[i].dest == reg and plan.fetch[i].kind in (abi.K_KSTR, abi.K_USTR):
+                        needed |= 1 << i
+    real = sum(1 << i for i in range(plan.nfetch) if plan.fetch[i].kind != abi.K_HEADER)
+    plan.fetch_before = needed & real
+    plan.fetch_after = real & ~needed
 
 
 def sources(plan: abi.Plan) -> set[int]:

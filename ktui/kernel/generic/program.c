@@ -156,6 +156,28 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
     return 0;
 }
 
+/* The payload word at offset `dest` (a multiple of 8, at most
+ * KTUI_PAYLOAD_MAX - KTUI_STRING_MAX, checked by the caller). The mask is
+ * written in asm so clang cannot drop it: it knows the bound, but may keep
+ * dest in a stack slot from before the check, where the verifier does not
+ * (and refuses a store it cannot bound). */
+_Static_assert(KTUI_PAYLOAD_MAX == 512 && KTUI_STRING_MAX == 64, "ktui_payload_word's mask, ktui_string_slot's stores");
+static __always_inline u64 *ktui_payload_word(struct ktui_state *st, u64 dest)
+{
+    asm volatile("%0 &= 0x1ff" : "+r"(dest));
+    return (u64 *)&st->payload[dest];
+}
+
+/* ... a string's slot there, zeroed: a string read stops at its NUL and
+ * leaves the bytes after it as they were (another hit's). */
+static __always_inline u8 *ktui_string_slot(struct ktui_state *st, u64 dest)
+{
+    u64 *w = ktui_payload_word(st, dest);
+    w[0] = 0; w[1] = 0; w[2] = 0; w[3] = 0;
+    w[4] = 0; w[5] = 0; w[6] = 0; w[7] = 0;
+    return (u8 *)w;
+}
+
 /* n - 1 pointer hops, then the final offset (kprobe_events' +OFF(...)) */
 #define KTUI_HOP(d)                                                           \
     if ((d) + 1 < n) {                                                        \
@@ -185,13 +207,11 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     if (dest > KTUI_PAYLOAD_MAX - KTUI_STRING_MAX)
         return 1;
     if (f->kind == K_KSTR || f->kind == K_USTR) {
-        /* a string read stops at its NUL and leaves the bytes after it as
-         * they were (another hit's): the slot is cleared first */
-        __builtin_memset(&st->payload[dest], 0, KTUI_STRING_MAX);
+        u8 *slot = ktui_string_slot(st, dest);
         if (f->kind == K_KSTR)
-            bpf_probe_read_kernel_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
+            bpf_probe_read_kernel_str(slot, KTUI_STRING_MAX, (void *)addr);
         else
-            bpf_probe_read_user_str(&st->payload[dest], KTUI_STRING_MAX, (void *)addr);
+            bpf_probe_read_user_str(slot, KTUI_STRING_MAX, (void *)addr);
         return 0;
     }
     u8 width = f->width;
@@ -208,7 +228,7 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     }
     v = ktui_extend(v, width, f->kind == K_SINT);
     st->vals[i] = v;
-    __builtin_memcpy(&st->payload[dest], &v, 8);
+    *ktui_payload_word(st, dest) = v;
     return 0;
 }
 
@@ -431,8 +451,10 @@ static __always_inline int ktui_leave(struct ktui_who *who, struct ktui_plan *pl
     return 1;
 }
 
+/* Fetch i if it is in `todo`, a mask of fetches (a bit test: a range
+ * test on two bounds would split the verifier's states at every fetch). */
 #define KTUI_FETCH(i)                                                         \
-    if ((i) >= lo && (i) < n && ktui_fetch_one((i), st, plan))               \
+    if ((todo & (1U << (i))) && ktui_fetch_one((i), st, plan))               \
         return 0;
 
 /* What both variants share, once the variant has filled st: the
@@ -463,15 +485,10 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     }
     if (flags & F_CPU)
         st->cpu = bpf_get_smp_processor_id();
-    u32 lo = 0, n = 0;
-    if (flags & F_EMITS) {
-        /* first the fetches the filter reads (the plan puts them first) */
-        n = plan->nfilter_fetch;
-        if (n > KTUI_MAX_FETCHES)
-            return 0;
-        KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
-        KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
-    }
+    /* first the fetches the filter reads ... */
+    u32 todo = plan->fetch_before;
+    KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
+    KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
     if (!ktui_filter(st, plan))
         return 0;
     ktui_count(&st->who, slot);
@@ -482,10 +499,7 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     if (!ktui_admit(slot, plan->sample, plan->rate_limit, now))
         return 0;
     /* ... then the rest, only for a hit that is written out */
-    lo = n;
-    n = plan->nfetch;
-    if (n > KTUI_MAX_FETCHES)
-        return 0;
+    todo = plan->fetch_after;
     KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
     KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
     __builtin_memcpy(st->e.comm, ktui_comm(&st->who), sizeof(st->e.comm));
