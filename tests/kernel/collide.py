@@ -39,17 +39,18 @@ def thread_with_id(tid: int, work) -> tuple[threading.Thread, list]:
 
     with open(NS_LAST_PID, "w") as f:
         f.write(str(tid - 1))
-    t = threading.Thread(target=body)
+    t = threading.Thread(target=body, daemon=True)  # an error must not wait for a sleeper
     t.start()
     ready.wait()
     return t, got
 
 
-def free_id(start: int) -> int:
-    """An id at or after `start` that no task has (a guess: it may be
-    taken by the time it is used, then the pair is tried again)."""
+def free_pair(start: int, modulus: int) -> int:
+    """An id at or after `start` such that neither it nor it + modulus is
+    a task's now (a guess: either may be taken by the time it is used, then
+    the pair is tried again)."""
     tid = start
-    while os.path.exists(f"/proc/{tid}"):
+    while os.path.exists(f"/proc/{tid}") or os.path.exists(f"/proc/{tid + modulus}"):
         tid += 1
     return tid
 
@@ -60,12 +61,13 @@ def main() -> None:
     os.write(1, b"ready\n")
     signal.sigwait({signal.SIGUSR1})
     sleepers, pairs = [], []
-    base = os.getpid() + 50
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    base = 1000  # low ids are free in a test VM, and leave room below pid_max
     for modulus in moduli:
         for _attempt in range(50):
-            base = free_id(base + 7)
-            if base + modulus >= int(open("/proc/sys/kernel/pid_max").read()):
-                raise SystemExit("pid_max too small for the moduli")
+            base = free_pair(base + 7, modulus)
+            if base + modulus >= pid_max:
+                raise SystemExit(f"no thread ids {modulus} apart below pid_max {pid_max}")
             sleep_fd = os.eventfd(0)
             sleeper, got = thread_with_id(base, lambda fd=sleep_fd: os.eventfd_read(fd))
             if got[0] != base:

@@ -107,7 +107,11 @@ probes:
     for probe_id, st in snap.probes.items():
         what = f"{names[probe_id]} ({engine})"
         assert st.hits >= 2 * N, what
-        assert st.run_count == st.hits, what  # no filter, no process left out: one run per hit
+        # no filter, no process left out: one run per hit, and for the return
+        # probe one per return that found no entry of its own (a call entered
+        # while the program was loading returns after it is in: CI 30 saw
+        # 602 runs for 600 hits, the two returns uncounted)
+        assert st.run_count == st.hits + st.unpaired, what
         assert st.run_ns > 0, what
         assert st.lost == 0, what
         assert untimed.probes[probe_id].run_ns == 0 and untimed.probes[probe_id].run_count == 0, what

@@ -55,8 +55,8 @@ def test_threads_whose_ids_collide_each_get_their_own_return(engine, attach, war
             want_via = "fexit" if attach == "fentry" else "kretprobe"
             assert s.statuses()[ids["returns"]].via == want_via
             os.kill(proc.pid, signal.SIGUSR1)
-            line = proc.stdout.readline().decode()
-            assert line.startswith("pairs "), line
+            line = proc.stdout.readline().decode()  # the workload ends (EOF) if it cannot make its pairs
+            assert line.startswith("pairs "), (line, proc.wait(timeout=60))
             pairs = [tuple(int(t) for t in p.split(":")) for p in line.split()[1:]]
             assert [b - a for a, b in pairs] == [int(m) for m in moduli]
             os.kill(proc.pid, signal.SIGUSR1)  # the sleepers wake
@@ -83,3 +83,68 @@ def test_threads_whose_ids_collide_each_get_their_own_return(engine, attach, war
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+RECURSE = """
+name: recurse
+probes:
+  - spec: ep_loop_check_proc:c:depth=a2
+    label: calls
+  - spec: ep_loop_check_proc:r:retval,depth=a2
+    label: returns
+"""
+
+# Four epoll instances, each added to the next: adding the k-th (which
+# holds k - 1 nested ones) makes the kernel's loop check recurse k deep
+# (ep_loop_check_proc calls itself for every epoll inside). 1 + 2 + 3 calls.
+NEST_EPOLLS = """
+import select, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+eps = [select.epoll() for _ in range(4)]
+print("ready", flush=True)
+signal.sigwait({signal.SIGUSR1})
+for inner, outer in zip(eps, eps[1:]):
+    outer.register(inner.fileno(), select.EPOLLIN)
+print("done", flush=True)
+signal.sigwait({signal.SIGUSR1})
+"""
+
+
+@pytest.mark.parametrize("engine,attach", [("generic", "kprobe"), ("generic", "fentry")])
+def test_a_recursive_function_is_counted_exactly(engine, attach, warm_cache):
+    """Every nested call's return pairs with its own entry: six returns of
+    ep_loop_check_proc, each with the depth its own call was entered with,
+    an outer call taking at least as long as the ones inside it. Kept by
+    thread alone, an inner entry overwrote its caller's and the callers'
+    returns were lost."""
+    proc = subprocess.Popen([sys.executable, "-c", NEST_EPOLLS], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        ps = dataclasses.replace(loads_probeset(RECURSE), pid=proc.pid)
+        with Session(ps, SessionOptions(engine=engine, cache_dir=warm_cache, attach=attach)) as s:
+            s.wait_loaded()
+            ids = {st.probe.name: i for i, st in s.statuses().items()}
+            assert all(st.reason == "" for st in s.statuses().values()), s.statuses()
+            os.kill(proc.pid, signal.SIGUSR1)
+            assert proc.stdout.readline() == b"done\n"
+            wait_for(lambda: s.stats().probes[ids["returns"]].hits + s.stats().probes[ids["returns"]].unpaired >= 6,
+                     "six returns")
+            s.detach_all()
+            events = []
+            for _ in range(3):
+                events += s.drain().events()
+            stats = s.stats().probes
+            os.kill(proc.pid, signal.SIGUSR1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    calls, returns = stats[ids["calls"]], stats[ids["returns"]]
+    assert calls.hits == 6
+    assert (returns.hits, returns.unpaired, returns.entries_unstored) == (6, 0, 0)
+    assert returns.errnos == ()  # it returned 0 every time
+    rets = [e for e in events if e.probe_id == ids["returns"]]
+    # in the order they returned: the innermost first, each add's calls in turn
+    assert [e.values for e in rets] == [(0, 0), (0, 1), (0, 0), (0, 2), (0, 1), (0, 0)]
+    lat = [e.latency_ns for e in rets]
+    assert lat[2] >= lat[1] and lat[5] >= lat[4] >= lat[3], lat
