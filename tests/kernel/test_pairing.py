@@ -142,9 +142,10 @@ def test_a_recursive_function_is_counted_exactly(engine, attach, warm_cache):
     calls, returns = stats[ids["calls"]], stats[ids["returns"]]
     assert calls.hits == 6
     assert (returns.hits, returns.unpaired, returns.entries_unstored) == (6, 0, 0)
-    assert returns.errnos == ()  # it returned 0 every time
+    assert returns.errnos == ()  # it returns how deep the epolls nest below: never negative
     rets = [e for e in events if e.probe_id == ids["returns"]]
-    # in the order they returned: the innermost first, each add's calls in turn
-    assert [e.values for e in rets] == [(0, 0), (0, 1), (0, 0), (0, 2), (0, 1), (0, 0)]
+    # (retval, depth at entry) in the order they returned, the innermost
+    # first: each call returns one more than the call inside it
+    assert [e.values for e in rets] == [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0)]
     lat = [e.latency_ns for e in rets]
     assert lat[2] >= lat[1] and lat[5] >= lat[4] >= lat[3], lat
