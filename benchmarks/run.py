@@ -22,7 +22,10 @@ run at 100k events/s, 90; 600 for the 10-minute run), KTUI_BENCH_REUSE_VM=1
 (skip the VM and reuse bench-out/vm.json), KTUI_BENCH_PARTS (the VM suite's
 parts, e.g. "warm_up,compare": only the rows of issues 13, 14 and 16),
 KTUI_BENCH_HOST=0 (skip the host part), KTUI_BENCH_EXPORT_MEM_SECONDS (how
-long `ktui export` is scraped for its memory after its rounds, 180).
+long `ktui export` is scraped for its memory after its rounds, 180),
+KTUI_BENCH_BASE=REV (a git revision: its ktui runs the stats-only part's
+return probes too, in the same VM, for a before/after row; e.g. the commit
+before a change to the kernel side).
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ def run_vm(binary: Path) -> dict:
            f"--export-mem-seconds {env_int('KTUI_BENCH_EXPORT_MEM_SECONDS', 180)}")
     if os.environ.get("KTUI_BENCH_PARTS"):  # e.g. warm_up,compare: only those parts of the VM suite
         cmd += f" --parts {os.environ['KTUI_BENCH_PARTS']}"
+    base = base_tree(os.environ.get("KTUI_BENCH_BASE", ""))
+    if base is not None:
+        cmd += f" --base-tree {base.relative_to(ROOT)}"
     print(f"bench: one VM boot: scripts/vm.sh -- '{cmd}'", flush=True)
     # run 4's parts took 1129 s in the VM; the compare part (run 5) adds about
     # 10 minutes and the exporter's 3-minute memory run
@@ -81,6 +87,24 @@ def run_vm(binary: Path) -> dict:
     data = json.loads(out.read_text())
     data["vm_boot_and_run_s"] = time.monotonic() - t0
     return data
+
+
+def base_tree(rev: str) -> Path | None:
+    """An older revision's tree in bench-out/base-REV (its ktui package
+    imported through PYTHONPATH in the VM, beside this tree's), for the
+    before/after rows. None without KTUI_BENCH_BASE."""
+    if not rev:
+        return None
+    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tree = OUT / f"base-{commit}"
+    if not (tree / "ktui").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.Popen(["git", "archive", commit, "ktui"], cwd=ROOT, stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
+        archive.wait()
+    print(f"bench: base tree {rev} ({commit}) in {tree.relative_to(ROOT)}", flush=True)
+    return tree
 
 
 def count_recording(rec: str) -> int | None:
@@ -204,6 +228,12 @@ def analyse(vm: dict, host: dict) -> dict:
     row("1 stats-only", "ktui c / funccount-bpfcc", r)
     goal("stats-only c probe slowdown <= funccount-bpfcc's", None if r is None else r <= 1.0,
          f"ratio {r:.2f}" if r else "not measured")
+    base = vm.get("base_tree")
+    if base:
+        for now, before in (("ktui_r", "ktui_r_base"), ("ktui_r_fexit", "ktui_r_fexit_base")):
+            rb = ratio(sd.get(now), sd.get(before))
+            row("1 stats-only", f"{now} now / at {base['rev']}", rb, "{:.2f}",
+                f"slowdown now {sd.get(now) or 0:.2f}x, at {base['rev']} {sd.get(before) or 0:.2f}x (same run)")
     r2 = ratio(sd.get("ktui_r"), sd.get("bpftrace_count_entry_return"))
     r3 = ratio(sd.get("ktui_r"), sd.get("funclatency"))
     row("1 stats-only", "ktui r+hist / bpftrace entry+return count", r2)

@@ -417,8 +417,11 @@ class Suite:
         self.note(f"baseline {tag}: {[round(t / n) for t in times]} ns/read")
         return times
 
-    def ktui(self, cmd: str, *specs: str, pid: int, extra=()) -> list[str]:
-        argv = [KTUI, cmd, "--log", self.log_path, "--pid", str(pid)]
+    def ktui(self, cmd: str, *specs: str, pid: int, extra=(), base: bool = False) -> list[str]:
+        """A ktui command line; `base`: the --base-tree's ktui (an older
+        revision, for before/after rows), run by the same Python."""
+        argv = [sys.executable, "-P", "-m", "ktui"] if base else [KTUI]  # -P: not the checkout's ktui (the cwd)
+        argv += [cmd, "--log", self.log_path, "--pid", str(pid)]
         for s in specs:
             argv += ["-e", s]
         return argv + list(extra)
@@ -442,11 +445,24 @@ class Suite:
                                   f"kretprobe:vfs_read /pid == {p}/ {{ @b = count(); }}"], 2),
             ("funccount", lambda p: ["funccount-bpfcc", "-p", str(p), "vfs_read"], 1),
             ("funclatency", lambda p: ["funclatency-bpfcc", "-p", str(p), "vfs_read"], 2),
+            ("ktui_r_fexit", lambda p: self.ktui("stream", "vfs_read:r", pid=p,
+                                                 extra=["--no-stats", "--attach", "fentry"]), 2),
         ]
+        if self.args.base_tree:
+            # the same return probes run by an older revision's ktui (its
+            # generic program compiled in warm_up): before/after in one run
+            tools += [
+                ("ktui_r_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, extra=["--no-stats"],
+                                                    base=True), 2),
+                ("ktui_r_fexit_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, base=True,
+                                                          extra=["--no-stats", "--attach", "fentry"]), 2),
+            ]
         self.baseline(n, rounds, "stats:before")
         for name, argv_of, k in tools:
             w = Workload(self.wl, "rounds", str(n), str(rounds))
-            tool = Tool(name, argv_of(w.pid), k)
+            fexit = "fexit" in name
+            tool = Tool(name, argv_of(w.pid), k, env=self.base_env() if name.endswith("_base") else None,
+                        count=tracing_link_count if fexit else kprobe_count)
             live = tool.wait_live()
             entry = {"argv": tool.argv, "probes": k, "live_s": live}
             if live is None:
@@ -852,6 +868,10 @@ class Suite:
         return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * self.args.n,
                 "hits_served": scraper.hits, "samples": samples}
 
+    def base_env(self) -> dict:
+        """The environment that runs the --base-tree's ktui."""
+        return {"PYTHONPATH": str(Path(self.args.base_tree).resolve())}
+
     def warm_up(self) -> None:
         """Load bcc, libclang and bpftrace once, so the first measured tool does not
         pay for reading them from the host's shared file system (a cold first
@@ -872,6 +892,22 @@ class Suite:
             raise RuntimeError(f"generic program: {warm.stderr[-300:]}")
         self.results["generic_program_first_load_s"] = time.monotonic() - t1
         self.note(f"generic program {warm.stdout.strip()} in {time.monotonic() - t1:.0f} s")
+        if self.args.base_tree:
+            # the base revision's programs (both variants) into the same cache
+            t2 = time.monotonic()
+            base = subprocess.run([sys.executable, "-P", "-c", (
+                "import os\n"
+                "from ktui.kernel.generic.cache import ProgramCache\n"
+                "from ktui.kernel.generic.loader import load_generic, tracing_variant\n"
+                "fd = os.open(os.devnull, os.O_WRONLY)\n"
+                "load_generic(fd, cache=ProgramCache()).close()\n"
+                "tracing_variant(fd, cache=ProgramCache())\n")],
+                capture_output=True, text=True, timeout=PART_TIMEOUT, env={**os.environ, **self.base_env()})
+            if base.returncode != 0:
+                raise RuntimeError(f"the base tree's generic program: {base.stderr[-300:]}")
+            rev = Path(self.args.base_tree).name.removeprefix("base-")
+            self.results["base_tree"] = {"rev": rev, "warm_s": time.monotonic() - t2}
+            self.note(f"base tree {rev}: programs in the cache in {time.monotonic() - t2:.0f} s")
         self.results["warm_up_s"] = time.monotonic() - t0
         self.note(f"warm-up {self.results['warm_up_s']:.0f} s")
 
@@ -924,6 +960,9 @@ def main() -> int:
                          "(slows every program: for the why, not the slowdowns)")
     ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
     ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing,compare")
+    ap.add_argument("--base-tree", default="",
+                    help="an older revision's tree (bench-out/base-REV): its ktui runs the stats-only "
+                         "part's return probes too, for before/after rows")
     suite = Suite(ap.parse_args())
     threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
     suite.run()
