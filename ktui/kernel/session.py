@@ -734,8 +734,9 @@ class Session:
     def _bind(self, probe: Probe) -> Probe:
         """`probe` with its parameter names bound to the kernel's BTF: codegen
         and the generic program read what the binding says (a name the
-        kernel does not know is the user's error, one line)."""
-        if not needs_binding(probe):
+        kernel does not know is the user's error, one line). A return probe
+        also learns what its function returns (errno counting, lang.errnos)."""
+        if not needs_binding(probe) and (probe.kind is not Kind.RETURN or probe.errno_width is not None):
             return probe
         if self._names is None:
             from ktui.lang.kernel_names import KernelNames

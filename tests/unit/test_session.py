@@ -113,6 +113,20 @@ def test_the_session_binds_names_before_it_compiles(tmp_path):
         assert added.probe.bindings["count"].binding.type == "u64"
 
 
+def test_the_session_binds_what_a_return_probe_returns(tmp_path):
+    """A return probe without names still learns its function's return
+    type (errno counting: lang.errnos), at the start and when added."""
+    from ktui.lang.errnos import probe_errno_mode
+    from tests.unit.namedkernel import kernel_names
+
+    ps = ProbeSet("fake", probes=(parse_spec("vfs_read:r"),))
+    names = kernel_names(tmp_path / "k")
+    with Session(ps, SessionOptions(log_path=tmp_path / "ktui.log"), loader=FakeLoader(), names=names) as s:
+        assert probe_errno_mode(next(iter(s.statuses().values())).probe) == (8, "long")  # ssize_t
+        added = s.add_probe_now(parse_spec("take_stats:r"))
+        assert probe_errno_mode(added.probe) == (4, "int")
+
+
 def test_drain_capacity_is_the_smallest_buffer_that_says(tmp_path):
     """What the collector paces a flood by (drain_pacing): the fewest records
     any live unit's buffer holds; None while no reader can say."""
