@@ -117,12 +117,15 @@ class Plan(ctypes.Structure):
     ]
 
 
+EXCLUDED_PIDS = 4  # ktui's own processes a config leaves out (program.c compares each)
+
+
 class Config(ctypes.Structure):
     _fields_ = [
         ("pid", ctypes.c_uint32),  # set-wide: only this process (0: any)
-        ("exclude_pid", ctypes.c_uint32),  # ktui itself
         ("has_comm", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
+        # ktui itself and its compile helper (compile_child.py); 0: none
+        ("exclude_pids", ctypes.c_uint32 * EXCLUDED_PIDS),
         ("comm_words", ctypes.c_uint64 * 2),  # the comm, NUL-padded
         ("comm_mask", ctypes.c_uint64 * 2),  # the bytes that count: the name and its NUL
     ]
