@@ -326,7 +326,7 @@ def _check_files(files, names, syntax_only: bool) -> int:
         unchecked = [] if syntax_only else [names.unchecked()]
         if no_btf and any(needs_binding(p) for p in ps.probes):
             unchecked.append("parameter names not checked: no BTF")
-        if not syntax_only:
+        if no_btf:
             unchecked.extend(_errno_notes(ps))
         note = "".join(f"; {u}" for u in unchecked if u)
         click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''}{note})")
@@ -375,7 +375,7 @@ def _errno_problems(path: str, ps) -> list[tuple[str, bool]]:
 
 
 def _errno_notes(ps) -> list[str]:
-    """What the ok line says of errnos its return probes cannot check."""
+    """What the ok line says, on a kernel without BTF, of its return probes' errnos."""
     from ktui.lang.errnos import GUESSED, OFF_NO_BTF, probe_errno_mode
 
     texts = {probe_errno_mode(p).text for p in ps.probes}
