@@ -63,7 +63,7 @@ _GET_CURRENT_PID_TGID = 14
 _GET_ATTACH_COOKIE = 174
 
 EARLY_BIT = 33  # abi.COOKIE_EARLY
-EXCLUDED = EXCLUDED_PIDS  # pids in ktui_exclude: ktui, its compile helper, room for a late one
+EXCLUDED = EXCLUDED_PIDS  # pids in ktui_exclude: ktui and its compile helper
 
 
 def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:

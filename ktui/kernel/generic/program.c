@@ -277,8 +277,7 @@ static __always_inline int ktui_set_filter(struct ktui_who *who)
     if (!c)
         return 0;
     u32 pid = who->pid_tgid >> 32;
-    if (pid && (pid == c->exclude_pids[0] || pid == c->exclude_pids[1] ||
-                pid == c->exclude_pids[2] || pid == c->exclude_pids[3]))
+    if (pid && (pid == c->exclude_pids[0] || pid == c->exclude_pids[1]))
         return 0;
     if (c->pid && pid != c->pid)
         return 0;
