@@ -317,7 +317,7 @@ def _check_files(files, names, syntax_only: bool) -> int:
         if errors:
             bad += 1
             continue
-        problems = [] if syntax_only else _name_problems(f, ps, names)
+        problems = [] if syntax_only else _name_problems(f, ps, names) + _errno_problems(f, ps)
         for line, fatal in problems:
             click.echo(line)
         if any(fatal for _line, fatal in problems):
@@ -326,6 +326,8 @@ def _check_files(files, names, syntax_only: bool) -> int:
         unchecked = [] if syntax_only else [names.unchecked()]
         if no_btf and any(needs_binding(p) for p in ps.probes):
             unchecked.append("parameter names not checked: no BTF")
+        if no_btf:
+            unchecked.extend(_errno_notes(ps))
         note = "".join(f"; {u}" for u in unchecked if u)
         click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''}{note})")
     return bad
@@ -352,6 +354,33 @@ def _name_problems(path: str, ps, names) -> list[tuple[str, bool]]:
         kind = "" if found.fatal else "warning: "
         out.append((f"{where}: {kind}probe {number} ({probe.spec_text}): {found.message}", found.fatal))
     return out
+
+
+def _errno_problems(path: str, ps) -> list[tuple[str, bool]]:
+    """A warning for each `errno: on` that counts nothing: BTF says the
+    function returns no errno (void, unsigned...)."""
+    from ktui.lang.errnos import returns_words
+    from ktui.lang.locate import target_positions
+
+    out = []
+    for number, probe in enumerate(ps.probes, 1):
+        if probe.errno != "on" or probe.errno_width != 0:
+            continue
+        positions = target_positions(path)
+        line, col = positions[number - 1] if number <= len(positions) else (None, None)
+        where = ":".join(str(p) for p in (path, line, col) if p is not None)
+        out.append((f"{where}: warning: probe {number} ({probe.spec_text}): errno: on counts nothing: "
+                    f"BTF says {probe.target.symbol} returns {returns_words(probe.return_class)}", False))
+    return out
+
+
+def _errno_notes(ps) -> list[str]:
+    """What the ok line says, on a kernel without BTF, of its return probes' errnos."""
+    from ktui.lang.errnos import GUESSED, OFF_NO_BTF, probe_errno_mode
+
+    texts = {probe_errno_mode(p).text for p in ps.probes}
+    notes = {OFF_NO_BTF: "errnos not counted: no BTF", GUESSED: "errnos guessed as int: no BTF"}
+    return [note for text, note in notes.items() if text in texts]
 
 
 @contextlib.contextmanager

@@ -132,6 +132,9 @@ class FakeLoader:
     def cached_tracing_variant(self, cache_dir):
         return None
 
+    def compile_helper(self, log_fd, cache_dir, use_cache, tracing):
+        return None  # no generic program to compile
+
     def __init__(self, per_drain: int = 0, tracefs: bool = True) -> None:
         self.returns = FakeReturnEvents(self) if tracefs else None
         self.per_drain = per_drain

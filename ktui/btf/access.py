@@ -137,6 +137,13 @@ class Access:
         raise AccessError(f"no parameter {name!r}{hint}: the parameters are ({params})",
                           step=-1, close=close)
 
+    def return_leaf(self, proto_id: int) -> Leaf:
+        """What a prototype returns, typedefs seen through (`void` too)."""
+        proto = self.btf.type(proto_id)
+        if proto.kind != Kind.FUNC_PROTO:
+            raise BtfError(f"{self.btf.source}: type id {proto_id} is not a prototype")
+        return self.leaf(self.btf.head(proto_id)[3])
+
     # ------------------------------------------------------------ members
     def member_path(self, type_id: int, steps: list[Step] | tuple[Step, ...],
                     root: str = "the parameter") -> FieldPath:

@@ -76,6 +76,12 @@ def without_compile(choice: Choice, mode: str, *, variant_ready: bool, cache: bo
     return Choice(KPROBE, NOT_COMPILED if cache else NO_CACHE)
 
 
+def fentry_possible(*, release: str, btf) -> bool:
+    """Whether any probe of this kernel could go by fentry/fexit (so the
+    tracing variant may have to be compiled)."""
+    return _version(release) >= (5, 5) and btf is not None and not btf.problem()
+
+
 def max_args(release: str) -> int:
     """Arguments a trampoline takes: 6, and 12 from Linux 6.6."""
     return 12 if _version(release) >= (6, 6) else 6

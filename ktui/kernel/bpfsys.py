@@ -12,7 +12,6 @@ fills only its own fields, the rest stays zero.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 from dataclasses import dataclass
@@ -49,7 +48,10 @@ BPF_ANY = 0
 
 _ATTR_SIZE = 128  # more than any command here uses
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# The C library the interpreter runs on, by the process's own symbols:
+# ctypes.util.find_library runs ldconfig (a process of ktui's that probes
+# would count, in the compile helper: compile_child.py).
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 

@@ -11,7 +11,6 @@ attach instead of text libbcc prints to stderr.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import threading
@@ -51,7 +50,10 @@ class PerfEventAttr(ctypes.Structure):
     ]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# The C library the interpreter runs on, by the process's own symbols:
+# ctypes.util.find_library runs ldconfig (a process of ktui's that probes
+# would count, in the compile helper: compile_child.py).
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong]
 

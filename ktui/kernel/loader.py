@@ -82,17 +82,24 @@ class Loader(Protocol):
         it is open (runstats.RunTimeStats); OSError if refused."""
         ...
 
-    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
+    def generic_engine(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None):
         """A GenericEngine (kernel/generic) for the session's probes, or None
         where there is none (a kernel without attach cookies, a fake)."""
         ...
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int):
-        """The generic program loaded (kernel/generic/loader.LoadedProgram),
-        its event ring buffer `ring_bytes` long (--buffer-pages)."""
+    def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool):
+        """A compile helper (generic/compile_child.CompileHelper), started
+        now, before any probe: None when the cache holds every variant the
+        session may load (`tracing`: the fentry/fexit one too)."""
         ...
 
-    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool):
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, compiler=None):
+        """The generic program loaded (kernel/generic/loader.LoadedProgram),
+        its event ring buffer `ring_bytes` long (--buffer-pages); a compile
+        goes to `compiler` (generic/loader.Compiler)."""
+        ...
+
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None):
         """The generic program's fentry/fexit variant (a CompiledProgram)."""
         ...
 
@@ -169,31 +176,32 @@ class BccLoader:
 
         return enable_stats()
 
-    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
+    def generic_engine(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None):
         from ktui.kernel.generic.engine import GenericEngine, kernel_has_cookies
 
         if not kernel_has_cookies():
             return None
-        return GenericEngine(exclude_pid=exclude_pid, pid=pid, comm=comm)
+        return GenericEngine(exclude_pids=exclude_pids, pid=pid, comm=comm)
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int):
-        from ktui.kernel.generic.cache import ProgramCache
+    def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool):
+        from ktui.kernel.generic.compile_child import CompileHelper
+        from ktui.kernel.generic.loader import needs_compile
+
+        if not needs_compile(_cache(log_fd, cache_dir, use_cache), tracing=tracing):
+            return None
+        return CompileHelper(log_fd)
+
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, compiler=None):
         from ktui.kernel.generic.loader import load_generic
 
-        cache = None
-        if use_cache:
-            cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
-        return load_generic(log_fd, cache=cache, ring_bytes=ring_bytes)
+        return load_generic(log_fd, cache=_cache(log_fd, cache_dir, use_cache), ring_bytes=ring_bytes,
+                            compiler=compiler)
 
-    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool):
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None):
         """The generic program's fentry/fexit variant, compiled (not loaded)."""
-        from ktui.kernel.generic.cache import ProgramCache
         from ktui.kernel.generic.loader import tracing_variant
 
-        cache = None
-        if use_cache:
-            cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
-        return tracing_variant(log_fd, cache=cache)
+        return tracing_variant(log_fd, cache=_cache(log_fd, cache_dir, use_cache), compiler=compiler)
 
     def cached_tracing_variant(self, cache_dir):
         from ktui.kernel.generic.cache import ProgramCache
@@ -206,3 +214,10 @@ class BccLoader:
         from ktui.btf.index import KernelBtf
 
         return KernelBtf()
+
+
+def _cache(log_fd: int, cache_dir, use_cache: bool):
+    """The generic program's cache (None: --no-cache), its complaints logged."""
+    from ktui.kernel.generic.cache import ProgramCache
+
+    return ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text)) if use_cache else None

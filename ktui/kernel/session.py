@@ -133,6 +133,11 @@ class Session:
         # compiled: it compiles in the background once the kprobe variant is in
         self._compile_tracing_later = False
         self._tracing_compiling = False  # that compile is under way (or done): once per session
+        # ktui's compile helper (generic/compile_child.py), started before
+        # the first probe where a start may compile: left out of the counts
+        # as ktui itself is (_own_pids)
+        self._helper = None
+        self._helper_lock = threading.Lock()
         from ktui.kernel.runstats import RunTimeStats
 
         self._timing = RunTimeStats(self.loader.enable_run_stats)
@@ -216,15 +221,67 @@ class Session:
             raise KtuiError(f"unknown engine {engine!r}: use auto, generic or compiled")
         if engine == "compiled" or (engine == "auto" and self.buffer == PERF):
             return None
+        self._start_helper()
         started = time.monotonic()
-        made = self.loader.generic_engine(
-            exclude_pid=0 if self.options.include_self else os.getpid(),
-            pid=self.probeset.pid, comm=self.probeset.comm)
+        made = self.loader.generic_engine(exclude_pids=self._own_pids(), pid=self.probeset.pid,
+                                          comm=self.probeset.comm)
+        if made is None:
+            self._stop_helper()  # the compiled path compiles in ktui itself
         if made is None and engine == "generic":
             raise KtuiError("the generic engine needs attach cookies (Linux 5.15 or later)")
         if made is not None:
             log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
         return made
+
+    # ------------------------------------------------------------ ktui's own processes
+
+    def _own_pids(self) -> tuple[int, ...]:
+        """ktui and its compile helper: left out of every count (unless
+        --include-self)."""
+        if self.options.include_self:
+            return ()
+        return (os.getpid(),) + ((self._helper.pid,) if self._helper is not None else ())
+
+    def _start_helper(self) -> None:
+        """The compile helper, before any probe is attached, where this start
+        may compile (a variant not in the cache): its pid is known, and left
+        out, from the first hit on. Without one, a compile starts a helper
+        when it must (`_compile`)."""
+        from ktui.kernel.attach_choice import fentry_possible
+
+        try:
+            tracing = fentry_possible(release=os.uname().release, btf=self._kernel_btf())
+            self._helper = self.loader.compile_helper(self._log_fd, self.options.cache_dir,
+                                                      self.options.cache, tracing)
+        except Exception as exc:  # noqa: BLE001 - a compile will start its own
+            log_line(self._log_fd, f"ktui: the compile helper did not start: {exc}")
+            self._helper = None
+        if self._helper is not None:
+            log_line(self._log_fd, f"ktui: compile helper started (pid {self._helper.pid}), left out of the counts")
+
+    def _stop_helper(self) -> None:
+        with self._helper_lock:
+            helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.close()
+
+    def _compile(self, text: str, key: str):
+        """A compile (generic/loader.Compiler) by the helper; one started
+        now when none runs yet (the kernel refused the cached program): its
+        pid is left out from the moment it is known."""
+        from ktui.kernel.generic.compile_child import CompileHelper
+
+        with self._helper_lock:
+            helper = self._helper
+            if helper is None and self._closed:
+                raise RuntimeError("compiling the generic program: the session has ended")
+            if helper is None:
+                helper = self._helper = CompileHelper(self._log_fd)
+                if self._engine is not None and not self.options.include_self:
+                    self._engine.exclude(self._own_pids())
+                log_line(self._log_fd, f"ktui: compile helper started late (pid {helper.pid}): its first "
+                         "moments, before ktui knew its pid, may be counted")
+        return helper.compile(text, key)
 
     def _open_generic(self, ids: list[int]) -> list[int]:
         """Give every probe it can run to the engine and attach them (they
@@ -273,7 +330,7 @@ class Session:
             log_fd = os.dup(self._log_fd)
         try:
             try:
-                tracing = self.loader.tracing_variant(log_fd, self.options.cache_dir, True)
+                tracing = self.loader.tracing_variant(log_fd, self.options.cache_dir, True, self._compile)
             except Exception as exc:  # noqa: BLE001 - the probes run by kprobe: nothing else to do
                 log_line(log_fd, f"ktui: the fentry/fexit variant did not compile: {exc}")
                 return
@@ -292,7 +349,8 @@ class Session:
         tracing = self._engine.tracing  # read from the cache when the probes were chosen
         try:
             if tracing is None:
-                tracing = self.loader.tracing_variant(self._log_fd, self.options.cache_dir, self.options.cache)
+                tracing = self.loader.tracing_variant(self._log_fd, self.options.cache_dir, self.options.cache,
+                                                      self._compile)
         except Exception as exc:  # noqa: BLE001 - each probe falls back, saying why
             error = f"the fentry/fexit variant did not compile: {exc}"
             log_line(self._log_fd, f"ktui: {error}")
@@ -311,7 +369,7 @@ class Session:
     def _load_kprobe_variant(self) -> None:
         try:
             program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache,
-                                               self.options.ringbuf_pages * mmap.PAGESIZE)
+                                               self.options.ringbuf_pages * mmap.PAGESIZE, self._compile)
         except Exception as exc:  # noqa: BLE001 - reported on each probe, not lost
             reason = f"the generic program did not load: {exc}"
             log_line(self._log_fd, f"ktui: {reason}")
@@ -368,6 +426,7 @@ class Session:
                 unit.close(self.loader, self._log_fd)
             if self._engine is not None:
                 self._engine.close()
+            self._stop_helper()  # once a compile under way is done (it fills the cache)
             self._timing.close()
             if self._log_fd >= 0:  # not opened when open() was never called
                 log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
@@ -403,7 +462,7 @@ class Session:
             ringbuf_pages=self.options.ringbuf_pages,
             pid=self.probeset.pid,
             comm=self.probeset.comm,
-            exclude_pid=None if self.options.include_self else os.getpid(),
+            exclude_pids=self._own_pids(),
         )
         unit = compile_unit(self.loader, program, ids, self._log_fd)
         if read_now:
@@ -525,7 +584,7 @@ class Session:
             # a probe added after the start, the first to want fentry
             try:
                 self._engine.tracing = self.loader.tracing_variant(
-                    self._log_fd, self.options.cache_dir, self.options.cache)
+                    self._log_fd, self.options.cache_dir, self.options.cache, self._compile)
             except Exception as exc:  # noqa: BLE001 - the probe falls back, saying why
                 return self._fall_back(pid_, f"the fentry/fexit variant did not compile: {exc}")
         if self._engine.program is None or self._engine.tracing is None:
@@ -734,8 +793,9 @@ class Session:
     def _bind(self, probe: Probe) -> Probe:
         """`probe` with its parameter names bound to the kernel's BTF: codegen
         and the generic program read what the binding says (a name the
-        kernel does not know is the user's error, one line)."""
-        if not needs_binding(probe):
+        kernel does not know is the user's error, one line). A return probe
+        also learns what its function returns (errno counting, lang.errnos)."""
+        if not needs_binding(probe) and (probe.kind is not Kind.RETURN or probe.errno_width is not None):
             return probe
         if self._names is None:
             from ktui.lang.kernel_names import KernelNames

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from ktui.btf.access import Access, AccessError, Leaf, Step as BtfStep
 from ktui.btf.decode import BtfError
-from ktui.lang import filters, names
+from ktui.lang import errnos, filters, names
 from ktui.lang.checks import check_filter
 from ktui.lang.grammar import FetchSpan, Scanner, parse_raw, scan_fetch
 from ktui.lang.limits import MAX_DEREF
@@ -96,7 +96,11 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     Raises SpecError (one line). Its column counts in `text`, the probe as
     the user wrote it (`SPEC` or `SPEC if FILTER`, as `-e` takes it), else
     in `probe.spec_text`; a filter's (message `filter: ...`) in
-    `filter_text` when given, else in `text`, else in `str(probe.filter)`."""
+    `filter_text` when given, else in `text`, else in `str(probe.filter)`.
+
+    A return probe also gets what its function returns (`bind_returns`),
+    names or not."""
+    probe = bind_returns(probe, kernel)
     if not needs_binding(probe):
         return probe
     shift = 0
@@ -125,6 +129,30 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
             raise
         raise SpecError(err.message, col=err.col + shift) from None
     return bound
+
+
+# ---------------------------------------------------------------- returns
+
+
+def bind_returns(probe: Probe, kernel: Kernel | None) -> Probe:
+    """A return probe with its function's return type from BTF
+    (`errno_width`, `return_class`: `lang.errnos`), or unchanged (not
+    known: None) where BTF cannot say. Never raises: a probe runs without."""
+    function = probe.target.symbol
+    if probe.kind is not Kind.RETURN or function is None or kernel is None:
+        return probe
+    if any(mark in function for mark in COPY_MARKS):
+        # a compiler copy may return other than the BTF of its original says
+        # (GCC's IPA-SRA drops a return value no caller uses)
+        return probe
+    try:
+        if kernel.problem() is not None:
+            return probe
+        proto = kernel.prototype(function)
+        width, returns = errnos.return_class(proto.access.return_leaf(proto.proto_id))
+    except (NoPrototype, BtfError):
+        return probe
+    return dataclasses.replace(probe, errno_width=width, return_class=returns)
 
 
 # ---------------------------------------------------------------- lookup
@@ -393,7 +421,7 @@ def _first_name(probe: Probe) -> str:
     return "names"
 
 
-__all__ = ["Kernel", "NoPrototype", "Prototype", "bind_probe", "needs_binding", "INT_TYPES"]
+__all__ = ["Kernel", "NoPrototype", "Prototype", "bind_probe", "bind_returns", "needs_binding", "INT_TYPES"]
 
 
 # ---------------------------------------------------------------- recordings

@@ -357,6 +357,7 @@ class Target:
 
 
 ATTACH_MODES = ("auto", "kprobe", "fentry")
+ERRNO_MODES = ("", "on", "off")  # Probe.errno: "" (by BTF), or the probe set's `errno:`
 
 AGG_KEYS_MAX = 4  # fetches a `count:` key holds
 AGG_MAX_KEYS_DEFAULT = 10240  # distinct keys a probe's count map holds
@@ -432,6 +433,17 @@ class Probe:
     bindings: "dict[str, Named] | None" = field(default=None, compare=False)
     # In-kernel aggregations of fetched values (hist/count/sum), or None
     agg: Aggregate | None = None
+    # Whether a return probe counts errnos (ERRNO_MODES): "" decides by the
+    # function's return type in BTF (`lang.errnos`), "on"/"off" as the
+    # probe set says (`errno:`). Call probes have none.
+    errno: str = ""
+    # What BTF says the function returns, bound with the probe (`lang.bind`;
+    # None: not known, no BTF): `errno_width` the bytes of the return value
+    # an errno is read from (4: int-like, 8: long or a pointer's ERR_PTR,
+    # 0: none can be: void, unsigned, bool, enum, struct) and `return_class`
+    # its class (errnos.RETURN_CLASSES), which says why in words.
+    errno_width: int | None = field(default=None, compare=False)
+    return_class: str = field(default="", compare=False)
 
     @property
     def uses_names(self) -> bool:

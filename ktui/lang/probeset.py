@@ -15,6 +15,9 @@ A probe set file looks like this (see probesets/ for real ones):
         rate_limit: 1000                 # optional: max events/s per CPU
         maxactive: 128                   # optional, return probes only:
                                          # calls followed at once (1..4096)
+        errno: off                       # optional, return probes only: count
+                                         # errnos (on) or not (off); by
+                                         # default as BTF's return type says
       - function: vfs_write              # long form: function or address,
         kind: return                     # kind, and a list of fetches
         fetch: [retval:s64]
@@ -70,7 +73,7 @@ TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
 SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
     "spec", "function", "address", "kind", "fetch",
-    "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach",
+    "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
     "hist", "count", "sum", "max_keys", "stack",
 )
 AGG_KEYS = ("hist", "count", "sum", "max_keys", "stack")
@@ -336,6 +339,7 @@ class _SetReader(NodeReader):
             "rate_limit": lambda node: self.integer(node, "rate_limit", prefix, limits.COUNT_MIN, limits.COUNT_MAX),
             "maxactive": lambda node: self.maxactive(node, prefix),
             "attach": lambda node: self.attach_mode(node, prefix),
+            "errno": lambda node: _errno_mode(self.switch(node, "errno", prefix)),
             "hist": lambda node: self.agg_fetch(node, "hist", prefix),
             "sum": lambda node: self.agg_fetch(node, "sum", prefix),
             "count": lambda node: self.agg_keys(node, prefix),
@@ -354,6 +358,10 @@ class _SetReader(NodeReader):
         if "maxactive" in changes and probe.kind is not Kind.RETURN:
             self.attempt(self.fail, items["maxactive"][0], "maxactive: only a return probe (:r) has one "
                          "(the calls its kretprobe follows at once)", prefix)
+            return FAILED
+        if "errno" in changes and probe.kind is not Kind.RETURN:
+            self.attempt(self.fail, items["errno"][0], "errno: only a return probe (:r) has errnos "
+                         "(its return value)", prefix)
             return FAILED
         agg = {key: changes.pop(key) for key in AGG_KEYS if key in changes}
         if agg:
@@ -481,6 +489,11 @@ def with_set_maxactive(probes: tuple[Probe, ...], maxactive: int) -> tuple[Probe
         return probes
     return tuple(dataclasses.replace(p, maxactive=maxactive)
                  if p.kind is Kind.RETURN and not p.maxactive else p for p in probes)
+
+
+def _errno_mode(word: str) -> str:
+    """`errno:` as Probe.errno: `auto` is what no key says."""
+    return "" if word == "auto" else word
 
 
 def _probe_prefix(number: int, node: Node) -> str:

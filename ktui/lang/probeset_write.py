@@ -54,12 +54,26 @@ def dumps_probeset(ps: ProbeSet) -> str:
             entry["maxactive"] = probe.maxactive
         if probe.attach:  # its own, even when the set says the same: loads back equal
             entry["attach"] = probe.attach
+        if probe.errno:
+            entry["errno"] = _Plain(probe.errno)
         entry.update(aggregate_keys(probe))
         probes.append(entry)
     document["probes"] = probes
-    body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
-                          default_flow_style=False, width=1_000_000)
+    body = yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False, width=1_000_000)
     return HEADER + body
+
+
+class _Plain(str):
+    """`on` / `off` written as a user writes them (YAML reads them as
+    booleans, which the loader takes), not quoted as strings."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Plain, lambda dumper, word: dumper.represent_scalar("tag:yaml.org,2002:bool", str(word)))
 
 
 def aggregate_keys(probe) -> dict[str, object]:

@@ -36,7 +36,7 @@ from ktui.lang.grammar import (
     scan_target,
 )
 from ktui.lang.limits import MAX_DEREF
-from ktui.lang.model import Deref, Fetch, Probe, SpecError, Target
+from ktui.lang.model import ERRNO_MODES, Deref, Fetch, Kind, Probe, SpecError, Target
 
 
 def parse_spec(text: str) -> Probe:
@@ -141,6 +141,10 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
             limits.check_probe_label(probe.label)
         except SpecError as err:  # no column: the label is not in the spec text
             raise SpecError(f"label: {err.message}") from None
+    if probe.errno not in ERRNO_MODES:
+        raise SpecError(f"errno: expected on, off or \"\" (by BTF), got {probe.errno!r:.40}")
+    if probe.errno and probe.kind is not Kind.RETURN:
+        raise SpecError("errno: only a return probe (:r) has errnos (its return value)")
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

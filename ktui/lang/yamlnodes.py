@@ -282,6 +282,17 @@ class NodeReader:
             self.fail(node, f"{what}: expected true or false, got {describe(node)}", prefix)
         return value
 
+    def switch(self, node: Node, what: str, prefix: str) -> str:
+        """`on`, `off` (YAML's booleans: true/false, yes/no too) or `auto`."""
+        scalar = self.scalar(node, what, prefix, "on or off")
+        word = scalar.value.strip().lower()
+        if scalar.tag == BOOL and word in BOOL_WORDS:
+            return "on" if BOOL_WORDS[word] else "off"
+        if scalar.tag == STR and word in ("on", "off", "auto"):
+            return word
+        shown = f" {scalar.value[:40]!r}" if scalar.tag == STR else ""
+        self.fail(node, f"{what}: expected on, off or auto, got {describe(node)}{shown}", prefix)
+
     @staticmethod
     def is_null(node: Node) -> bool:
         return isinstance(node, ScalarNode) and node.tag == NULL

@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, Static
 
 from ktui.lang import chars, limits
 from ktui.lang.filters import parse_filter
-from ktui.lang.model import Probe, SpecError
+from ktui.lang.model import Kind, Probe, SpecError
 from ktui.lang.spec import parse_spec_clauses, validate_probe
 from ktui.screens.browse_model import FunctionIndex
 from ktui.screens.probe_check import KernelProblem, ProbeCheck
@@ -79,7 +79,8 @@ def build_probe(
         raise FieldProblem("label", SpecError(f'the spec already labels this probe "{probe.label}"; '
                                               "give the label once"))
     keep = {} if base is None else {"enabled": base.enabled, "sample": base.sample, "rate_limit": base.rate_limit,
-                                    "attach": base.attach}  # how it enters the kernel stays as the file said
+                                    "attach": base.attach,  # how it enters the kernel stays as the file said
+                                    "errno": base.errno if probe.kind is Kind.RETURN else ""}
     probe = dataclasses.replace(probe, filter=expr, label=label.strip() or probe.label, **keep)
     try:
         validate_probe(probe, filter_text=filter_text if expr is not None else None)

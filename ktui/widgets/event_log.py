@@ -20,7 +20,7 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -272,6 +272,25 @@ class EventLog(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------ drawing
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Before any line of a frame is drawn, the columns grow for every
+        row in view: grown while the frame was being drawn, the rows above
+        had the old layout and the rows below the new one (issues 28, 29:
+        one frame that showed lines which did not belong together)."""
+        self._fit_rows_in_view()
+        return super().render_lines(crop)
+
+    def _fit_rows_in_view(self) -> None:
+        width = self.scrollable_content_region.width
+        grown = width != self._width
+        self._width = width
+        top = int(self.scroll_y)
+        for index in range(max(0, top), min(top + self.scrollable_content_region.height, len(self.window))):
+            grown = self._grow_widths(self.window.columns(self.window.view[index])) or grown
+        if grown:
+            self._relayout()
+            self.refresh()  # every line again, those outside this crop too
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
@@ -295,7 +314,8 @@ class EventLog(ScrollView, can_focus=True):
             return strip
         columns = self.window.columns(row)
         if self._grow_widths(columns):
-            # rows already drawn used narrower columns: draw them again
+            # a row not in view when the frame began (render_lines): the
+            # rows already drawn used narrower columns, draw them again
             self._relayout()
             self.call_later(self.refresh)
         time, cpu, task, name, details = columns

@@ -123,7 +123,7 @@ def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
     )], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline() == "ready\n"
     log_fd = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o600)
-    engine = GenericEngine(exclude_pid=os.getpid(), pid=child.pid, comm=None)
+    engine = GenericEngine(exclude_pids=(os.getpid(),), pid=child.pid, comm=None)
     try:
         slot = engine.add(parse_spec("vfs_read:c"), 0)
         engine.attach(slot, "vfs_read", 0, None)

@@ -420,7 +420,8 @@ def test_ktui_check_without_btf_says_names_are_not_checked(monkeypatch, tmp_path
     f = tmp_path / "set.yaml"
     f.write_text(SET.replace("f_pos", "f_pso"))
     r = _check(monkeypatch, no_btf(tmp_path), f)
-    assert (r.exit_code, r.output) == (0, f"{f}: ok (2 probes; parameter names not checked: no BTF)\n")
+    assert (r.exit_code, r.output) == (0, f"{f}: ok (2 probes; parameter names not checked: no BTF; "
+                                          "errnos not counted: no BTF)\n")
     f.write_text("name: x\nprobes:\n  - vfs_read:c:a3\n")
     assert _check(monkeypatch, no_btf(tmp_path), f).output == f"{f}: ok (1 probe)\n"  # nothing to check
     f.write_text(SET.replace("f_pos", "f_pso"))

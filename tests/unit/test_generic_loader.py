@@ -12,7 +12,8 @@ import pytest
 
 from ktui.kernel.generic import cache as cache_mod
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
-from ktui.kernel.generic.dispatch import assemble
+from ktui.kernel.generic.abi import EXCLUDED_PIDS
+from ktui.kernel.generic.dispatch import assemble, excluded_value
 
 LD_IMM64, CALL, EXIT = 0x18, 0x85, 0x95
 
@@ -22,22 +23,39 @@ def decode(insns: bytes):
 
 
 def test_dispatcher_tail_calls_then_counts_and_every_jump_lands_inside():
-    insns = decode(assemble(prog_array_fd=7, early_fd=9, exclude_pid=1234, pid=None))
+    insns = decode(assemble(prog_array_fd=7, early_fd=9, exclude_fd=11, pid=None))
     calls = [imm for code, _, _, imm in insns if code == CALL]
-    assert calls == [174, 12, 14, 1]  # cookie, tail call, pid, map lookup
+    assert calls == [174, 12, 14, 1, 1]  # cookie, tail call, pid, ktui's pids, the early count
     maps = [insns[i][3] for i, (code, regs, _, _) in enumerate(insns) if code == LD_IMM64]
-    assert maps == [7, 9]
+    assert maps == [7, 11, 9]
     assert insns[-1][0] == EXIT
+    exits, counts = 0, 0
     for i, (code, _, off, _) in enumerate(insns):
         if code & 7 == 5 and code not in (CALL, EXIT) and code != 0x05:
             assert 0 < i + 1 + off < len(insns)
-            assert insns[i + 1 + off][0] == 0xB7  # every early exit lands on r0 = 0
-    assert any(code == 0x15 and imm == 1234 for code, _, _, imm in insns)  # ktui itself is left out
+            target = insns[i + 1 + off]
+            exits += target[0] == 0xB7  # an early exit lands on r0 = 0
+            counts += target[0] != 0xB7
+    assert counts == 1  # the idle task (pid 0) skips the comparisons, to the count
+    # ktui's processes: each place compared with the task's process (r8),
+    # each match an exit; an empty place (0) never matches it
+    compares = [(dst, src) for code, regs, _, _ in insns if code == 0x1D for dst, src in [(regs & 15, regs >> 4)]]
+    assert compares == [(1, 8)] * EXCLUDED_PIDS
+    loads = [off for code, _, off, _ in insns if code == 0x61]
+    assert loads == [4 * i for i in range(EXCLUDED_PIDS)]
 
 
 def test_dispatcher_with_a_set_pid():
-    insns = decode(assemble(7, 9, 1234, pid=42))
+    insns = decode(assemble(7, 9, 11, pid=42))
     assert any(code == 0x55 and imm == 42 for code, _, _, imm in insns)
+
+
+def test_the_excluded_pids_fill_their_places():
+    assert EXCLUDED_PIDS == 2  # ktui and its compile helper
+    assert excluded_value((100,)) == struct.pack("<2I", 100, 0)
+    assert excluded_value((100, 200)) == struct.pack("<2I", 100, 200)
+    with pytest.raises(ValueError):
+        excluded_value((1, 2, 3))
 
 
 PROGRAM = CompiledProgram(

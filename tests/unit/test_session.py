@@ -113,6 +113,52 @@ def test_the_session_binds_names_before_it_compiles(tmp_path):
         assert added.probe.bindings["count"].binding.type == "u64"
 
 
+def test_the_session_binds_what_a_return_probe_returns(tmp_path):
+    """A return probe without names still learns its function's return
+    type (errno counting: lang.errnos), at the start and when added."""
+    from ktui.lang.errnos import probe_errno_mode
+    from tests.unit.namedkernel import kernel_names
+
+    ps = ProbeSet("fake", probes=(parse_spec("vfs_read:r"),))
+    names = kernel_names(tmp_path / "k")
+    with Session(ps, SessionOptions(log_path=tmp_path / "ktui.log"), loader=FakeLoader(), names=names) as s:
+        assert probe_errno_mode(next(iter(s.statuses().values())).probe) == (8, "long")  # ssize_t
+        added = s.add_probe_now(parse_spec("take_stats:r"))
+        assert probe_errno_mode(added.probe) == (4, "int")
+
+
+def test_the_compile_helper_starts_before_the_first_probe_and_is_left_out(tmp_path):
+    """ktui's compile helper is started before anything is attached, so its
+    pid is among ktui's own from the first hit (issue 28); without a
+    generic engine it is not needed, and compiled programs leave ktui out."""
+    import os
+
+    calls = []
+
+    class Helper:
+        pid = 4242
+
+        def close(self):
+            calls.append("helper closed")
+
+    class Loader(FakeLoader):
+        def compile_helper(self, log_fd, cache_dir, use_cache, tracing):
+            calls.append(("helper", bool(self.attached)))
+            return Helper()
+
+        def generic_engine(self, *, exclude_pids, pid, comm):
+            calls.append(("engine", exclude_pids, bool(self.attached)))
+            return None
+
+    loader = Loader()
+    with session(tmp_path, loader, "vfs_read:c:a3"):
+        pass
+    assert calls[:2] == [("helper", False), ("engine", (os.getpid(), 4242), False)]
+    assert "helper closed" in calls
+    text = loader.compiled[0].text
+    assert f"(pid_tgid >> 32) == {os.getpid()}U" in text and "4242" not in text
+
+
 def test_drain_capacity_is_the_smallest_buffer_that_says(tmp_path):
     """What the collector paces a flood by (drain_pacing): the fewest records
     any live unit's buffer holds; None while no reader can say."""

@@ -58,9 +58,10 @@ def generate(
     ringbuf_pages: int = 2048,
     pid: int | None = None,
     comm: str | None = None,
-    exclude_pid: int | None = None,
+    exclude_pids: Sequence[int] = (),
 ) -> Program:
-    """Generate the C program for `probes` (indexed 0..n-1 in the records)."""
+    """Generate the C program for `probes` (indexed 0..n-1 in the records).
+    `exclude_pids`: ktui's own processes, whose hits no probe counts."""
     if isinstance(probes, ProbeSet):
         pid = probes.pid if pid is None else pid
         comm = probes.comm if comm is None else comm
@@ -76,7 +77,7 @@ def generate(
     entries = entry_slots(probes)
     out: list[str] = []
     out += prelude(len(probes), layout, buffer, ringbuf_pages, entries)
-    out += helpers(buffer, pid, comm, exclude_pid)
+    out += helpers(buffer, pid, comm, exclude_pids)
     out += aggregate_maps(probes)
     for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
         out.append("")

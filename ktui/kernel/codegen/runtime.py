@@ -154,7 +154,7 @@ def prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int,
     return lines
 
 
-def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | None) -> list[str]:
+def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pids: Sequence[int] = ()) -> list[str]:
     lines = [
         "static __always_inline void ktui_bump(void *map_lookup_result)",
         "{",
@@ -260,7 +260,7 @@ def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pid: int | N
         "}",
         "",
     ]
-    lines += _set_filter(pid, comm, exclude_pid)
+    lines += _set_filter(pid, comm, exclude_pids)
     return lines
 
 
@@ -282,15 +282,17 @@ def log2_slot_helper() -> list[str]:
     return lines
 
 
-def _set_filter(pid: int | None, comm: str | None, exclude_pid: int | None) -> list[str]:
+def _set_filter(pid: int | None, comm: str | None, exclude_pids: Sequence[int]) -> list[str]:
     """Set-wide filters: 1 = the current task passes."""
     lines = [
         "static __always_inline int ktui_set_filter(u64 pid_tgid, const char *comm)",
         "{",
     ]
-    if exclude_pid is not None:
-        lines.append("    /* ktui's own reads would feed back into what it shows */")
-        lines.append(f"    if ((pid_tgid >> 32) == {int(exclude_pid)}U)")
+    if exclude_pids:
+        # ktui itself and its compile helper (kernel/generic/compile_child.py)
+        lines.append("    /* ktui's own work would feed back into what it shows */")
+        same = " || ".join(f"(pid_tgid >> 32) == {int(p)}U" for p in exclude_pids)
+        lines.append(f"    if ({same})")
         lines.append("        return 0;")
     if pid is not None:
         lines.append(f"    if ((pid_tgid >> 32) != {int(pid)}U)")

@@ -134,12 +134,16 @@ class Plan(ctypes.Structure):
     ]
 
 
+# ktui's own processes a config leaves out: ktui itself and its compile
+# helper (compile_child.py; one at a time). program.c compares each.
+EXCLUDED_PIDS = 2
+
+
 class Config(ctypes.Structure):
     _fields_ = [
         ("pid", ctypes.c_uint32),  # set-wide: only this process (0: any)
-        ("exclude_pid", ctypes.c_uint32),  # ktui itself
+        ("exclude_pids", ctypes.c_uint32 * EXCLUDED_PIDS),  # 0: none
         ("has_comm", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
         ("comm_words", ctypes.c_uint64 * 2),  # the comm, NUL-padded
         ("comm_mask", ctypes.c_uint64 * 2),  # the bytes that count: the name and its NUL
     ]

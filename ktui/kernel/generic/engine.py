@@ -97,11 +97,13 @@ class Slot:
 
 
 class GenericEngine:
-    def __init__(self, *, exclude_pid: int, pid: int | None, comm: str | None) -> None:
+    def __init__(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None) -> None:
+        """`exclude_pids`: ktui's own processes (itself, its compile helper),
+        whose hits no count takes; `pid`, `comm`: the set-wide filters."""
         self.pid = pid
         self.comm = comm
-        self.exclude_pid = exclude_pid
-        self.dispatcher = Dispatcher(exclude_pid, pid)
+        self.exclude_pids = tuple(exclude_pids)
+        self.dispatcher = Dispatcher(self.exclude_pids, pid)
         self.program: LoadedProgram | None = None
         self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
         self.slots: dict[int, Slot] = {}
@@ -277,10 +279,19 @@ class GenericEngine:
             for slot in list(self.slots.values()):
                 self._install(slot)
 
+    def exclude(self, pids: tuple[int, ...]) -> None:
+        """Leave these processes of ktui's out from now on (a compile helper
+        started after the probes: compile_child.py)."""
+        with self._lock:
+            self.exclude_pids = tuple(pids)
+            self.dispatcher.exclude(self.exclude_pids)
+            if self.program is not None:
+                bpfsys.map_update(self._map("ktui_config"), b"\0\0\0\0", bytes(self._config()))
+
     def _config(self) -> abi.Config:
         config = abi.Config()
         config.pid = self.pid or 0
-        config.exclude_pid = self.exclude_pid
+        config.exclude_pids[:len(self.exclude_pids)] = self.exclude_pids
         if self.comm is not None:
             data = self.comm.encode("utf-8") + b"\0"
             padded = data.ljust(16, b"\0")[:16]

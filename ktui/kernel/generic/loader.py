@@ -18,6 +18,7 @@ import struct
 import time
 from dataclasses import dataclass
 from importlib import resources
+from typing import Callable
 
 from ktui import __version__
 from ktui.kernel import bpfsys
@@ -29,6 +30,10 @@ from ktui.kernel.quiet import captured_stderr, log_line
 
 FUNCTION = "ktui_generic"
 _LD_IMM64 = 0x18
+
+# (program text, cache key) -> the compiled program: a session's compile
+# helper (compile_child.CompileHelper.compile), or one of its own
+Compiler = Callable[[str, str], CompiledProgram]
 
 
 def program_text(tracing: bool = False) -> str:
@@ -112,10 +117,25 @@ def load_compiled(program: CompiledProgram, source: str, ring_bytes: int | None 
     return LoadedProgram(prog_fd, maps, specs, source)
 
 
-def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | None = None) -> LoadedProgram:
+def _one_off(log_fd: int) -> Compiler:
+    return lambda text, key: compile_in_child(text, key, log_fd)
+
+
+def needs_compile(cache: ProgramCache | None, *, tracing: bool) -> bool:
+    """Whether a start may compile: the cache lacks the generic program, or
+    (`tracing`: fentry/fexit may be used) its fentry/fexit variant."""
+    if cache is None:
+        return True
+    variants = [program_text()] + ([program_text(tracing=True)] if tracing else [])
+    return any(cache.get(cache_key(text, __version__)) is None for text in variants)
+
+
+def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | None = None,
+                 compiler: Compiler | None = None) -> LoadedProgram:
     """The generic program, loaded: from `cache` when it has it (None: no
     cache, compile every time). A cached program the kernel refuses is
-    compiled afresh, once."""
+    compiled afresh, once. `compiler`: the session's compile helper (else
+    one of its own)."""
     text = program_text()
     key = cache_key(text, __version__)
     started = time.monotonic()
@@ -127,7 +147,7 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | N
             return loaded
         except bpfsys.BpfError as exc:
             log_line(log_fd, f"ktui: cached generic program refused ({exc}); recompiling")
-    compiled = compile_in_child(text, key, log_fd)
+    compiled = (compiler or _one_off(log_fd))(text, key)
     compiled_at = time.monotonic()
     log_line(log_fd, f"ktui: generic program compiled in {compiled_at - started:.2f} s")
     if cache is not None:
@@ -141,16 +161,18 @@ SELF = "ktui_self"  # a tracing copy's own map: its cookie and argument count
 _SELF_VALUE = struct.Struct("<QII")
 
 
-def tracing_variant(log_fd: int, *, cache: ProgramCache | None) -> CompiledProgram:
+def tracing_variant(log_fd: int, *, cache: ProgramCache | None,
+                    compiler: Compiler | None = None) -> CompiledProgram:
     """The fentry/fexit variant's instructions (not loaded: every probe
-    loads its own copy, load_tracing_copy), from `cache` or compiled once."""
+    loads its own copy, load_tracing_copy), from `cache` or compiled once
+    (by `compiler`, else a helper of its own)."""
     text = program_text(tracing=True)
     key = cache_key(text, __version__)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return cached
     started = time.monotonic()
-    compiled = compile_in_child(text, key, log_fd)
+    compiled = (compiler or _one_off(log_fd))(text, key)
     log_line(log_fd, f"ktui: fentry/fexit variant compiled in {time.monotonic() - started:.2f} s")
     if cache is not None:
         cache.put(key, compiled)

@@ -299,7 +299,9 @@ static __always_inline int ktui_filter(struct ktui_state *st, struct ktui_plan *
     return (plan->truth >> (bits & 63)) & 1;
 }
 
-/* Set-wide filters: ktui itself, --pid, --comm. 1 = the task passes. */
+/* Set-wide filters: ktui's own processes (itself, its compile helper: 0 is
+ * an unused place, and the idle task's hits count), --pid, --comm.
+ * 1 = the task passes. */
 static __always_inline int ktui_set_filter(struct ktui_who *who)
 {
     u32 zero = 0;
@@ -307,7 +309,7 @@ static __always_inline int ktui_set_filter(struct ktui_who *who)
     if (!c)
         return 0;
     u32 pid = who->pid_tgid >> 32;
-    if (c->exclude_pid && pid == c->exclude_pid)
+    if (pid && (pid == c->exclude_pids[0] || pid == c->exclude_pids[1]))
         return 0;
     if (c->pid && pid != c->pid)
         return 0;
