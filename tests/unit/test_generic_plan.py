@@ -11,7 +11,7 @@ import itertools
 import pytest
 
 from ktui.kernel.generic import abi
-from ktui.kernel.generic.plan import NotGeneric, build_plan, record_size
+from ktui.kernel.generic.plan import NotGeneric, build_plan, errno_check, record_size
 from ktui.lang.filters import parse_filter
 from ktui.lang.model import ARG_REGISTERS
 from ktui.lang.spec import parse_spec
@@ -156,15 +156,15 @@ def test_a_filter_on_comm_alone_runs_no_fetch_before_it():
     assert (plan.fetch_before, plan.fetch_after) == (0, 0b01)  # comm is in the header: no fetch
 
 
-@pytest.mark.parametrize("errno,width,mode", [
-    ("", 4, 4), ("", 8, 8), ("", 0, 0), ("off", 4, 0), ("on", 8, 8), ("", None, abi.ERRNO_GUESS),
+@pytest.mark.parametrize("errno,width,returns,mode,check", [
+    ("", 4, "int", 4, "int"), ("", 8, "long", 8, "long"), ("", 8, "pointer", 8, "pointer"),
+    ("", 0, "void", 0, "off: void"), ("off", 4, "int", 0, "off: by the probe set"),
+    ("on", 8, "long", 8, "long"), ("", None, "", 0, "off: no BTF"), ("on", None, "", abi.ERRNO_GUESS, "guessed"),
 ])
-def test_errno_mode_follows_the_functions_return_type(errno, width, mode):
-    probe = dataclasses.replace(parse_spec("f:r:retval"), **{"errno": errno, "errno_width": width}) \
-        if hasattr(parse_spec("f:r"), "errno_width") else None
-    if probe is None:  # the model does not carry the BTF width yet
-        pytest.skip("Probe.errno_width not in the model yet")
+def test_errno_mode_follows_the_functions_return_type(errno, width, returns, mode, check):
+    probe = dataclasses.replace(parse_spec("f:r:retval"), errno=errno, errno_width=width, return_class=returns)
     assert build_plan(probe, gen=1).errno_mode == mode
+    assert errno_check(probe) == check
 
 
 def test_a_call_probe_counts_no_errno():

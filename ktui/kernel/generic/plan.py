@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ktui.kernel.generic import abi
 from ktui.lang import filters
+from ktui.lang.errnos import GUESSED, probe_errno_mode
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
     ARG_REGISTERS,
@@ -93,26 +94,18 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
 
 
 def errno_mode(probe: Probe) -> int:
-    """How the program reads a return value as an errno: 0 not at all, 4 as
-    a 32-bit int, 8 as a long or an ERR_PTR, 1 by the old guess (an
-    int-sized value when its upper half is zero)."""
-    if probe.kind is not Kind.RETURN:
-        return 0
-    wanted = getattr(probe, "errno", "")
-    width = getattr(probe, "errno_width", None)
-    if wanted == "off":
-        return 0
-    if width is None:
-        return abi.ERRNO_GUESS
-    return width
+    """How the program reads a return value as an errno (plan.errno_mode):
+    lang.errnos' mode, 0 (none), 4 (a 32-bit int) or 8 (a long or an
+    ERR_PTR); its guess without BTF (`errno: on`) is the old heuristic,
+    abi.ERRNO_GUESS: an int-sized errno where the upper half is zero, else
+    the whole word (a long's -EINVAL has both halves set)."""
+    mode = probe_errno_mode(probe)
+    return abi.ERRNO_GUESS if mode.text == GUESSED else mode.mode
 
 
 def errno_check(probe: Probe) -> str:
-    """ProbeStats.errno_check: how errno_mode counts a return probe's errnos."""
-    mode = errno_mode(probe)
-    if mode == 0:
-        return "off: by the probe set" if getattr(probe, "errno", "") == "off" else "off"
-    return {abi.ERRNO_GUESS: "guessed", 4: "int", 8: "long"}.get(mode, "")
+    """ProbeStats.errno_check: what the user reads of errno_mode."""
+    return probe_errno_mode(probe).text
 
 
 def _fetch_passes(plan: abi.Plan) -> None:
