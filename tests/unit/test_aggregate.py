@@ -113,7 +113,7 @@ def test_a_probe_without_aggregations_compiles_as_before():
 
 def test_aggregations_go_to_the_compiled_path():
     with pytest.raises(NotGeneric, match="compiled"):
-        build_plan(parse_probe_text("vfs_read:c hist(a3)"), gen=1, record_size=256)
+        build_plan(parse_probe_text("vfs_read:c hist(a3)"), gen=1)
 
 
 class AggVal(ctypes.Structure):
