@@ -118,6 +118,32 @@ class ProbeStats:
     # runs the kernel skipped because a BPF program was already running on
     # that CPU (recursion), where the kernel reports it (fentry; kprobes 6.7+)
     recursion_misses: int = 0
+    # returns seen that could not be paired with their own entry: the call
+    # was entered before the probe attached, its entry could not be stored,
+    # it was nested deeper than the entry stack, or its thread's entry stack
+    # was busy. Not in `hits`, not in the latency histogram. For a return
+    # probe over a quiet period: entries == hits + unpaired + missed_returns
+    # + in flight (+ filtered out)
+    unpaired: int = 0
+    # entries of a return probe that could not be kept (entry map full or
+    # busy, nested deeper than the entry stack); each usually shows up
+    # later as an unpaired return
+    entries_unstored: int = 0
+    # hits dropped because other hits on the same CPU held every scratch
+    # level (fentry/fexit programs nest and, under preempt=full,
+    # interleave), or held the thread's entry stack
+    nest_dropped: int = 0
+    # error returns whose errno falls outside the probe's errno table (so
+    # not in `errnos`)
+    errnos_other: int = 0
+    # how a return probe's errnos are counted: "" (a call probe), "int",
+    # "long", "pointer" (ERR_PTR), "guessed" (asked for without BTF: the
+    # int-sized guess), or "off: <why>" ("off: void", "off: unsigned",
+    # "off: not an integer", "off: by the probe set", "off: no BTF")
+    errno_check: str = ""
+    # False once any CPU counted past its exact first hits: `top_comms` is
+    # then an estimate (a random 1-in-64 sample, each weighted 64)
+    top_comms_exact: bool = True
     # BPF run-time statistics (BPF_ENABLE_STATS), only while asked for:
     # time in the probe's programs (both halves of a return probe) and how
     # many runs it was measured over (a return probe's: its returns).
