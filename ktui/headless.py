@@ -230,13 +230,21 @@ def _report_loading(session) -> None:
     threading.Thread(target=report, name="ktui-load-report", daemon=True).start()
 
 
+# summary keys (pipeline.ndjson) said on stderr when nonzero, in these words
+UNCOUNTED_WORDS = (("unpaired", "returns unpaired"), ("entries_unstored", "entries not stored"),
+                   ("recursion_misses", "recursion misses"), ("nest_dropped", "nested hits dropped"),
+                   ("errnos_other", "errnos outside the table"))
+
+
 def _print_summary(summary: dict) -> None:
     print(f"ktui: {summary['events']} events", file=sys.stderr)
     for p in summary["probes"]:
         counted = (f", counted while loading {p['counted_only']}" if p.get("counted_only") else "")
-        missed = f", recursion misses {p['recursion_misses']}" if p.get("recursion_misses") else ""
-        if p.get("missed_returns"):
-            missed = f", returns missed {p['missed_returns']} (maxactive {p.get('maxactive', 0)})" + missed
+        # what the kernel saw and could not count, when any: returns missed
+        # (maxactive) and unpaired side by side
+        missed = (f", returns missed {p['missed_returns']} (maxactive {p.get('maxactive', 0)})"
+                  if p.get("missed_returns") else "")
+        missed += "".join(f", {words} {p[key]}" for key, words in UNCOUNTED_WORDS if p.get(key))
         cost = ""
         if p.get("run_count"):
             cost = f", cost {p['run_ns'] / p['run_count']:.0f} ns/hit over {p['run_count']} runs"

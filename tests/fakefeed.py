@@ -23,6 +23,7 @@ from ktui.record.feed import (
     StatsSnapshot,
     SystemInfo,
 )
+from ktui.pipeline.accounting import COMM_EXACT
 from ktui.record.histogram import HIST_SLOTS, slot_bounds
 
 COMMS = ("bash", "cat", "sshd", "kworker/0:1", "systemd-journal")
@@ -124,6 +125,13 @@ class FakeFeed:
     fail: target symbol -> reason: such probes come up FAILED.
     lossy: probe names whose `lost` counter grows (a quarter of their events).
     replay: behave like a recording: `add_probe` raises FeedError.
+    shaky: probe names whose kernel side could not count every hit (issue
+        28's counters grow with their hits: unpaired returns, entries not
+        stored, nested hits dropped, runs missed, errnos outside the table).
+    errno_checks: probe name -> ProbeStats.errno_check ("off: void", ...);
+        a return probe not named counts its errnos as a long ("long").
+    Top comms are exact until a probe's hits pass COMM_EXACT, as on a
+    one-CPU machine, and an estimate after.
     """
 
     def __init__(
@@ -139,6 +147,8 @@ class FakeFeed:
         lossy: Collection[str] = (),
         replay: bool = False,
         info: SystemInfo = DEFAULT_INFO,
+        shaky: Collection[str] = (),
+        errno_checks: Mapping[str, str] | None = None,
     ) -> None:
         self.events_per_drain = events_per_drain
         self.start_ns = start_ns
@@ -146,6 +156,8 @@ class FakeFeed:
         self.stats_interval = stats_interval
         self.fail = dict(fail or {})
         self.lossy = set(lossy)
+        self.shaky = set(shaky)
+        self.errno_checks = dict(errno_checks or {})
         self.replay = replay
         self.info = dataclasses.replace(info, buffer="replay") if replay else info
         self.calls: list[tuple] = []  # (method, args...) of every control call
@@ -279,11 +291,15 @@ class FakeFeed:
         hits = self._hits[probe_id]
         hist: tuple[int, ...] = ()
         errnos: tuple[tuple[int, int], ...] = ()
-        if probe.kind is Kind.RETURN:
+        is_return = probe.kind is Kind.RETURN
+        errno_check = self.errno_checks.get(probe.name, "long") if is_return else ""
+        if is_return and not errno_check.startswith("off"):
             hist = histogram_for(hits)
             fails = hits // 8
             split = spread(fails, (3, 2, 1))
             errnos = tuple((e, n) for e, n in zip(ERRNOS, split) if n)
+        elif is_return:
+            hist = histogram_for(hits)
         comms = spread(hits, (5, 4, 3, 2, 1))
         top = tuple((c, n) for c, n in zip(COMMS, comms) if n)
         timed = {"run_ns": 250 * hits, "run_count": hits} if self.timing else {}
@@ -291,12 +307,15 @@ class FakeFeed:
             probe_id,
             **timed,
             **fake_aggregates(probe, hits),
+            **shaky_counters(is_return, hits if probe.name in self.shaky else 0),
             hits=hits,
             lost=self._lost[probe_id],
             emitted=self._emitted[probe_id],
             hist=hist,
             errnos=errnos,
             top_comms=top,
+            errno_check=errno_check,
+            top_comms_exact=hits <= COMM_EXACT,
         )
 
     def _attach(self, probe: Probe) -> ProbeStatus:
@@ -325,6 +344,17 @@ class FakeFeed:
         self.probeset = dataclasses.replace(
             self.probeset, probes=tuple(st.probe for st in self._statuses.values())
         )
+
+
+def shaky_counters(is_return: bool, hits: int) -> dict:
+    """Issue 28's counters of a probe whose kernel side could not count every
+    hit, growing with its `hits`: a return probe 1 in 16 returns unpaired
+    (half of them for an entry not stored), 1 in 40 errnos outside the
+    table; any probe 1 in 64 hits dropped nested, 1 in 128 runs missed."""
+    counters = {"nest_dropped": hits // 64, "recursion_misses": hits // 128}
+    if is_return:
+        counters.update(unpaired=hits // 16, entries_unstored=hits // 32, errnos_other=hits // 40)
+    return counters
 
 
 def spread(total: int, weights: tuple[int, ...]) -> list[int]:

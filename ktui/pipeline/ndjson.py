@@ -6,8 +6,10 @@ Schema, version 2 (every object has "v": 2 and a "type"):
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
   stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
-            "lost","recursion_misses","counted_only","errnos":{"EBADF":N},
-            "top_comms":{"comm":N},"hist":[...]}]}
+            "lost","recursion_misses","counted_only","missed_returns","maxactive",
+            "unpaired","entries_unstored","nest_dropped","errnos":{"EBADF":N},
+            "errnos_other","errno_check","top_comms":{"comm":N},
+            "top_comms_exact","hist":[...]}]}
            (cumulative, read from the kernel's maps every --interval seconds)
            With --cost each probe also has "cost": {"run_ns":N,"run_count":N,
            "ns_per_hit":X|null,"cpu_percent":X|null}: run_ns/run_count
@@ -27,13 +29,32 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   kernel yet and counts nothing until its state is "attached".
   summary: {"v":2,"type":"summary","events":N,"probes":[{"probe_id","probe","via","state",
             "hits","emitted","lost","counted_only","missed_returns","maxactive",
-            "recursion_misses"}]}   (last line, on exit; with --cost also "run_ns" and "run_count")
+            "recursion_misses","unpaired","entries_unstored","nest_dropped",
+            "errnos_other"}]}   (last line, on exit; with --cost also "run_ns" and "run_count")
   missed_returns, maxactive, recursion_misses (stats and summary): returns a
   return probe's kretprobe dropped because more than maxactive calls were in
   flight (the kernel's count; maxactive 0: not counted), and runs the kernel
   skipped because a BPF program was already running on that CPU (counted by
-  kernels 6.7+ for kprobes; 0 before). For a return probe, entries == hits +
-  missed_returns (+ calls still in flight).
+  kernels 6.7+ for kprobes; 0 before).
+  unpaired, entries_unstored, nest_dropped (stats and summary): returns seen
+  that could not be paired with their own entry (entered before the probe
+  attached, entry not stored, nested deeper than the entry stack, or the
+  thread's entry stack busy): in neither hits nor "hist"; entries of a
+  return probe that could not be kept (entry map full or busy, too deep):
+  each usually comes back as an unpaired return, so do not add the two;
+  hits dropped because other hits on the same CPU held every scratch level
+  (fentry/fexit programs nest). For a return probe over a quiet period,
+  entries == hits + unpaired + missed_returns (+ calls still in flight).
+  errnos_other (stats and summary): error returns whose errno is outside
+  the probe's errno table (1..199 and 512..567): not in "errnos".
+  errno_check (stats): how the return probe's errnos are counted: "int",
+  "long", "pointer" (ERR_PTR), "guessed" (asked for without BTF: read as an
+  int), "off: <why>" ("off: void", "off: unsigned", "off: not an integer",
+  "off: by the probe set", "off: no BTF": "errnos" is then {} because
+  nothing was checked, not because nothing failed); "" for a call probe.
+  top_comms_exact (stats): false once any CPU counted past its first 1024
+  hits: "top_comms" is then an estimate (a random 1 in 64 sample, each
+  weighted 64).
   counted_only: hits while the probe could only count (its program was still
   loading: no event was possible). For a probe with fetches,
   hits == emitted + lost + counted_only, exactly.
@@ -62,8 +83,9 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   pointers missing, as in most of Debian's userland); "frames" holds the
   kernel frames (empty for stack: user).
 
-"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state" and the aggregation keys were added within version 2 (readers that ignore unknown keys
-are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
+"counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state", the aggregation keys,
+"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check" and "top_comms_exact" were added
+within version 2 (readers that ignore unknown keys are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
 
@@ -144,9 +166,10 @@ class NdjsonSink:
                 "state": _state(statuses, pid_), "hits": s.hits,
                 "emitted": s.emitted, "lost": s.lost, "counted_only": s.counted_only,
                 "missed_returns": s.missed_returns, "maxactive": s.maxactive,
-                "recursion_misses": s.recursion_misses,
-                "errnos": {errno_name(k): v for k, v in s.errnos},
-                "top_comms": dict(s.top_comms), "hist": list(s.hist),
+                "recursion_misses": s.recursion_misses, **uncounted_fields(s),
+                "errnos": {errno_name(k): v for k, v in s.errnos}, "errnos_other": s.errnos_other,
+                "errno_check": s.errno_check,
+                "top_comms": dict(s.top_comms), "top_comms_exact": s.top_comms_exact, "hist": list(s.hist),
             }
             if stats.timed:
                 line["cost"] = cost_fields(s, probe_cost(prev, stats, pid_))
@@ -173,11 +196,18 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
         line = {"probe_id": pid_, "probe": names.get(pid_, str(pid_)), "via": _via(statuses, pid_),
                 "state": _state(statuses, pid_), "hits": s.hits, "emitted": s.emitted, "lost": s.lost,
                 "counted_only": s.counted_only, "missed_returns": s.missed_returns,
-                "maxactive": s.maxactive, "recursion_misses": s.recursion_misses}
+                "maxactive": s.maxactive, "recursion_misses": s.recursion_misses, **uncounted_fields(s),
+                "errnos_other": s.errnos_other}
         if stats.timed:
             line.update(run_ns=s.run_ns, run_count=s.run_count)
         probes.append(line)
     return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}
+
+
+def uncounted_fields(s: ProbeStats) -> dict:
+    """What the kernel saw and could not count (issue 28), beside
+    missed_returns and recursion_misses in stats and summary lines."""
+    return {"unpaired": s.unpaired, "entries_unstored": s.entries_unstored, "nest_dropped": s.nest_dropped}
 
 
 def _via(statuses, pid_: int) -> str:

@@ -12,10 +12,16 @@ Metrics (labels `set` and `probe` on every one):
   ktui_probe_events_lost_total           counter  events the buffer had no room for
   ktui_probe_missed_returns_total        counter  returns a kretprobe dropped (maxactive)  [return probes]
   ktui_probe_recursion_misses_total      counter  runs the kernel skipped (recursion)
+  ktui_probe_unpaired_returns_total      counter  returns not paired with their entry   [return probes]
+  ktui_probe_entries_unstored_total      counter  entries that could not be kept         [return probes]
+  ktui_probe_nested_hits_dropped_total   counter  hits dropped: every scratch level busy
+  ktui_probe_errno_other_total           counter  errnos outside the errno table        [return probes]
   ktui_probe_errno_total{errno}          counter  returns with that negative errno        [return probes]
   ktui_probe_latency_seconds             histogram  call-to-return time                   [return probes]
   ktui_probe_comm_hits_total{comm}       counter  hits by the top `top_comms` task names
   ktui_probe_comm_hits_omitted           gauge    hits by task names left out of that top
+  ktui_probe_comm_hits_exact             gauge    1 while those are exact counts, 0 once an estimate
+  ktui_probe_errno_checked               gauge    1 if errnos are counted, 0 if not (void...) [return probes]
   ktui_probe_attached                    gauge    1 while the probe is attached
 
 The latency histogram's buckets are the kernel's log2 slots
@@ -87,8 +93,20 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
     recursion = CounterMetricFamily("ktui_probe_recursion_misses",
                                     "Runs the kernel skipped: a BPF program already ran on that CPU.",
                                     labels=labels)
+    unpaired = CounterMetricFamily("ktui_probe_unpaired_returns",
+                                   "Returns not paired with their own entry: in neither hits nor latency.",
+                                   labels=labels)
+    unstored = CounterMetricFamily("ktui_probe_entries_unstored",
+                                   "Entries that could not be kept (map full or busy, too deep); most come "
+                                   "back as unpaired returns.", labels=labels)
+    nested = CounterMetricFamily("ktui_probe_nested_hits_dropped",
+                                 "Hits dropped: other hits on the same CPU held every scratch level.",
+                                 labels=labels)
     errnos = CounterMetricFamily("ktui_probe_errno", "Returns with a negative errno, by name.",
                                  labels=labels + ["errno"])
+    errno_other = CounterMetricFamily("ktui_probe_errno_other",
+                                      "Returns with a negative errno outside the probe's errno table.",
+                                      labels=labels)
     latency = HistogramMetricFamily("ktui_probe_latency_seconds",
                                     "Time from call to return (log2 buckets, exact sum).", labels=labels)
     comms = CounterMetricFamily("ktui_probe_comm_hits",
@@ -96,6 +114,12 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                                 labels=labels + ["comm"])
     omitted = GaugeMetricFamily("ktui_probe_comm_hits_omitted",
                                 "Hits by the task names left out of ktui_probe_comm_hits.", labels=labels)
+    comms_exact = GaugeMetricFamily("ktui_probe_comm_hits_exact",
+                                    "1 while ktui_probe_comm_hits counts every hit; 0 once any CPU passed the "
+                                    "exact first hits (then a random sample, weighted).", labels=labels)
+    errno_checked = GaugeMetricFamily("ktui_probe_errno_checked",
+                                      "1 if the return probe's errnos are counted; 0 if not (a void or unsigned "
+                                      "function, no BTF, or off in the probe set).", labels=labels)
     attached = GaugeMetricFamily("ktui_probe_attached", "1 while the probe is attached and counting.",
                                  labels=labels)
     for p in probes:
@@ -105,17 +129,25 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
         emitted.add_metric(key, s.emitted)
         lost.add_metric(key, s.lost)
         recursion.add_metric(key, s.recursion_misses)
+        nested.add_metric(key, s.nest_dropped)
         attached.add_metric(key, 1 if p.attached else 0)
         top = s.top_comms[:top_comms]
         for comm, n in top:
             comms.add_metric(key + [comm], n)
         omitted.add_metric(key, max(0, s.hits - sum(n for _, n in top)))
+        comms_exact.add_metric(key, 1 if s.top_comms_exact else 0)
         if p.is_return:
             missed.add_metric(key, s.missed_returns)
+            unpaired.add_metric(key, s.unpaired)
+            unstored.add_metric(key, s.entries_unstored)
+            errno_other.add_metric(key, s.errnos_other)
+            if s.errno_check:  # "": not said (a feed that predates the check)
+                errno_checked.add_metric(key, 0 if s.errno_check.startswith("off") else 1)
             for err, n in sorted(s.errnos):
                 errnos.add_metric(key + [errno_name(err)], n)
             latency.add_metric(key, latency_buckets(s.hist), s.latency_sum_ns / 1e9)
-    return [hits, emitted, lost, missed, recursion, errnos, latency, comms, omitted, attached]
+    return [hits, emitted, lost, missed, unpaired, unstored, recursion, nested, errnos, errno_other, latency,
+            comms, omitted, comms_exact, errno_checked, attached]
 
 
 class ProbeCollector(Collector):

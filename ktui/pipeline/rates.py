@@ -134,8 +134,9 @@ def percentile(hist: Sequence[int], q: float) -> float | None:
 
 
 def error_count(stats: ProbeStats) -> int:
-    """Returns that carried an errno (negative retval)."""
-    return sum(count for _, count in stats.errnos)
+    """Returns that carried an errno (negative retval): those counted by
+    errno, and those whose errno fell outside the probe's errno table."""
+    return sum(count for _, count in stats.errnos) + stats.errnos_other
 
 
 def hist_lines(hist: Sequence[int], *, bar_width: int = 40, unit: str = "nsecs") -> list[str]:

@@ -45,6 +45,7 @@ from typing import BinaryIO, Iterator, Mapping
 
 import numpy as np
 
+from ktui.pipeline.accounting import COMM_EXACT
 from ktui.lang.bind import with_fetch_types
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
 from ktui.record.decode import Decoder, MultiBatch, RecordBatch
@@ -235,6 +236,20 @@ def aggregates_from_json(v: dict) -> dict:
     }
 
 
+def uncounted_from_json(v: dict) -> dict:
+    """Issue 28's counters and honesty marks. A recording made before them
+    has none: its counters read 0 (not counted then), its errnos "" (how
+    they were checked is not known), and its top comms exact only while
+    no CPU can have counted past the exact first hits (then sampling, at a
+    fixed stride, began)."""
+    return {
+        "unpaired": int(v.get("unpaired", 0)), "entries_unstored": int(v.get("entries_unstored", 0)),
+        "nest_dropped": int(v.get("nest_dropped", 0)), "errnos_other": int(v.get("errnos_other", 0)),
+        "errno_check": str(v.get("errno_check", "")),
+        "top_comms_exact": bool(v.get("top_comms_exact", int(v["hits"]) <= COMM_EXACT)),
+    }
+
+
 def stats_from_json(obj: dict) -> StatsSnapshot:
     probes = {}
     for key, v in obj.get("probes", {}).items():
@@ -248,6 +263,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
             run_ns=int(v.get("run_ns", 0)), run_count=int(v.get("run_count", 0)),
             latency_sum_ns=int(v.get("latency_sum_ns", 0)),  # absent before the kernel kept it
+            **uncounted_from_json(v),
             **aggregates_from_json(v),
         )
     return StatsSnapshot(float(obj.get("time", 0.0)), probes, timed=bool(obj.get("timed", False)))

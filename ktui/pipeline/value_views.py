@@ -11,6 +11,7 @@ errno, a top comm, a top value, a histogram bucket."""
 from __future__ import annotations
 
 from ktui.lang.model import Kind, Probe
+from ktui.pipeline.accounting import comms_heading, errno_guessed, errno_unchecked
 from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
 from ktui.pipeline.format import errno_name, format_count, format_latency, printable
 from ktui.pipeline.rates import error_count, hist_lines, percentile
@@ -183,6 +184,26 @@ def slot_lines(hist, lines: list[str], kind: str) -> list[Line]:
     return out
 
 
+def error_lines(stats: ProbeStats) -> list[Line]:
+    """A return probe's errors and its errnos, most first; the errnos
+    outside the errno table as "other"; or why errnos are not counted."""
+    unchecked = errno_unchecked(stats)
+    if unchecked is not None:
+        return [(unchecked, "dim")]
+    errors = error_count(stats)
+    share = f" ({100 * errors / stats.hits:.1f}% of returns)" if stats.hits else ""
+    out: list[Line] = [(f"errors {format_count(errors)}{share}", "bold")]
+    guessed = errno_guessed(stats)
+    if guessed is not None:
+        out.append((f"  {guessed}", "yellow"))
+    for code, count in stats.errnos[:TOP_N]:
+        out.append((f"  {errno_name(code):<12} {-abs(code):>5}  {format_count(count):>8}", "red",
+                    Pick(ERRNO, abs(code))))
+    if stats.errnos_other:  # no drill-down: the errno is not known
+        out.append((f"  {'other':<12} {'':>5}  {format_count(stats.errnos_other):>8}", "red"))
+    return out
+
+
 def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int) -> list[Line]:
     """The counters view's body: a return probe's latency histogram,
     errors and errnos, then the top comms."""
@@ -195,14 +216,12 @@ def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int) -> lis
         lines = hist_lines(stats.hist, bar_width=bar_width) if bar_width else []
         out += slot_lines(stats.hist, lines, LATENCY) if lines else [("no returns yet", "dim")]
         out.append(("", ""))
-        errors = error_count(stats)
-        share = f" ({100 * errors / stats.hits:.1f}% of returns)" if stats.hits else ""
-        out.append((f"errors {format_count(errors)}{share}", "bold"))
-        for code, count in stats.errnos[:TOP_N]:
-            out.append((f"  {errno_name(code):<12} {-abs(code):>5}  {format_count(count):>8}", "red",
-                        Pick(ERRNO, abs(code))))
+        out += error_lines(stats)
         out.append(("", ""))
-    out.append(("top comms", "bold"))
+    heading, note = comms_heading(stats)
+    out.append((heading, "bold"))
+    if note:
+        out.append((f"  {note}", "dim"))
     for comm, count in stats.top_comms[:TOP_N]:
         out.append((f"  {printable(comm):<16} {format_count(count):>8}", "", Pick(COMM, comm)))
     if not stats.top_comms:

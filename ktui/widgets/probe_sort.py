@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ktui.pipeline.accounting import errno_unchecked, uncounted
 from ktui.pipeline.rates import error_count, percentile
 from ktui.record.feed import ProbeState
 
@@ -38,7 +39,7 @@ def _stat(field: str) -> Callable[[ProbeLine], Value]:
 
 
 def _errors(line: ProbeLine) -> Value:
-    if line.stats is None or line.status.probe.kind is not Kind.RETURN:
+    if line.stats is None or line.status.probe.kind is not Kind.RETURN or errno_unchecked(line.stats):
         return None
     return float(error_count(line.stats))
 
@@ -53,8 +54,7 @@ SORT_KEYS: dict[str, tuple[Callable[[ProbeLine], Value], bool]] = {
     "rate": (lambda line: line.rate, False),
     "cost": (lambda line: None if line.cost is None else line.cost.ns_per_hit, False),
     "cpu": (lambda line: None if line.cost is None else line.cost.cpu_percent, False),
-    "lost": (lambda line: None if line.stats is None else float(
-        line.stats.lost + line.stats.missed_returns + line.stats.recursion_misses), False),
+    "lost": (lambda line: None if line.stats is None else float(line.stats.lost + uncounted(line.stats)), False),
     "p50": (_latency(50), False),
     "p99": (_latency(99), False),
     "errors": (_errors, False),

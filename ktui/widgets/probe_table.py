@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from ktui.lang.model import Kind
+from ktui.pipeline.accounting import errno_unchecked, uncounted
 from ktui.pipeline.format import format_count, format_cpu_share, format_latency
 from ktui.pipeline.rates import ProbeCost, error_count, percentile
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
@@ -47,6 +48,9 @@ COLUMNS = (
 )
 NAME_WIDTH = (12, 40)  # min, max (unless the table has room to spare)
 STATE_WIDTH = (5, 22)  # min (the header), max (the same): sized to the states shown
+# lost: 8 cells, wider when a row's "⚠ lost+N" needs it (a cut number would
+# read as another number), up to "⚠ 12.35M+123.5k"; narrowed, it ends in …
+LOST_WIDTH = (8, 15)
 CELL_PADDING = 1  # DataTable's default, on each side of every column
 # How the columns give way when the table is narrower than all of them, in
 # order: (column, new width), None drops the column. Name, state, hits and
@@ -98,17 +102,19 @@ class ProbeLine:
 
 
 def fit_columns(name_width: int, available: int, timed: bool = False,
-                state_width: int = STATE_WIDTH[1]) -> tuple[tuple[str, str, int], ...]:
+                state_width: int = STATE_WIDTH[1], lost_width: int = LOST_WIDTH[0]) -> tuple[tuple[str, str, int], ...]:
     """The columns to show, as (key, header, width), in a table `available`
     cells wide: all of them when they fit, else narrowed by NARROWING until
     they do (or nothing is left to give). The cost columns only when `timed`.
-    `name_width`, `state_width`: the longest name and state shown. The
+    `name_width`, `state_width`, `lost_width`: the longest name, state and
+    lost cell shown (lost is as wide as its longest cell). The
     columns start at most NAME_WIDTH and STATE_WIDTH wide (`attached` needs
     8 cells, not the 22 a reason may take); what is left over then goes
     back to a cut name, then a cut state (a wide table shows them whole)."""
     widths = {key: min(name_width, NAME_WIDTH[1]) if width is None else width for key, _, width in COLUMNS
               if timed or key not in TIMED_ONLY}
     widths["state"] = max(STATE_WIDTH[0], min(STATE_WIDTH[1], state_width))
+    widths["lost"] = max(LOST_WIDTH[0], min(LOST_WIDTH[1], lost_width))
     # One cell stays free: columns that fill the width exactly make
     # Textual's DataTable (8.2.8) show a horizontal scrollbar, a blank row.
     available -= 1
@@ -143,6 +149,13 @@ def state_text(status: ProbeStatus) -> str:
     return status.state.value + via + (f": {status.reason}" if status.reason else "")
 
 
+def lost_text(stats: ProbeStats, losing: bool = False) -> str:
+    """The lost cell: `⚠ 12+3`, lost events, then (after +) the hits the
+    kernel saw but could not count (pipeline.accounting.uncounted)."""
+    missed = uncounted(stats)
+    return ("⚠ " if losing else "") + format_count(stats.lost) + (f"+{format_count(missed)}" if missed else "")
+
+
 def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     status, stats = line.status, line.stats
     probe = status.probe
@@ -156,24 +169,26 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     if stats is None:
         return tuple(cells + [_right("-", "dim")] * 8)
     cost = line.cost
-    # returns the kernel missed (kretprobe out of instances) and recursion
-    # misses sit beside lost events: "lost+missed", details in the stats pane
-    missed = stats.missed_returns + stats.recursion_misses
-    lost = format_count(stats.lost) + (f"+{format_count(missed)}" if missed else "")
+    # what the kernel saw but could not count (returns missed or unpaired,
+    # runs skipped for recursion, nested hits dropped) sits beside lost
+    # events: "lost+N", which is which in the stats pane
+    lost = lost_text(stats, line.losing)
+    missed = uncounted(stats)
     cells += [
         _right(format_count(stats.hits)),
         _right("-" if line.rate is None else format_count(line.rate)),
         _right("-" if cost is None else format_latency(cost.ns_per_hit), "dim" if cost is None else ""),
         _right("-" if cost is None else format_cpu_share(cost.cpu_percent), "dim" if cost is None else ""),
-        _right(("⚠ " if line.losing else "") + lost,
-               "yellow bold" if line.losing else ("yellow" if stats.lost or missed else "dim")),
+        Text(lost, "yellow bold" if line.losing else ("yellow" if stats.lost or missed else "dim"),
+             justify="right", overflow="ellipsis", no_wrap=True),
     ]
     if probe.kind is Kind.RETURN:
         errors = error_count(stats)
         cells += [
             _right(format_latency(percentile(stats.hist, 50)) if any(stats.hist) else "-"),
             _right(format_latency(percentile(stats.hist, 99)) if any(stats.hist) else "-"),
-            _right(format_count(errors), "red" if errors else "dim"),
+            # "-": its errnos are not counted (a void function, say), not none
+            _right("-", "dim") if errno_unchecked(stats) else _right(format_count(errors), "red" if errors else "dim"),
         ]
     else:
         cells += [_right("")] * 3
@@ -203,6 +218,7 @@ class ProbeTable(DataTable):
         self._cells: dict[int, tuple[Text, ...]] = {}
         self._name_width = 0
         self._state_width = STATE_WIDTH[1]
+        self._lost_width = LOST_WIDTH[0]
         self._columns: tuple[tuple[str, str, int], ...] = ()
         self._lines: list[ProbeLine] = []
         self._timed = False  # the cost columns are there
@@ -249,7 +265,7 @@ class ProbeTable(DataTable):
         return self.scrollable_content_region.width if self.size.width else 10_000
 
     def _fit(self, name_width: int, timed: bool) -> tuple[tuple[str, str, int], ...]:
-        return fit_columns(name_width, self._available(), timed, self._state_width)
+        return fit_columns(name_width, self._available(), timed, self._state_width, self._lost_width)
 
     @property
     def selected_id(self) -> int | None:
@@ -274,11 +290,16 @@ class ProbeTable(DataTable):
         names = [len(line.status.probe.name) for line in lines]
         width = max(NAME_WIDTH[0], max(names, default=0))  # (fit_columns caps it while short of room)
         state_width = max((len(state_text(line.status)) for line in lines), default=0)
+        lost_width = max((len(lost_text(line.stats, line.losing)) for line in lines if line.stats is not None),
+                         default=0)
+        if ids == self._ids:  # only grows while the probes stay (⚠ comes and goes: no rebuild each tick)
+            lost_width = max(lost_width, self._lost_width)
         self._lines = list(lines)
         resorted = sort != self._sort
         self._sort = sort
         if (resorted or ids != self._ids or width != self._name_width or state_width != self._state_width
-                or fit_columns(width, self._available(), timed, state_width) != self._columns):
+                or fit_columns(width, self._available(), timed, state_width, lost_width) != self._columns):
+            self._lost_width = lost_width
             self._rebuild(lines, width, state_width)
             return
         shown = set(self.shown_columns)

@@ -26,6 +26,8 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.widgets import Sparkline, Static
 
+from ktui.lang.model import Kind
+from ktui.pipeline.accounting import loss_lines
 from ktui.pipeline.drilldown import Pick
 from ktui.pipeline.format import format_count, format_cpu_share, format_latency
 from ktui.pipeline.rates import ProbeCost, hist_lines
@@ -276,7 +278,7 @@ def _head(view: ProbeView) -> Text:
         s = view.stats
         rate = "-" if view.rate is None else format_count(view.rate)
         text.append(f"\nhits {format_count(s.hits)}  rate {rate}/s  emitted {format_count(s.emitted)}  lost {format_count(s.lost)}")
-        for line, style in miss_lines(s):
+        for line, style in loss_lines(s, probe.kind is Kind.RETURN):
             text.append("\n" + line, style)
         if s.counted_only:
             text.append(f"\n{format_count(s.counted_only)} hits counted while its program loaded (no events)", "dim")
@@ -286,22 +288,6 @@ def _head(view: ProbeView) -> Text:
         text.append("\n" + cost_line(view.cost), "bold")
         text.append(f"\n{COST_NOTE}", "dim")
     return text
-
-
-def miss_lines(s: ProbeStats) -> list[tuple[str, str]]:
-    """What the kernel dropped without running the probe, with what to do:
-    a kretprobe out of instances misses the longest calls, so latency reads
-    low unless it is said."""
-    out = []
-    if s.maxactive:
-        if s.missed_returns:
-            out.append((f"{format_count(s.missed_returns)} returns missed (maxactive {s.maxactive}): "
-                        "raise maxactive: in the probe set", "yellow bold"))
-        else:
-            out.append((f"0 returns missed (maxactive {s.maxactive})", "dim"))
-    if s.recursion_misses:
-        out.append((f"{format_count(s.recursion_misses)} runs missed (recursion)", "yellow"))
-    return out
 
 
 COST_NOTE = ("times its BPF program only, not the kprobe trap or return hook; "

@@ -228,11 +228,11 @@ def test_a_tracing_probes_recursion_misses_are_its_own_copies(monkeypatch):
 def test_a_tracing_probes_recursion_misses_show_beside_lost():
     from ktui.record.feed import ProbeState, ProbeStatus
     from ktui.widgets.probe_table import ProbeLine, row_cells
-    from ktui.widgets.stats_pane import miss_lines
+    from ktui.pipeline.accounting import loss_lines
 
     probe = parse_spec("vfs_read:c")
     stats = ProbeStats(0, hits=10, lost=2, recursion_misses=3)
     line = ProbeLine(ProbeStatus(0, probe, ProbeState.ATTACHED, via="fentry"), stats)
     cells = [c.plain for c in row_cells(line)]
     assert "2+3" in cells and "attached fentry" in cells
-    assert ("3 runs missed (recursion)", "yellow") in miss_lines(stats)
+    assert ("  3 runs missed (recursion)", "yellow") in loss_lines(stats, is_return=False)

@@ -38,8 +38,10 @@ def snapshot() -> list[ProbeView]:
     hist[0], hist[11], hist[12], hist[64] = 1, 5, 3, 1  # 0 ns, ~1-2 us, ~2-4 us, the last slot
     ret = ProbeStats(1, hits=10, emitted=0, lost=0, hist=tuple(hist), latency_sum_ns=18_446_744_073_709_561_615,
                      errnos=((9, 2), (200, 1)), top_comms=(("dd", 6), ("cat", 3)), missed_returns=4,
-                     recursion_misses=1)
-    call = ProbeStats(0, hits=1000, emitted=990, lost=10, top_comms=(("dd", 700),))
+                     recursion_misses=1, unpaired=7, entries_unstored=3, nest_dropped=2, errnos_other=5,
+                     errno_check="long")
+    call = ProbeStats(0, hits=1000, emitted=990, lost=10, top_comms=(("dd", 700),), nest_dropped=6,
+                      top_comms_exact=False)
     return [ProbeView("reads", "vfs", False, True, call), ProbeView("read_ret", "vfs", True, True, ret)]
 
 
@@ -82,6 +84,27 @@ def test_exposition_parses_back_to_the_snapshot():
     assert samples["ktui_probe_comm_hits_total", frozenset(ret | {("comm", "dd")})] == 6
     assert samples["ktui_probe_comm_hits_omitted", frozenset(ret)] == 1  # 10 hits, 9 by the top two
     assert samples["ktui_probe_comm_hits_omitted", frozenset(call)] == 300
+
+
+def test_issue_28_counters_and_honesty_marks_are_exported():
+    """Unpaired returns, entries not stored, nested hits dropped and errnos
+    outside the table as counters; whether top comms are exact and whether
+    errnos are checked as gauges (a call probe has no return counters)."""
+    void_ret = ProbeView("unlock_ret", "vfs", True, True, ProbeStats(2, hits=3, errno_check="off: void"))
+    samples = parsed(exposition(snapshot() + [void_ret]))
+    ret = frozenset({("set", "vfs"), ("probe", "read_ret")})
+    call = frozenset({("set", "vfs"), ("probe", "reads")})
+    void = frozenset({("set", "vfs"), ("probe", "unlock_ret")})
+    assert samples["ktui_probe_unpaired_returns_total", ret] == 7
+    assert samples["ktui_probe_entries_unstored_total", ret] == 3
+    assert samples["ktui_probe_nested_hits_dropped_total", ret] == 2
+    assert samples["ktui_probe_nested_hits_dropped_total", call] == 6
+    assert samples["ktui_probe_errno_other_total", ret] == 5
+    for name in ("ktui_probe_unpaired_returns_total", "ktui_probe_entries_unstored_total",
+                 "ktui_probe_errno_other_total", "ktui_probe_errno_checked"):
+        assert (name, call) not in samples
+    assert samples["ktui_probe_comm_hits_exact", ret] == 1 and samples["ktui_probe_comm_hits_exact", call] == 0
+    assert samples["ktui_probe_errno_checked", ret] == 1 and samples["ktui_probe_errno_checked", void] == 0
 
 
 def test_top_comms_are_capped_and_the_rest_counted():

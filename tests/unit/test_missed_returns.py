@@ -17,7 +17,7 @@ from ktui.lang.probeset_write import dumps_probeset
 from ktui.pipeline.ndjson import NdjsonSink
 from ktui.pipeline.recording import stats_from_json, stats_to_json
 from ktui.record.feed import ProbeStats, StatsSnapshot
-from ktui.widgets.stats_pane import miss_lines
+from ktui.pipeline.accounting import loss_lines
 from tests.fakekernel import FakeLoader
 
 SET = "name: m\nmaxactive: 64\nprobes:\n  - vfs_read:r\n  - spec: vfs_write:r\n    maxactive: 4\n  - vfs_read:c\n"
@@ -97,8 +97,8 @@ def test_profile_and_events_parsing():
 
 def test_shown_in_stats_pane_ndjson_and_recording():
     s = ProbeStats(3, hits=4, missed_returns=8, maxactive=4)
-    assert miss_lines(s)[0][0].startswith("8 returns missed (maxactive 4): raise maxactive")
-    assert miss_lines(ProbeStats(3)) == []
+    assert ("  8 returns missed (maxactive 4): raise maxactive: in the probe set", "yellow bold") in loss_lines(s, True)
+    assert loss_lines(ProbeStats(3), True) == []
     snap = StatsSnapshot(1.0, {3: s})
     assert stats_from_json(json.loads(json.dumps(stats_to_json(snap)))) == snap
 
