@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ktui.kernel.generic import abi
+from ktui.kernel.returns import errno_check, errno_mode  # both engines' rule, kept importable from here
 from ktui.lang import filters
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
@@ -90,29 +91,6 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     plan.record_size = size
     plan.gen = gen
     return plan
-
-
-def errno_mode(probe: Probe) -> int:
-    """How the program reads a return value as an errno: 0 not at all, 4 as
-    a 32-bit int, 8 as a long or an ERR_PTR, 1 by the old guess (an
-    int-sized value when its upper half is zero)."""
-    if probe.kind is not Kind.RETURN:
-        return 0
-    wanted = getattr(probe, "errno", "")
-    width = getattr(probe, "errno_width", None)
-    if wanted == "off":
-        return 0
-    if width is None:
-        return abi.ERRNO_GUESS
-    return width
-
-
-def errno_check(probe: Probe) -> str:
-    """ProbeStats.errno_check: how errno_mode counts a return probe's errnos."""
-    mode = errno_mode(probe)
-    if mode == 0:
-        return "off: by the probe set" if getattr(probe, "errno", "") == "off" else "off"
-    return {abi.ERRNO_GUESS: "guessed", 4: "int", 8: "long"}.get(mode, "")
 
 
 def _filter_fetches_first(plan: abi.Plan) -> None:
