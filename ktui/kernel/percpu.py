@@ -28,3 +28,11 @@ def percpu_hist(table, key: int) -> tuple[int, ...]:
         return (0,) * HIST_SLOTS
     counts = np.frombuffer(bytes(per_cpu), dtype=np.uint64).reshape(-1, HIST_SLOTS)
     return tuple(int(n) for n in counts.sum(axis=0, dtype=np.uint64))
+
+
+def percpu_values(table, key: int) -> list[int]:
+    """Every CPU's counter under `key`, CPU by CPU (all 0 where absent)."""
+    try:
+        return [int(n) for n in table[ctypes.c_int(key)]]
+    except KeyError:
+        return [0]

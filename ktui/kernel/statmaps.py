@@ -7,13 +7,16 @@ so it costs one lookup, not one per slot."""
 
 from __future__ import annotations
 
+import ctypes
+
 from ktui.kernel.aggmaps import read_aggregates, read_stacks, stack_fields
-from ktui.kernel.percpu import percpu_hist, percpu_sum
+from ktui.kernel.codegen import COMM_EXACT
+from ktui.kernel.percpu import percpu_hist, percpu_sum, percpu_values
+from ktui.kernel.returns import ERRNO_BUCKETS, bucket_errno, errno_check
 from ktui.lang.model import Kind
 from ktui.record.feed import ProbeStats
 
 TOP_COMMS = 5
-
 
 
 def read_unit_stats(unit, user_symbols=None) -> dict[int, ProbeStats]:
@@ -21,11 +24,9 @@ def read_unit_stats(unit, user_symbols=None) -> dict[int, ProbeStats]:
     bpf = unit.bpf
     hits_t, emit_t, lost_t = bpf[b"ktui_hits"], bpf[b"ktui_emitted"], bpf[b"ktui_lost"]
     hist_t, sum_t = bpf[b"ktui_hist"], bpf[b"ktui_lat_sum"]
-    errnos: dict[int, list[tuple[int, int]]] = {}
-    for k, v in bpf[b"ktui_errnos"].items():
-        errnos.setdefault(k.probe, []).append((int(k.err), int(v.value)))
-    # bpf_get_current_comm does not clear the bytes after the NUL, so one
-    # name can sit under several keys (stale tails): add them up by name.
+    # comms are zero-padded in the kernel (programs clear them before
+    # reading), so one name is one key; still add up by name, as older
+    # programs left other names' tails after the NUL
     comm_counts: dict[int, dict[str, int]] = {}
     for k, v in bpf[b"ktui_comms"].items():
         name = bytes(k.comm).split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -36,22 +37,61 @@ def read_unit_stats(unit, user_symbols=None) -> dict[int, ProbeStats]:
     out = {}
     for local in sorted(unit.live):
         probe = unit.program.probes[local]
-        hist: tuple[int, ...] = ()
-        latency_sum = 0
+        per_cpu_hits = percpu_values(hits_t, local)
+        returns: dict = {}
         if probe.kind is Kind.RETURN:
-            hist = percpu_hist(hist_t, local)
-            latency_sum = percpu_sum(sum_t, local)
+            returns = _return_fields(bpf, local, probe, hist_t, sum_t)
         pid_ = unit.ids[local]
         out[pid_] = ProbeStats(
             probe_id=pid_,
-            hits=percpu_sum(hits_t, local),
+            hits=sum(per_cpu_hits),
             lost=percpu_sum(lost_t, local),
             emitted=percpu_sum(emit_t, local),
-            hist=hist,
-            latency_sum_ns=latency_sum,
-            errnos=tuple(sorted(errnos.get(local, []), key=lambda kv: -kv[1])),
             top_comms=tuple(sorted(comms.get(local, []), key=lambda kv: -kv[1])[:TOP_COMMS]),
+            # exact while no CPU has counted past its exact first hits (then
+            # a random sample, weighted: codegen/runtime.py's ktui_count)
+            top_comms_exact=all(n <= COMM_EXACT for n in per_cpu_hits),
+            **returns,
             **read_aggregates(bpf, probe, local),
             **stack_fields(bpf, probe, local, stacks),
         )
     return out
+
+
+def _return_fields(bpf, local: int, probe, hist_t, sum_t) -> dict:
+    """A return probe's latencies, errnos and pairing counters. Its hits
+    never nest (kprobes), so none is dropped for nesting."""
+    errnos = errno_counts(bpf[b"ktui_errnos"], local)
+    return {
+        "hist": percpu_hist(hist_t, local),
+        "latency_sum_ns": percpu_sum(sum_t, local),
+        "errnos": tuple(sorted(errnos.items(), key=lambda kv: -kv[1])),
+        "errnos_other": percpu_sum(bpf[b"ktui_errno_rest"], local),
+        "errno_check": errno_check(probe),
+        "unpaired": percpu_sum(bpf[b"ktui_unpaired"], local),
+        "entries_unstored": percpu_sum(bpf[b"ktui_unstored"], local),
+    }
+
+
+def errno_counts(table, local: int) -> dict[int, int]:
+    """Probe `local`'s errno table (ERRNO_BUCKETS u64 from local *
+    ERRNO_BUCKETS in one array for every CPU), by errno: one batch read
+    where the kernel has them (5.6), one lookup per bucket before."""
+    start = local * ERRNO_BUCKETS
+    counts = _batch(table, start)
+    if counts is None:
+        counts = [int(table[ctypes.c_int(start + b)].value) for b in range(ERRNO_BUCKETS)]
+    return {bucket_errno(b): n for b, n in enumerate(counts) if n}
+
+
+def _batch(table, start: int) -> list[int] | None:
+    fd = getattr(table, "map_fd", None)
+    if fd is None:
+        return None
+    from ktui.kernel import bpfsys
+
+    try:
+        raw = bpfsys.array_lookup_all(fd, ERRNO_BUCKETS, 8, start=start)
+    except bpfsys.BpfError:  # no batch operations (before 5.6)
+        return None
+    return [int(n) for n in memoryview(raw).cast("Q")]

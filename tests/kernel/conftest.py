@@ -55,6 +55,13 @@ def warm_cache(kernel_rig) -> Path:
     return cache.directory
 
 
+def engine_cache(engine: str, request) -> Path | None:
+    """The cache a session of `engine` wants: the run's warm one for the
+    generic engine, none for the compiled one (its tests then neither wait
+    for the generic program's compile nor depend on it)."""
+    return None if engine == "compiled" else request.getfixturevalue("warm_cache")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.kernel)

@@ -23,7 +23,7 @@ from ktui.kernel.kretprobe_events import default_maxactive, find_root
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE
+from .conftest import HERE, engine_cache
 
 THREADS = 12
 
@@ -51,13 +51,13 @@ def wait_for(check, what: str, timeout: float = 120.0) -> None:
 
 @pytest.mark.parametrize("engine,maxactive,attach", [("generic", 4, "kprobe"), ("compiled", 4, "kprobe"),
                                                      ("generic", None, "kprobe"), ("generic", 4, "fentry")])
-def test_returns_past_maxactive_are_counted(engine, maxactive, attach, warm_cache):
+def test_returns_past_maxactive_are_counted(engine, maxactive, attach, request):
     proc = subprocess.Popen([sys.executable, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"
         ps = dataclasses.replace(loads_probeset(SET), pid=proc.pid, maxactive=maxactive or 0)
         # the run's shared cache (conftest): its programs compile once per run
-        with Session(ps, SessionOptions(engine=engine, cache_dir=warm_cache, attach=attach)) as s:
+        with Session(ps, SessionOptions(engine=engine, cache_dir=engine_cache(engine, request), attach=attach)) as s:
             s.wait_loaded()
             ids = {st.probe.name: i for i, st in s.statuses().items()}
             assert all(st.reason == "" for st in s.statuses().values()), s.statuses()

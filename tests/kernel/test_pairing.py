@@ -16,7 +16,7 @@ import pytest
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE
+from .conftest import HERE, engine_cache
 
 COLLIDE = """
 name: collide
@@ -36,8 +36,8 @@ def wait_for(check, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("engine,attach", [("generic", "kprobe"), ("generic", "fentry")])
-def test_threads_whose_ids_collide_each_get_their_own_return(engine, attach, warm_cache):
+@pytest.mark.parametrize("engine,attach", [("generic", "kprobe"), ("generic", "fentry"), ("compiled", "kprobe")])
+def test_threads_whose_ids_collide_each_get_their_own_return(engine, attach, request):
     """A thread asleep inside eventfd_read while another, whose id is the
     first's plus 4096 (then plus 16384), goes in and out: four returns, each
     paired with its own entry, the sleepers' latencies as long as their
@@ -48,7 +48,7 @@ def test_threads_whose_ids_collide_each_get_their_own_return(engine, attach, war
     try:
         assert proc.stdout.readline() == b"ready\n"
         ps = dataclasses.replace(loads_probeset(COLLIDE), pid=proc.pid)
-        with Session(ps, SessionOptions(engine=engine, cache_dir=warm_cache, attach=attach)) as s:
+        with Session(ps, SessionOptions(engine=engine, cache_dir=engine_cache(engine, request), attach=attach)) as s:
             s.wait_loaded()
             ids = {st.probe.name: i for i, st in s.statuses().items()}
             assert all(st.reason == "" for st in s.statuses().values()), s.statuses()

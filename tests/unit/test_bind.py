@@ -315,10 +315,10 @@ def _code(probe) -> str:
 ])
 def test_codegen_and_the_generic_plan_read_what_the_positions_read(kernel, named, positional_text):
     probe, same = bound(kernel, named), parse_probe_text(positional_text)
-    if " if " not in named:  # a filter compares a parameter as its C type: other C, same plan
-        assert _code(probe) == _code(same)
     # the positional spelling has no BTF binding of its return type: the same errno mode by hand
     same = dataclasses.replace(same, errno_width=probe.errno_width, return_class=probe.return_class)
+    if " if " not in named:  # a filter compares a parameter as its C type: other C, same plan
+        assert _code(probe) == _code(same)
     assert bytes(build_plan(probe, gen=1)) == bytes(build_plan(same, gen=1))
 
 

@@ -68,7 +68,7 @@ def test_max_errno_is_the_one_codegen_and_format_use():
     from ktui.kernel.codegen import generate
 
     text = generate([Probe(Target("vfs_read"), Kind.RETURN)]).text
-    assert f"err >= -{limits.MAX_ERRNO})" in text
+    assert f"err < -{limits.MAX_ERRNO})" in text
     assert as_errno(-limits.MAX_ERRNO) == limits.MAX_ERRNO
     assert as_errno(-limits.MAX_ERRNO - 1) is None
 

@@ -4,10 +4,9 @@ from ktui.kernel.codegen.program import Program, generate
 from ktui.kernel.codegen.runtime import (
     COMM_EVERY,
     COMM_EXACT,
-    ENTRY_SLOTS,
     MAX_ERRNO,
     PERF,
     RINGBUF,
 )
 
-__all__ = ["Program", "generate", "PERF", "RINGBUF", "ENTRY_SLOTS", "COMM_EXACT", "COMM_EVERY", "MAX_ERRNO"]
+__all__ = ["Program", "generate", "PERF", "RINGBUF", "COMM_EXACT", "COMM_EVERY", "MAX_ERRNO"]

@@ -80,13 +80,38 @@ class FetchGen:
         self.tmp += 1
         return f"t{self.tmp}"
 
-    def fetch_lines(self) -> list[str]:
+    def fetch_lines(self, indices) -> list[str]:
+        """The fetches `indices` (of probe.fetches), in order; the header's
+        (comm, pid, tid, cpu) are written with the header."""
         out: list[str] = []
-        for i, slot in enumerate(self.layout.slots):
+        for i in sorted(indices):
+            slot = self.layout.slots[i]
             if slot.kind == "header":
                 continue
             out += self.fetch_slot(i, slot)
         return out
+
+    def filter_fetches(self, node: FilterExpr | None) -> set[int]:
+        """The fetches (indices of probe.fetches) whose stored value the
+        filter reads: they run before it, every other fetch after it."""
+        found: set[int] = set()
+
+        def walk(n) -> None:
+            if isinstance(n, (And, Or)):
+                walk(n.left)
+                walk(n.right)
+            elif isinstance(n, Not):
+                walk(n.operand)
+            elif isinstance(n, Compare):
+                for operand in (n.left, n.right):
+                    if isinstance(operand, Field):
+                        index = resolve(self.probe, operand.name).fetch_index
+                        if index is not None and self.layout.slots[index].kind != "header":
+                            found.add(index)
+
+        if node is not None:
+            walk(node)
+        return found
 
     def fetch_slot(self, i: int, slot: Slot) -> list[str]:
         fetch = slot.fetch
@@ -101,6 +126,7 @@ class FetchGen:
             else:
                 addr = self.address(expr, out)
             helper = "bpf_probe_read_user_str" if typ == "ustring" else "bpf_probe_read_kernel_str"
+            out.append(f"    ktui_clear_string({dest});")
             out.append(f"    {helper}({dest}, {STRING_MAX}, (void *){addr});")
             return out
         width = 64 if typ == "symbol" else int(typ[1:])
@@ -120,7 +146,7 @@ class FetchGen:
         else:
             c = f"(u64)(u{width})({value})"
         out.append(f"    u64 v{i} = {c};")
-        out.append(f"    __builtin_memcpy({dest}, &v{i}, 8);")
+        out.append(f"    *(u64 *)({dest}) = v{i}; /* an 8-byte aligned slot: one store */")
         return out
 
     # -- filter

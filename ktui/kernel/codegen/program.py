@@ -10,9 +10,16 @@ The program has, for the whole set:
 - per-probe per-CPU counters: hits, emitted, lost (failed outputs);
 - per-probe log2 latency histograms and errno counts for return probes;
 - per-probe comm counts (top comms);
-- for return probes, an entry kprobe that stores the entry time and the
-  arguments by (probe, thread), so each return carries its latency and can
-  fetch a1..a6 as they were at entry.
+- for return probes, an entry kprobe that pushes the call (its frame, the
+  entry time and the arguments) on its thread's entry stack, so each return
+  pairs with its own call, carries its latency and can fetch a1..a6 as they
+  were at entry; a return that finds no entry of its own is counted as
+  unpaired, an entry that could not be kept as unstored (entry_stack.c);
+- per-probe errno tables for return probes (the generic program's rule).
+
+Each probe's records are exactly its header and its own payload, every byte
+written by the hit (no other probe's leftovers: records of several sizes
+share the buffer). A probe's filter runs before any fetch it does not read.
 
 The parts: `runtime` (types, maps and helpers every program has), `probe`
 (one function per probe), `fetch` (C for fetches and filters).
@@ -29,7 +36,6 @@ from ktui.kernel.codegen.runtime import (
     PERF,
     RINGBUF,
     comment_safe,
-    entry_slots,
     helpers,
     prelude,
 )
@@ -74,16 +80,16 @@ def generate(
     if ringbuf_pages & (ringbuf_pages - 1):
         raise ValueError("ringbuf_pages must be a power of two")
     layout = record_layout(probes)
-    entries = entry_slots(probes)
+    returns = any(p.kind is Kind.RETURN for p in probes)
     out: list[str] = []
-    out += prelude(len(probes), layout, buffer, ringbuf_pages, entries)
-    out += helpers(buffer, pid, comm, exclude_pids)
+    out += prelude(len(probes), layout, buffer, ringbuf_pages, returns)
+    out += helpers(buffer, pid, comm, exclude_pids, returns)
     out += aggregate_maps(probes)
     for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
         out.append("")
         out.append(f"/* probe {index}: {comment_safe(probe.spec_text)} */")
         sets = SetFilter(pid, comm)
         if probe.kind is Kind.RETURN:
-            out += entry_function(index, probe, sets, entries[index])
-        out += probe_function(index, probe, probe_layout, sets, entries.get(index))
+            out += entry_function(index, probe, sets)
+        out += probe_function(index, probe, probe_layout, sets)
     return Program("\n".join(out) + "\n", layout, buffer, probes)

@@ -12,6 +12,14 @@ from __future__ import annotations
 import ctypes
 
 from ktui.kernel.codegen.runtime import COMM_EVERY, COMM_EXACT, log2_slot_helper
+from ktui.kernel.returns import (  # re-exported: abi.ENTRY_DEPTH etc.
+    ENTRY_DEPTH,
+    ENTRY_THREADS,
+    ERRNO_BUCKETS,
+    ERRNO_GUESS,
+    ERRNO_HIGH_BASE,
+    ERRNO_LOW,
+)
 
 # a fetch's dereference offsets: n - 1 pointer hops and the final read (MAX_DEREF)
 from ktui.lang.limits import MAX_DEREF, MAX_ERRNO, MAX_FETCHES, STRING_MAX
@@ -22,20 +30,11 @@ MAX_PROBES = 1024  # slots; a cookie carries slot | generation << 16
 MAX_CMPS = 6  # comparisons in a filter: its truth table is one u64
 PAYLOAD_MAX = MAX_FETCHES * STRING_MAX
 RECORD_MAX = HEADER_SIZE + PAYLOAD_MAX
-# Return probes: every thread inside a probed function has a stack of its
-# entries (codegen/entry_stack.c), ENTRY_DEPTH deep, in one LRU hash of
-# ENTRY_THREADS (probe, thread) stacks shared by the session's return probes.
-ENTRY_DEPTH = 4
-ENTRY_THREADS = 16384
+# Return probes' entry stacks (ENTRY_DEPTH, ENTRY_THREADS) and errno tables
+# (ERRNO_*): kernel/returns.py, shared with the compiled programs.
 # Scratch areas per CPU: a hit nested in another's (fentry/fexit programs
 # nest, and interleave under preemption) takes the next; none free: counted.
 NEST_LEVELS = 3  # program.c's ktui_claim takes them one by one
-# Each probe's errno counts: errno 1..199 -> bucket errno, 512..567 (the
-# kernel's own: ERESTARTSYS...) -> 200 + errno - 512; others are counted apart.
-ERRNO_BUCKETS = 256
-ERRNO_LOW = 200
-ERRNO_HIGH_BASE = 512
-ERRNO_GUESS = 1  # plan.errno_mode without BTF, asked for: int-sized when the upper half is zero
 NREGS = 21  # words of x86-64 struct pt_regs
 TRACE_ARGS = 12  # arguments a tracing copy reads at most before 5.17: the kernel's limit from 6.6
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ktui.kernel.generic import abi
+from ktui.kernel.returns import errno_check, errno_mode  # both engines' rule, kept importable from here
 from ktui.lang import filters
-from ktui.lang.errnos import GUESSED, probe_errno_mode
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
     ARG_REGISTERS,
@@ -91,21 +91,6 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     plan.record_size = size
     plan.gen = gen
     return plan
-
-
-def errno_mode(probe: Probe) -> int:
-    """How the program reads a return value as an errno (plan.errno_mode):
-    lang.errnos' mode, 0 (none), 4 (a 32-bit int) or 8 (a long or an
-    ERR_PTR); its guess without BTF (`errno: on`) is the old heuristic,
-    abi.ERRNO_GUESS: an int-sized errno where the upper half is zero, else
-    the whole word (a long's -EINVAL has both halves set)."""
-    mode = probe_errno_mode(probe)
-    return abi.ERRNO_GUESS if mode.text == GUESSED else mode.mode
-
-
-def errno_check(probe: Probe) -> str:
-    """ProbeStats.errno_check: what the user reads of errno_mode."""
-    return probe_errno_mode(probe).text
 
 
 def _fetch_passes(plan: abi.Plan) -> None:

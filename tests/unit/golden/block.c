@@ -3,10 +3,21 @@
 
 #define KTUI_NPROBES 5
 #define KTUI_HIST_SLOTS 65
+#define KTUI_HEADER_SIZE 48
+/* the largest probe's payload: the scratch event holds any probe's
+ * record, and each probe sends only its own header and payload */
 #define KTUI_PAYLOAD 24
 #define KTUI_COMM_EXACT 1024
 #define KTUI_COMM_EVERY 64
-#define KTUI_ENTRY_SLOTS 16384
+#define KTUI_ERRNO_BUCKETS 256
+#define KTUI_ERRNO_LOW 200
+#define KTUI_ERRNO_HIGH_BASE 512
+#define KTUI_ERRNO_GUESS 1
+#define KTUI_ENTRY_DEPTH 4
+#define KTUI_ENTRY_THREADS 16384
+/* kprobe programs never run inside another BPF program on their CPU
+ * (bpf_prog_active): no guard, and no atomics (5.12+) needed */
+#define KTUI_ENTRY_GUARD 0
 
 struct ktui_event {
     u64 ts;
@@ -17,27 +28,6 @@ struct ktui_event {
     u32 tid;
     char comm[16];
     u8 payload[KTUI_PAYLOAD];
-};
-
-/* Return probes keep the entry time per thread in an array slot,
- * tid mod KTUI_ENTRY_SLOTS: a hash update, lookup and delete per call
- * cost more than the kretprobe itself (docs/benchmarks.md), and a
- * slot never leaks when a return is missed. Two threads in the same
- * function at once whose tids collide lose one latency (the slot's
- * tid must match), they are not mixed up. */
-struct ktui_entry {
-    u64 ts;
-    u32 tid;
-    u32 pad;
-};
-
-struct ktui_entry_args {
-    u64 args[6];
-};
-
-struct ktui_errno_key {
-    u32 probe;
-    u32 err;
 };
 
 struct ktui_comm_key {
@@ -65,12 +55,170 @@ BPF_PERCPU_ARRAY(ktui_window, struct ktui_window, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_hist, struct ktui_hist, KTUI_NPROBES);
 /* exact sum of a return probe's latencies (ns): a histogram's _sum */
 BPF_PERCPU_ARRAY(ktui_lat_sum, u64, KTUI_NPROBES);
-BPF_HASH(ktui_errnos, struct ktui_errno_key, u64, 1024);
 BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_NPROBES);
 BPF_PERCPU_ARRAY(ktui_scratch, struct ktui_event, 1);
-BPF_ARRAY(ktui_entries, struct ktui_entry, 1 * KTUI_ENTRY_SLOTS);
+/* each return probe's own errno counts (see ktui_errno_bucket), and
+ * those that fit none */
+BPF_ARRAY(ktui_errnos, u64, KTUI_NPROBES * KTUI_ERRNO_BUCKETS);
+BPF_PERCPU_ARRAY(ktui_errno_rest, u64, KTUI_NPROBES);
+/* returns that found no entry of their own; entries that could not be kept */
+BPF_PERCPU_ARRAY(ktui_unpaired, u64, KTUI_NPROBES);
+BPF_PERCPU_ARRAY(ktui_unstored, u64, KTUI_NPROBES);
 
+/* Return probes: where a call's entry waits for its return. Shared by the
+ * generic program (kernel/generic/program.c) and the compiled programs
+ * (kernel/codegen), pasted after KTUI_ENTRY_DEPTH, KTUI_ENTRY_THREADS and
+ * KTUI_ENTRY_GUARD.
+ *
+ * Each (probe, thread) has a small stack of entries, keyed by the whole
+ * thread id: two threads never share one, however their ids collide. A
+ * call nested in another of the same probe on the same thread (recursion,
+ * or an interrupt that calls the function again) pushes a level of its
+ * own. Each level remembers its call's frame: the stack pointer at entry
+ * for a kprobe (the return sees it 8 bytes higher, its return address
+ * popped), the trampoline's argument area for fentry (the same address in
+ * fexit). A return pairs with the topmost level whose frame is its own,
+ * and drops the levels above it: calls whose returns the kernel missed (a
+ * kretprobe out of instances counts those itself). No level with its
+ * frame: the return is unpaired (entered before the probe attached, its
+ * entry not stored, or deeper than the stack), and the caller counts it.
+ *
+ * The map is an LRU hash: a thread that died inside a function, or one
+ * not seen for long, gives its place to a new one. An entry pushed out
+ * that way shows up as an unpaired return, counted. A full or busy map
+ * (an update refused), or a stack at its depth, is counted by the caller
+ * as an entry not stored.
+ *
+ * The stack is only ever touched by its own thread, but that thread may
+ * be interrupted in the middle of a push or a pop by a hit of the same
+ * probe (fentry/fexit programs nest; a kprobe hit never runs inside
+ * another BPF program on the same CPU). Where hits can nest
+ * (KTUI_ENTRY_GUARD 1: the generic program, whose fentry/fexit copies
+ * share it), a busy word taken with a compare-and-swap (5.12+) keeps the
+ * two apart: the nested hit counts itself as nested and leaves the stack
+ * alone. The compiled programs are kprobes only, which never nest, and
+ * load on kernels older than the kernel's atomics: no guard there. */
+
+struct ktui_entry_key {
+    u32 probe;
+    u32 tid;
+};
+
+struct ktui_entry_level {
+    u64 frame;
+    u64 ts;
+    u64 args[6];
+};
+
+struct ktui_entry_stack {
+    u32 depth;
+    u32 gen;  /* the probe's generation: a reused probe slot starts empty */
+    u64 busy; /* 64 bits: the atomics bcc's target has */
+    struct ktui_entry_level level[KTUI_ENTRY_DEPTH];
+};
+
+BPF_TABLE("lru_hash", struct ktui_entry_key, struct ktui_entry_stack, ktui_entries, KTUI_ENTRY_THREADS);
+/* never written: what a new thread's stack starts as */
+BPF_ARRAY(ktui_entry_zero, struct ktui_entry_stack, 1);
+
+static __always_inline void ktui_barrier(void)
+{
+    asm volatile("" ::: "memory");
+}
+
+/* 1: this hit holds the stack (or nothing can nest: no guard) */
+static __always_inline int ktui_stack_take(struct ktui_entry_stack *s)
+{
+#if KTUI_ENTRY_GUARD
+    return !__sync_val_compare_and_swap(&s->busy, 0, 1);
+#else
+    return 1;
+#endif
+}
+
+static __always_inline void ktui_stack_release(struct ktui_entry_stack *s)
+{
+    ktui_barrier(); /* x86 keeps stores in order: the compiler must too */
+#if KTUI_ENTRY_GUARD
+    s->busy = 0;
+#endif
+}
+
+#define KTUI_PUSHED 0
+#define KTUI_UNSTORED 1 /* map full or busy, or the stack at its depth */
+#define KTUI_NESTED 2   /* the stack was busy: a hit inside another of this probe */
+
+#define KTUI_PAIRED 0
+#define KTUI_UNPAIRED 1
+
+/* Remember an entry: its frame, when, and the arguments (args may be 0). */
+static __always_inline int ktui_push(u32 probe, u32 gen, u32 tid, u64 frame, u64 ts, u64 *args)
+{
+    struct ktui_entry_key key = {.probe = probe, .tid = tid};
+    u32 zero = 0;
+    struct ktui_entry_stack *empty = ktui_entry_zero.lookup(&zero);
+    if (!empty)
+        return KTUI_UNSTORED;
+    struct ktui_entry_stack *s = ktui_entries.lookup_or_try_init(&key, empty);
+    if (!s)
+        return KTUI_UNSTORED;
+    if (!ktui_stack_take(s))
+        return KTUI_NESTED;
+    if (s->gen != gen) {
+        s->gen = gen;
+        s->depth = 0;
+    }
+    u32 d = s->depth;
+    int rc = KTUI_UNSTORED;
+    if (d < KTUI_ENTRY_DEPTH) {
+        struct ktui_entry_level *lv = &s->level[d & (KTUI_ENTRY_DEPTH - 1)];
+        lv->frame = frame;
+        lv->ts = ts;
+        if (args)
+            __builtin_memcpy(lv->args, args, sizeof(lv->args));
+        s->depth = d + 1;
+        rc = KTUI_PUSHED;
+    }
+    ktui_stack_release(s);
+    return rc;
+}
+
+#define KTUI_FIND(k)                                                          \
+    if ((k) < KTUI_ENTRY_DEPTH && found < 0 && (k) < d &&                     \
+        s->level[(k) % KTUI_ENTRY_DEPTH].frame == frame)                      \
+        found = (k);
+
+/* The entry of the call returning from `frame`: its time into *ts and its
+ * arguments into args (if not 0); that level and the ones above it go. */
+static __always_inline int ktui_pop(u32 probe, u32 gen, u32 tid, u64 frame, u64 *ts, u64 *args)
+{
+    struct ktui_entry_key key = {.probe = probe, .tid = tid};
+    struct ktui_entry_stack *s = ktui_entries.lookup(&key);
+    if (!s || s->gen != gen || !s->depth)
+        return KTUI_UNPAIRED;
+    if (!ktui_stack_take(s))
+        return KTUI_NESTED;
+    u32 d = s->depth;
+    int found = -1;
+    /* topmost first: a recursive call's frame is below its caller's */
+    KTUI_FIND(7) KTUI_FIND(6) KTUI_FIND(5) KTUI_FIND(4)
+    KTUI_FIND(3) KTUI_FIND(2) KTUI_FIND(1) KTUI_FIND(0)
+    int rc = KTUI_UNPAIRED;
+    if (found >= 0) {
+        struct ktui_entry_level *lv = &s->level[found & (KTUI_ENTRY_DEPTH - 1)];
+        *ts = lv->ts;
+        if (args)
+            __builtin_memcpy(args, lv->args, sizeof(lv->args));
+        s->depth = found;
+        rc = KTUI_PAIRED;
+    }
+    ktui_stack_release(s);
+    return rc;
+}
+
+/* A per-CPU counter: kprobe hits never nest on a CPU, so a plain
+ * increment is never interleaved with another. */
 static __always_inline void ktui_bump(void *map_lookup_result)
 {
     u64 *v = map_lookup_result;
@@ -79,9 +227,10 @@ static __always_inline void ktui_bump(void *map_lookup_result)
 }
 
 /* Count a hit that passed every filter, and who made it. Top comms are
- * exact for the first KTUI_COMM_EXACT hits per CPU, then sampled 1 in
+ * exact for the first KTUI_COMM_EXACT hits per CPU, then a random 1 in
  * KTUI_COMM_EVERY with that weight: a hash update per hit would cost
- * more than everything else a counting probe does. */
+ * more than everything else a counting probe does, and a fixed stride
+ * would alias with a periodic workload. `comm`: zero-padded, or 0. */
 static __always_inline void ktui_count(u32 probe, const char *comm)
 {
     u64 *hits = ktui_hits.lookup(&probe);
@@ -90,7 +239,7 @@ static __always_inline void ktui_count(u32 probe, const char *comm)
     u64 seen = (*hits)++;
     u64 weight = 1;
     if (seen >= KTUI_COMM_EXACT) {
-        if (seen & (KTUI_COMM_EVERY - 1))
+        if (bpf_get_prandom_u32() & (KTUI_COMM_EVERY - 1))
             return;
         weight = KTUI_COMM_EVERY;
     }
@@ -107,6 +256,23 @@ static __always_inline void ktui_count(u32 probe, const char *comm)
         ktui_bump(ktui_comms_dropped.lookup(&probe));
 }
 
+/* A string slot, cleared before a string read: the read stops at the
+ * string's NUL and leaves the bytes after it as they were (another
+ * hit's). In words: slots are 8-byte aligned, and a memset of a u8
+ * array is written out byte by byte. */
+static __always_inline void ktui_clear_string(u8 *slot)
+{
+    u64 *w = (u64 *)slot;
+    w[0] = 0;
+    w[1] = 0;
+    w[2] = 0;
+    w[3] = 0;
+    w[4] = 0;
+    w[5] = 0;
+    w[6] = 0;
+    w[7] = 0;
+}
+
 /* The log2 histogram slot of v: its number of significant bits,
  * 0 for 0 and k for 2^(k-1)..2^k-1 (ktui/record/histogram.py). */
 static __always_inline u32 ktui_log2_slot(u64 v)
@@ -121,8 +287,23 @@ static __always_inline u32 ktui_log2_slot(u64 v)
     return n + (u32)v;
 }
 
-/* Return probes: latency histogram and errno counts. */
-static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)
+/* An errno's place in its probe's table: 1..199 as itself, the kernel's
+ * own 512.. (ERESTARTSYS...) after them; -1: it fits none. */
+static __always_inline int ktui_errno_bucket(u64 err)
+{
+    if (err < KTUI_ERRNO_LOW)
+        return err;
+    if (err >= KTUI_ERRNO_HIGH_BASE && err < KTUI_ERRNO_HIGH_BASE + KTUI_ERRNO_BUCKETS - KTUI_ERRNO_LOW)
+        return KTUI_ERRNO_LOW + err - KTUI_ERRNO_HIGH_BASE;
+    return -1;
+}
+
+/* A paired return: its latency, and its errno where the function can
+ * return one (`mode`, a constant of each probe function: 4, a 32-bit
+ * int; 8, a long or an ERR_PTR; KTUI_ERRNO_GUESS, an int when the upper
+ * half of rax is zero; 0, none: a void function's rax, or a
+ * comparator's -1, is no error). */
+static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc, u32 mode)
 {
     struct ktui_hist *hist = ktui_hist.lookup(&probe);
     u32 slot = ktui_log2_slot(latency);
@@ -131,17 +312,22 @@ static __always_inline void ktui_account_return(u32 probe, u64 latency, u64 rc)
     u64 *sum = ktui_lat_sum.lookup(&probe);
     if (sum)
         *sum += latency;
+    if (!mode)
+        return;
     s64 err = (s64)rc;
-    /* int-returning functions leave the upper half of rax zero */
-    if (err >= 0 && (rc >> 32) == 0)
-        err = (s32)(u32)rc;
-    if (err < 0 && err >= -4095) {
-        struct ktui_errno_key key = {.probe = probe, .err = (u32)(-err)};
-        u64 zero = 0;
-        u64 *n = ktui_errnos.lookup_or_try_init(&key, &zero);
-        if (n)
-            __sync_fetch_and_add(n, 1);
+    if (mode == 4 || (mode == KTUI_ERRNO_GUESS && (rc >> 32) == 0))
+        err = (s32)(u32)rc; /* an int leaves the upper half of rax as it likes */
+    if (err >= 0 || err < -4095)
+        return;
+    int bucket = ktui_errno_bucket((u64)(-err));
+    if (bucket < 0) {
+        ktui_bump(ktui_errno_rest.lookup(&probe));
+        return;
     }
+    u32 key = probe * KTUI_ERRNO_BUCKETS + (u32)bucket;
+    u64 *n = ktui_errnos.lookup(&key);
+    if (n) /* one array for every CPU: an atomic add (XADD, any kernel) */
+        __sync_fetch_and_add(n, 1);
 }
 
 /* Sampling (1 in N) and a per-CPU events/s cap: 1 = emit. */
@@ -170,10 +356,12 @@ static __always_inline int ktui_admit(u32 probe, u64 sample, u64 limit, u64 now)
     return 1;
 }
 
-/* Put the event in the buffer; a failed output is counted as lost. */
-static __always_inline void ktui_output(void *ctx, u32 probe, struct ktui_event *e)
+/* Put the event's first `size` bytes in the buffer: the header and the
+ * probe's own payload (a constant of each probe function), every byte
+ * of them written by this hit. A failed output is counted as lost. */
+static __always_inline void ktui_output(void *ctx, u32 probe, struct ktui_event *e, u32 size)
 {
-    int rc = ktui_events.ringbuf_output(e, sizeof(*e), 0);
+    int rc = ktui_events.ringbuf_output(e, size, 0);
     if (rc == 0)
         ktui_bump(ktui_emitted.lookup(&probe));
     else
@@ -191,57 +379,58 @@ int ktui_p0(struct pt_regs *ctx)
 {
     u32 probe = 0;
     u64 pid_tgid = bpf_get_current_pid_tgid();
-    u64 now = bpf_ktime_get_ns();
+    if (!ktui_set_filter(pid_tgid, 0))
+        return 0;
     u32 zero = 0;
     struct ktui_event *e = ktui_scratch.lookup(&zero);
     if (!e)
         return 0;
+    /* the bytes after comm's NUL are left as they were (before 6.4): cleared */
+    __builtin_memset(e->comm, 0, sizeof(e->comm));
     bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    if (!ktui_set_filter(pid_tgid, e->comm))
+    u64 now = bpf_ktime_get_ns();
+    ktui_count(probe, e->comm);
+    if (!ktui_admit(probe, 1ULL, 0ULL, now))
         return 0;
+    /* bytes=+40(a1):u32 */
+    u64 t1 = ctx->di;
+    u32 t2 = 0;
+    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (40LL)));
+    u64 v0 = (u64)(u32)(t2);
+    *(u64 *)(e->payload + 0) = v0; /* an 8-byte aligned slot: one store */
+    /* sector=+32(a1):u64 */
+    u64 t3 = ctx->di;
+    u64 t4 = 0;
+    bpf_probe_read_kernel(&t4, sizeof(t4), (void *)(t3 + (32LL)));
+    u64 v1 = (u64)(u64)(t4);
+    *(u64 *)(e->payload + 8) = v1; /* an 8-byte aligned slot: one store */
+    /* opf=+16(a1):x32 */
+    u64 t5 = ctx->di;
+    u32 t6 = 0;
+    bpf_probe_read_kernel(&t6, sizeof(t6), (void *)(t5 + (16LL)));
+    u64 v2 = (u64)(u32)(t6);
+    *(u64 *)(e->payload + 16) = v2; /* an 8-byte aligned slot: one store */
     e->ts = now;
     e->latency = 0;
     e->probe = probe;
     e->cpu = bpf_get_smp_processor_id();
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
-    /* bytes=+40(a1):u32 */
-    u64 t1 = ctx->di;
-    u32 t2 = 0;
-    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (40LL)));
-    u64 v0 = (u64)(u32)(t2);
-    __builtin_memcpy(e->payload + 0, &v0, 8);
-    /* sector=+32(a1):u64 */
-    u64 t3 = ctx->di;
-    u64 t4 = 0;
-    bpf_probe_read_kernel(&t4, sizeof(t4), (void *)(t3 + (32LL)));
-    u64 v1 = (u64)(u64)(t4);
-    __builtin_memcpy(e->payload + 8, &v1, 8);
-    /* opf=+16(a1):x32 */
-    u64 t5 = ctx->di;
-    u32 t6 = 0;
-    bpf_probe_read_kernel(&t6, sizeof(t6), (void *)(t5 + (16LL)));
-    u64 v2 = (u64)(u32)(t6);
-    __builtin_memcpy(e->payload + 16, &v2, 8);
-    ktui_count(probe, e->comm);
-    if (ktui_admit(probe, 1ULL, 0ULL, now))
-        ktui_output(ctx, probe, e);
+    /* this probe's own record: the header and its payload, all written above */
+    ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 24);
     return 0;
 }
 
 /* probe 1: submit_bio:r */
 int ktui_e1(struct pt_regs *ctx)
 {
+    u32 probe = 1;
     u64 pid_tgid = bpf_get_current_pid_tgid();
     if (!ktui_set_filter(pid_tgid, 0))
         return 0;
-    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);
-    u32 slot = 0 * KTUI_ENTRY_SLOTS + thread_slot;
-    struct ktui_entry *entry = ktui_entries.lookup(&slot);
-    if (!entry)
-        return 0;
-    entry->tid = (u32)pid_tgid;
-    entry->ts = bpf_ktime_get_ns();
+    /* generation 0: a compiled program's probe indices are never reused */
+    if (ktui_push(probe, 0, (u32)pid_tgid, ctx->sp, bpf_ktime_get_ns(), 0) != KTUI_PUSHED)
+        ktui_bump(ktui_unstored.lookup(&probe));
     return 0;
 }
 
@@ -249,17 +438,19 @@ int ktui_p1(struct pt_regs *ctx)
 {
     u32 probe = 1;
     u64 pid_tgid = bpf_get_current_pid_tgid();
-    u32 thread_slot = (u32)pid_tgid & (KTUI_ENTRY_SLOTS - 1);
-    u32 slot = 0 * KTUI_ENTRY_SLOTS + thread_slot;
-    struct ktui_entry *entry = ktui_entries.lookup(&slot);
-    /* entered before we attached, filtered out, or another thread's */
-    if (!entry || !entry->ts || entry->tid != (u32)pid_tgid)
+    if (!ktui_set_filter(pid_tgid, 0))
         return 0;
+    u64 ts = 0;
+    /* its own call: this thread's, from this frame (the return address popped) */
+    if (ktui_pop(probe, 0, (u32)pid_tgid, ctx->sp - 8, &ts, 0) != KTUI_PAIRED) {
+        /* entered before the probe attached, its entry not kept, or deeper than the stack */
+        ktui_bump(ktui_unpaired.lookup(&probe));
+        return 0;
+    }
     u64 now = bpf_ktime_get_ns();
-    u64 latency = now - entry->ts;
-    entry->ts = 0;
+    u64 latency = now - ts;
     ktui_count(probe, 0);
-    ktui_account_return(probe, latency, PT_REGS_RC(ctx));
+    ktui_account_return(probe, latency, PT_REGS_RC(ctx), 0);
     return 0;
 }
 
@@ -268,41 +459,45 @@ int ktui_p2(struct pt_regs *ctx)
 {
     u32 probe = 2;
     u64 pid_tgid = bpf_get_current_pid_tgid();
-    u64 now = bpf_ktime_get_ns();
+    if (!ktui_set_filter(pid_tgid, 0))
+        return 0;
     u32 zero = 0;
     struct ktui_event *e = ktui_scratch.lookup(&zero);
     if (!e)
         return 0;
+    /* the bytes after comm's NUL are left as they were (before 6.4): cleared */
+    __builtin_memset(e->comm, 0, sizeof(e->comm));
     bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    if (!ktui_set_filter(pid_tgid, e->comm))
+    u64 now = bpf_ktime_get_ns();
+    ktui_count(probe, e->comm);
+    if (!ktui_admit(probe, 1ULL, 0ULL, now))
         return 0;
+    /* bytes=+44(a1):u32 */
+    u64 t1 = ctx->di;
+    u32 t2 = 0;
+    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (44LL)));
+    u64 v0 = (u64)(u32)(t2);
+    *(u64 *)(e->payload + 0) = v0; /* an 8-byte aligned slot: one store */
+    /* sector=+48(a1):u64 */
+    u64 t3 = ctx->di;
+    u64 t4 = 0;
+    bpf_probe_read_kernel(&t4, sizeof(t4), (void *)(t3 + (48LL)));
+    u64 v1 = (u64)(u64)(t4);
+    *(u64 *)(e->payload + 8) = v1; /* an 8-byte aligned slot: one store */
+    /* op=+24(a1):x32 */
+    u64 t5 = ctx->di;
+    u32 t6 = 0;
+    bpf_probe_read_kernel(&t6, sizeof(t6), (void *)(t5 + (24LL)));
+    u64 v2 = (u64)(u32)(t6);
+    *(u64 *)(e->payload + 16) = v2; /* an 8-byte aligned slot: one store */
     e->ts = now;
     e->latency = 0;
     e->probe = probe;
     e->cpu = bpf_get_smp_processor_id();
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
-    /* bytes=+44(a1):u32 */
-    u64 t1 = ctx->di;
-    u32 t2 = 0;
-    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (44LL)));
-    u64 v0 = (u64)(u32)(t2);
-    __builtin_memcpy(e->payload + 0, &v0, 8);
-    /* sector=+48(a1):u64 */
-    u64 t3 = ctx->di;
-    u64 t4 = 0;
-    bpf_probe_read_kernel(&t4, sizeof(t4), (void *)(t3 + (48LL)));
-    u64 v1 = (u64)(u64)(t4);
-    __builtin_memcpy(e->payload + 8, &v1, 8);
-    /* op=+24(a1):x32 */
-    u64 t5 = ctx->di;
-    u32 t6 = 0;
-    bpf_probe_read_kernel(&t6, sizeof(t6), (void *)(t5 + (24LL)));
-    u64 v2 = (u64)(u32)(t6);
-    __builtin_memcpy(e->payload + 16, &v2, 8);
-    ktui_count(probe, e->comm);
-    if (ktui_admit(probe, 1ULL, 0ULL, now))
-        ktui_output(ctx, probe, e);
+    /* this probe's own record: the header and its payload, all written above */
+    ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 24);
     return 0;
 }
 
@@ -311,38 +506,42 @@ int ktui_p3(struct pt_regs *ctx)
 {
     u32 probe = 3;
     u64 pid_tgid = bpf_get_current_pid_tgid();
-    u64 now = bpf_ktime_get_ns();
+    if (!ktui_set_filter(pid_tgid, 0))
+        return 0;
     u32 zero = 0;
     struct ktui_event *e = ktui_scratch.lookup(&zero);
     if (!e)
         return 0;
+    /* the bytes after comm's NUL are left as they were (before 6.4): cleared */
+    __builtin_memset(e->comm, 0, sizeof(e->comm));
     bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    if (!ktui_set_filter(pid_tgid, e->comm))
+    u64 now = bpf_ktime_get_ns();
+    ktui_count(probe, e->comm);
+    if (!ktui_admit(probe, 1ULL, 0ULL, now))
         return 0;
+    /* bytes=+44(a1):u32 */
+    u64 t1 = ctx->di;
+    u32 t2 = 0;
+    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (44LL)));
+    u64 v0 = (u64)(u32)(t2);
+    *(u64 *)(e->payload + 0) = v0; /* an 8-byte aligned slot: one store */
+    /* sector=+48(a1):u64 */
+    u64 t3 = ctx->di;
+    u64 t4 = 0;
+    bpf_probe_read_kernel(&t4, sizeof(t4), (void *)(t3 + (48LL)));
+    u64 v1 = (u64)(u64)(t4);
+    *(u64 *)(e->payload + 8) = v1; /* an 8-byte aligned slot: one store */
+    /* status=a2:u8 */
+    u64 v2 = (u64)(u8)((ctx->si));
+    *(u64 *)(e->payload + 16) = v2; /* an 8-byte aligned slot: one store */
     e->ts = now;
     e->latency = 0;
     e->probe = probe;
     e->cpu = bpf_get_smp_processor_id();
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
-    /* bytes=+44(a1):u32 */
-    u64 t1 = ctx->di;
-    u32 t2 = 0;
-    bpf_probe_read_kernel(&t2, sizeof(t2), (void *)(t1 + (44LL)));
-    u64 v0 = (u64)(u32)(t2);
-    __builtin_memcpy(e->payload + 0, &v0, 8);
-    /* sector=+48(a1):u64 */
-    u64 t3 = ctx->di;
-    u64 t4 = 0;
-    bpf_probe_read_kernel(&t4, sizeof(t4), (void *)(t3 + (48LL)));
-    u64 v1 = (u64)(u64)(t4);
-    __builtin_memcpy(e->payload + 8, &v1, 8);
-    /* status=a2:u8 */
-    u64 v2 = (u64)(u8)((ctx->si));
-    __builtin_memcpy(e->payload + 16, &v2, 8);
-    ktui_count(probe, e->comm);
-    if (ktui_admit(probe, 1ULL, 0ULL, now))
-        ktui_output(ctx, probe, e);
+    /* this probe's own record: the header and its payload, all written above */
+    ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 24);
     return 0;
 }
 
