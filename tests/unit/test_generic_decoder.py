@@ -18,7 +18,7 @@ from ktui.record.layout import HEADER_SIZE
 def engine_with(*specs: str) -> GenericEngine:
     engine = GenericEngine.__new__(GenericEngine)
     engine._history = {tag: (parse_spec(spec), tag) for tag, spec in enumerate(specs, 1)}
-    engine._decoders = {}
+    engine._decoders = None
     return engine
 
 
