@@ -135,8 +135,13 @@ class _CpuRing:
 
     def close(self) -> None:
         del self._head, self._tail  # views must go before the mapping
-        self.data.release()
-        self.mm.close()
+        try:
+            self.data.release()
+            self.mm.close()
+        except BufferError:
+            # A view of the ring still lives (the traceback of an exception
+            # raised in a drain holds its frames): the mapping goes with it.
+            pass
         os.close(self.fd)
 
 

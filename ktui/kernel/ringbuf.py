@@ -130,6 +130,7 @@ class RingBufReader:
             map_fd, page + 2 * data_size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page
         )
         self._data = memoryview(self._producer)[page:]
+        self._words = np.frombuffer(self._data, dtype=np.uint32)  # both copies: a length word anywhere
         self._cons_pos = shared_u64(self._consumer)
         self._prod_pos = shared_u64(self._producer)
 
@@ -141,6 +142,7 @@ class RingBufReader:
         reader = cls.__new__(cls)
         reader._setup(data_size, record_size)
         reader._data = memoryview(data)
+        reader._words = np.frombuffer(reader._data, dtype=np.uint32)
         reader._cons_pos = shared_u64(positions, 0)
         reader._prod_pos = shared_u64(positions, 8)
         reader._consumer = None
@@ -156,6 +158,7 @@ class RingBufReader:
         self._stride_seen = RECORD_HEADER + record_size  # bytes a record took, lately
         self._slot_dtypes: dict[int, np.dtype] = {}
         self._known: list[int] = []  # record sizes seen: tried first when following the chain
+        self._closing = False
         self.skipped_records = 0  # committed records of length 0: nothing to hand over
         self.mixed_drains = 0  # drains that followed the chain (more than one size, BUSY, DISCARD)
         self.full_walks = 0  # ... that had to try every position (a size not seen before)
@@ -180,16 +183,16 @@ class RingBufReader:
         none discarded, all as long as the first (one comparison of the
         length words says all three), then one strided copy of the records.
         None when any slot is otherwise: the caller follows the chain."""
-        size = int(np.frombuffer(self._data, dtype=np.uint32, count=1, offset=start)[0])
+        first = start >> 2
+        size = int(self._words[first])
         if not size or size % 8 or size & ~SIZE_MASK:
             return None
         stride = RECORD_HEADER + size
         if avail % stride:
             return None
         count = avail // stride if limit is None else min(avail // stride, limit)
-        words = stride // 4
-        lens = np.frombuffer(self._data, dtype=np.uint32, count=count * words, offset=start)[::words]
-        if not (lens == size).all():
+        words = stride >> 2
+        if not (self._words[first:first + count * words:words] == size).all():
             return None
         slots = np.frombuffer(self._data, dtype=self._slot_dtype(size), count=count, offset=start)
         records = slots["record"].copy()
@@ -271,9 +274,15 @@ class RingBufReader:
         return self.data_size // self._stride_seen
 
     def close(self) -> None:
-        if self._consumer is None or self._consumer.closed:
+        if self._consumer is None or self._consumer.closed or self._closing:
             return
-        del self._cons_pos, self._prod_pos  # views must go before the mappings
-        self._data.release()
-        self._consumer.close()
-        self._producer.close()
+        self._closing = True
+        del self._cons_pos, self._prod_pos, self._words  # views must go before the mappings
+        try:
+            self._data.release()
+            self._consumer.close()
+            self._producer.close()
+        except BufferError:
+            # A view of the ring still lives (the traceback of an exception
+            # raised in a drain holds its frames): the mappings go with it.
+            pass

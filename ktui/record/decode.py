@@ -259,7 +259,7 @@ class SizedDecoders:
             [(probe_record_size(p),) for p in self.probes]
         self.unreadable = 0
         self._decoders: dict[int, Decoder] = {}
-        self._fits: dict[int, np.ndarray] = {}
+        self._plans: dict[int, tuple | None] = {}
 
     def decoder(self, size: int) -> Decoder:
         decoder = self._decoders.get(size)
@@ -268,21 +268,25 @@ class SizedDecoders:
                                                      self.probe_ids)
         return decoder
 
-    def _fit(self, size: int) -> np.ndarray:
-        """Which probes write records of `size` bytes."""
-        fits = self._fits.get(size)
-        if fits is None:
-            fits = self._fits[size] = np.asarray([size in s for s in self.sizes], dtype=bool)
-        return fits
+    def _plan(self, size: int) -> tuple | None:
+        """How records of `size` bytes are decoded: (decoder, which probes
+        write that size, the one that does and its tag when only one does);
+        None when no probe does."""
+        if size in self._plans:
+            return self._plans[size]
+        fits = np.asarray([size in s for s in self.sizes], dtype=bool)
+        plan = None
+        if size >= HEADER_SIZE and size % 8 == 0 and fits.any():
+            owners = np.flatnonzero(fits)
+            own = int(owners[0]) if len(owners) == 1 else None
+            tag = None if own is None else own if self.tags is None else int(self.tags[own])
+            plan = (self.decoder(size), fits, own, tag)
+        self._plans[size] = plan
+        return plan
 
-    def _index(self, tags: np.ndarray, fits: np.ndarray) -> tuple[np.ndarray | int, np.ndarray | bool]:
+    def _index(self, tags: np.ndarray, fits: np.ndarray) -> tuple[np.ndarray, np.ndarray | bool]:
         """Each tag's probe index among those that write this size (`fits`),
         and whether it is one (True: all are)."""
-        owners = np.flatnonzero(fits)
-        if len(owners) == 1:  # one probe of this size (the usual case): one comparison
-            own = int(owners[0])
-            ok = tags == (own if self.tags is None else self.tags[own])
-            return own, (True if ok.all() else ok)
         n = len(self.probes)
         if self.tags is None:
             ok = tags < n
@@ -305,22 +309,29 @@ class SizedDecoders:
         kept: list[np.ndarray | bool] = []  # per group: which records stay (True: all)
         unreadable = 0
         for group in raw.groups:
-            size = group.dtype.itemsize
-            fits = self._fit(size) if self.probes and size >= HEADER_SIZE and size % 8 == 0 else None
-            if fits is None or not fits.any():
+            plan = self._plan(group.dtype.itemsize)
+            if plan is None:
                 unreadable += len(group)
                 kept.append(False)
                 parts.append(EmptyBatch())
                 continue
-            decoder = self.decoder(size)
+            decoder, fits, own, tag = plan
             records = group.view(decoder.dtype)  # the reader's fresh copy: rewritten in place
-            index, ok = self._index(records["probe"], fits)
+            probe = records["probe"]
+            if own is not None:  # one probe writes this size (the usual case)
+                index = own
+                ok = probe == tag
+                if ok.all():  # all its own: index in place (a comparison and a fill)
+                    ok = True
+            else:
+                index, ok = self._index(probe, fits)
             if ok is not True:
                 records = records[ok]
                 if not isinstance(index, int):
                     index = index[ok]
                 unreadable += len(group) - len(records)
-            records["probe"] = index
+                probe = records["probe"]
+            probe[...] = index
             kept.append(ok)
             parts.append(decoder.batch(records))
         self.unreadable += unreadable

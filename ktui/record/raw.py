@@ -29,7 +29,9 @@ class RawRecords:
         self.order = order if len(self.groups) > 1 else None
 
     def __len__(self) -> int:
-        return sum(len(g) for g in self.groups)
+        if self.order is not None:
+            return len(self.order)
+        return len(self.groups[0]) if self.groups else 0
 
     def __repr__(self) -> str:
         return f"RawRecords({', '.join(f'{len(g)} x {g.dtype.itemsize}' for g in self.groups)})"

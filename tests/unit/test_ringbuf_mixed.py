@@ -258,3 +258,22 @@ def test_gather_groups_by_size(sizes):
     offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
     raw = RawRecords.gather(buf, offsets, lens)
     assert raw.as_bytes() == blobs and sorted(raw.sizes) == sorted(set(np.asarray(sizes)[pick].tolist()))
+
+
+def test_close_after_a_drain_raised_leaves_no_error_behind(monkeypatch):
+    """A view of the ring kept alive by an exception's traceback must not
+    turn close() into a second error (BufferError), which the first VM
+    break-check run showed cascading into the next tests' fixtures."""
+    import mmap
+
+    ring = FakeRing(4096)
+    ring.produce_raw([blob(0, 56), blob(1, 64)])
+    reader = ring.reader
+    reader._consumer = mmap.mmap(-1, 4096)  # close() only acts on a mapped reader
+    reader._producer = mmap.mmap(-1, 3 * 4096)
+    reader._data = memoryview(reader._producer)[4096:]
+    reader._words = np.frombuffer(reader._data, dtype=np.uint32)
+    held = np.frombuffer(reader._data, dtype=np.uint8)  # as a failed drain's frame would
+    reader.close()
+    reader.close()
+    assert held.size == 2 * 4096

@@ -363,9 +363,10 @@ class GenericEngine:
         from ktui.record.decode import SizedDecoders
 
         tags = sorted(self._history)
-        if self._decoders is None or self._decoders.tags.tolist() != tags:
+        if self._decoders is None or self._decoders_tags != tags:
             self._decoders = SizedDecoders([self._history[t][0] for t in tags],
                                            [self._history[t][1] for t in tags], tags=tags)
+            self._decoders_tags = tags
         return self._decoders
 
     def _decoder(self, size: int):
