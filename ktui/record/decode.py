@@ -272,8 +272,6 @@ class SizedDecoders:
         """How records of `size` bytes are decoded: (decoder, which probes
         write that size, the one that does and its tag when only one does);
         None when no probe does."""
-        if size in self._plans:
-            return self._plans[size]
         fits = np.asarray([size in s for s in self.sizes], dtype=bool)
         plan = None
         if size >= HEADER_SIZE and size % 8 == 0 and fits.any():
@@ -309,7 +307,9 @@ class SizedDecoders:
         kept: list[np.ndarray | bool] = []  # per group: which records stay (True: all)
         unreadable = 0
         for group in raw.groups:
-            plan = self._plan(group.dtype.itemsize)
+            plan = self._plans.get(group.dtype.itemsize, False)
+            if plan is False:
+                plan = self._plan(group.dtype.itemsize)
             if plan is None:
                 unreadable += len(group)
                 kept.append(False)
@@ -333,7 +333,7 @@ class SizedDecoders:
                 probe = records["probe"]
             probe[...] = index
             kept.append(ok)
-            parts.append(decoder.batch(records))
+            parts.append(RecordBatch(decoder, records))
         self.unreadable += unreadable
         if raw.order is None:
             return (parts[0] if parts and len(parts[0]) else EmptyBatch()), unreadable

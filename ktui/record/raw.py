@@ -23,10 +23,13 @@ class RawRecords:
     __slots__ = ("groups", "order")
 
     def __init__(self, groups: Sequence[np.ndarray] = (), order: np.ndarray | None = None) -> None:
-        self.groups = [g for g in groups]
-        if order is None and len(self.groups) > 1:
-            raise ValueError("records of several sizes need their order")
-        self.order = order if len(self.groups) > 1 else None
+        self.groups = list(groups)
+        if len(self.groups) > 1:
+            if order is None:
+                raise ValueError("records of several sizes need their order")
+            self.order = order
+        else:
+            self.order = None
 
     def __len__(self) -> int:
         if self.order is not None:

@@ -360,10 +360,10 @@ class GenericEngine:
     def _decoders_now(self):
         """Decoders for every probe the session ran (events of a removed one
         may still be in the ring when its slot is reused), by tag."""
-        from ktui.record.decode import SizedDecoders
-
         tags = sorted(self._history)
         if self._decoders is None or self._decoders_tags != tags:
+            from ktui.record.decode import SizedDecoders
+
             self._decoders = SizedDecoders([self._history[t][0] for t in tags],
                                            [self._history[t][1] for t in tags], tags=tags)
             self._decoders_tags = tags
