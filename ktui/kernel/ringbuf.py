@@ -225,30 +225,38 @@ class RingBufReader:
             for size in self._known[1:]:
                 cand |= sizes == size
             cands = np.flatnonzero(cand)
-            got = follow_chain(cands, 1 + ((sizes[cands].astype(np.int64) + 7) >> 3), n)
+            csizes = sizes[cands].astype(np.int64)
+            csteps = 1 + ((csizes + 7) >> 3)
+            got = follow_chain(cands, csteps, n)
             if got is not None:
-                members = cands[got]
+                members, msizes, ends = cands[got], csizes[got], cands[got] + csteps[got]
         if members is None:  # a size not seen before: every position may start a record
             self.full_walks += 1
-            members = follow_chain(np.arange(n), 1 + ((sizes.astype(np.int64) + 7) >> 3), n)
+            steps = 1 + ((sizes.astype(np.int64) + 7) >> 3)
+            members = follow_chain(np.arange(n), steps, n)
             assert members is not None  # every position is a candidate: the chain cannot break
-            self._learn(np.unique(sizes[members]).tolist())
+            msizes, ends = sizes[members].astype(np.int64), members + steps[members]
+            self._learn(np.unique(msizes).tolist())
         flags = words[members] & (BUSY_BIT | DISCARD_BIT)
-        msizes = sizes[members].astype(np.int64)
-        ends = members + 1 + ((msizes + 7) >> 3)
         # The chain ends at a record still being written, or (never with a
         # sane kernel) one reaching past the producer position: both stay.
-        stop = np.flatnonzero(flags & BUSY_BIT)
-        cut = int(stop[0]) if stop.size else len(members)
+        cut = len(members)
+        flagged = flags.any()
+        if flagged:
+            stop = np.flatnonzero(flags & BUSY_BIT)
+            if stop.size:
+                cut = int(stop[0])
         if cut and ends[cut - 1] > n:
             cut -= 1
-        keep = flags[:cut] == 0
-        if limit is not None and np.count_nonzero(keep) >= limit:
-            cut = int(np.flatnonzero(keep)[limit - 1]) + 1
-            keep = keep[:cut]
+        if limit is not None and cut > limit:  # (DISCARDed ones do not count)
+            kept = np.flatnonzero(flags[:cut] == 0)
+            if len(kept) >= limit:
+                cut = int(kept[limit - 1]) + 1
         end = int(ends[cut - 1]) * 8 if cut else 0
-        taken = members[:cut][keep]
-        taken_sizes = msizes[:cut][keep]
+        taken, taken_sizes = members[:cut], msizes[:cut]
+        if flagged:
+            keep = flags[:cut] == 0
+            taken, taken_sizes = taken[keep], taken_sizes[keep]
         if len(taken) and not taken_sizes.all():
             empty = taken_sizes == 0
             self.skipped_records += int(np.count_nonzero(empty))

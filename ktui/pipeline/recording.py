@@ -427,6 +427,8 @@ class RecordingReader:
             parts.append((self.decoders[unit], n))
         pos += count * _MIXED.size
         total = sum(n for _, n in parts)
+        if not total:
+            raise ValueError("no records")  # never written: a batch of none is not written at all
         order = np.frombuffer(body, dtype=np.uint8 if width == 1 else "<u2", count=total, offset=pos)
         pos += total * width + (-(total * width) % 8)
         batches = []
