@@ -21,7 +21,9 @@ readers: the cost of several sizes).
 Reported per mode: the child's loop time and its slowdown against the same
 loop with no probe ("none"), delivered share, drained events/s (delivered
 over the child's loop time), and the consumer's CPU per delivered event and
-as a share of one core. Under TCG only ratios within one run mean anything.
+as a share of one core, and the irq_work interrupts during the run (a ring
+record submitted without BPF_RB_NO_WAKEUP into a drained ring raises one).
+Under TCG only ratios within one run mean anything.
 
 Losses are also classified from the records' per-CPU sequence numbers (see
 classify_losses): "full" when the ring may have been full at the time,
@@ -228,6 +230,15 @@ def batch_bytes(mode: str, raw) -> int:
     return sum(len(g) * each(g.dtype.itemsize) for g in raw.groups)
 
 
+def irq_works() -> int:
+    """irq_work interrupts so far, all CPUs (/proc/interrupts, IWI): a ring
+    record submitted without BPF_RB_NO_WAKEUP into a drained ring raises one."""
+    for line in Path("/proc/interrupts").read_text().splitlines():
+        if line.strip().startswith("IWI:"):
+            return sum(int(x) for x in line.split()[1:] if x.isdigit())
+    return -1
+
+
 def run_none(reads: int) -> dict:
     pid, result_fd = start_child(reads)
     os.kill(pid, signal.SIGUSR1)
@@ -251,6 +262,7 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
         # For the loss analysis after the timed part: each batch's size and
         # sequence numbers (not the batches: fresh memory costs page faults).
         sizes, seqs, nbytes = [], [], []
+        iwi0 = irq_works()
         cpu0 = time.process_time()
         wall0 = time.perf_counter()
         os.kill(pid, signal.SIGUSR1)
@@ -271,6 +283,7 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
         nbytes.append(batch_bytes(mode, batch))
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
+        iwi = irq_works() - iwi0
         b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(0)
         ns = int(os.read(result_fd, 64))
         os.close(result_fd)
@@ -294,6 +307,7 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
             "max_batch_bytes": max(nbytes),
             "ring_bytes": capacity,
             "buffer_bytes": buffer_bytes,
+            "irq_works": iwi,
         }
         generated = [int(x) for x in b["seqno"][ctypes.c_int(0)]]
         row.update(classify_losses(seqs, sizes, nbytes, stride, capacity, generated))
@@ -336,7 +350,7 @@ def main() -> int:
     print(f"{args.reads} one-byte reads, kernel {os.uname().release}, drain every {args.interval * 1e3:g} ms")
     print(f"{'mode':7} {'loop s':>7} {'slowdown':>8} {'share':>7} {'exact':>5} "
           f"{'drained ev/s':>12} {'us/ev':>6} {'core':>5} {'lost(k/notif)':>14} "
-          f"{'full/not-full':>14} {'1-gaps':>6}")
+          f"{'full/not-full':>14} {'1-gaps':>6} {'irq_work':>8}")
     for r in rows:
         slow = f"{r['loop_s'] / base_s:.2f}x" if base_s else "-"
         if r["mode"] == "none":
@@ -345,7 +359,8 @@ def main() -> int:
         lost = f"{r['lost_in_kernel']}/{r.get('lost_notified', '-')}"
         print(f"{r['mode']:7} {r['loop_s']:7.2f} {slow:>8} {r['share']:7.1%} {str(r['exact']):>5} "
               f"{r['drained_per_s']:12,.0f} {r['cpu_us_per_event']:6.2f} {r['core_share']:5.0%} {lost:>14} "
-              f"{str(r['lost_ring_full']) + '/' + str(r['lost_ring_not_full']):>14} {r['single_gaps']:>6}")
+              f"{str(r['lost_ring_full']) + '/' + str(r['lost_ring_not_full']):>14} {r['single_gaps']:>6} "
+              f"{r['irq_works']:>8}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))
