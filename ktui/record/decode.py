@@ -237,6 +237,38 @@ def interleaved(parts: Sequence[RecordBatch], order: np.ndarray):
     return InterleavedBatch([parts[p] for p in kept], order.astype(dtype, copy=False))
 
 
+def merged_by_time(batches: Sequence) -> "InterleavedBatch | RecordBatch | EmptyBatch | MultiBatch":
+    """Batches of one drain from different buffers (each compiled unit's,
+    the generic engine's) as one batch in time order, each buffer's events
+    still in their own order: by the running maximum of each buffer's
+    timestamps, a stable sort. So the event pane's last rows are the
+    drain's latest, and any two slices add up to the whole. Batches with no
+    records behind them (a test's ready-made events) come one after the
+    other instead."""
+    batches = [b for b in batches if len(b)]
+    if len(batches) <= 1:
+        return batches[0] if batches else EmptyBatch()
+    parts: list[RecordBatch] = []
+    owners, keys = [], []
+    for batch in batches:
+        if isinstance(batch, RecordBatch):
+            owner = np.full(len(batch), len(parts), dtype=np.int64)
+            ts = batch.records["ts"]
+            parts.append(batch)
+        elif isinstance(batch, InterleavedBatch):
+            owner = batch.order.astype(np.int64) + len(parts)
+            ts = np.empty(len(batch), dtype=np.uint64)
+            for p, part in enumerate(batch.parts):
+                ts[batch.order == p] = part.records["ts"]
+            parts.extend(batch.parts)
+        else:
+            return MultiBatch(batches)
+        owners.append(owner)
+        keys.append(np.maximum.accumulate(ts))
+    order = np.concatenate(owners)[np.argsort(np.concatenate(keys), kind="stable")]
+    return interleaved(parts, order)
+
+
 class SizedDecoders:
     """Decoding for one set of probes whose records come in several sizes.
 

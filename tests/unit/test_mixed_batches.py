@@ -296,3 +296,41 @@ def test_raw_records_of_one_size_need_no_order():
     with pytest.raises(ValueError):
         RawRecords([np.zeros(1, "V8"), np.zeros(1, "V16")])
     assert RawRecords([np.zeros(3, "V8")]).order is None
+
+
+def test_buffers_of_one_drain_merge_by_time_each_in_its_own_order(tmp_path):
+    """A session drains several buffers at once (compiled units beside the
+    generic engine): one batch in time order, each buffer's events still in
+    their ring order (a timestamp out of step inside a buffer stays where
+    it is), any slice the same as the whole; and it records and replays."""
+    from ktui.record.decode import SizedDecoders, merged_by_time
+
+    ring = FakeRing(1 << 16)
+    engine = make_engine(ring.reader)
+    stamps = [10, 30, 31, 25, 50, 70]  # 25 out of step in the engine's ring: it stays after 31
+    pattern = [0, 1, 2, 0, 1, 2]
+    ring.produce_raw([record(engine, w, ts) for w, ts in zip(pattern, stamps)])
+    generic = engine.drain()
+    assert isinstance(generic, InterleavedBatch)
+    unit = SizedDecoders(PROBES[:1], [20])  # a compiled unit of vfs_read:c:a3: local index 0
+    other = FakeRing(1 << 14)
+    other.produce_raw([record(engine, 0, ts, probe_tag=0) for ts in (5, 29, 60)])
+    compiled = unit.batch(other.reader.drain())
+    assert isinstance(compiled, RecordBatch)
+    both = merged_by_time([compiled, generic])
+    got = [(e.probe_id, e.ts_ns) for e in both.events()]
+    assert got == [(20, 5), (10, 10), (20, 29), (11, 30), (12, 31), (10, 25), (11, 50), (20, 60), (12, 70)]
+    for lo in range(len(got)):
+        assert [(e.probe_id, e.ts_ns) for e in both.events(lo, lo + 2)] == got[lo:lo + 2]
+    assert both.probe_counts() == {10: 2, 11: 2, 12: 2, 20: 3}
+    path = str(tmp_path / "merged.ktrec")
+    rec = Recorder(path, ProbeSet("t", probes=tuple(PROBES)))
+    rec.on_batch(both)
+    rec.close()
+    feed = ReplayFeed(path, speed=0)
+    replayed = []
+    while not feed.finished:
+        replayed += [(e.probe_id, e.ts_ns) for e in feed.drain().events()]
+    assert replayed == got
+    feed.close()
+    assert merged_by_time([compiled]) is compiled and len(merged_by_time([])) == 0
