@@ -12,10 +12,18 @@ bookkeeping is traced). The parent drains on a fixed timer, as ktui does,
 and never polls. The BPF program counts every failed output per CPU, so
 delivered + failed must equal N exactly; the script checks it.
 
+Modes: perf and ring as ktui used them before records of several sizes
+(48-byte records; ring with flags 0, so a record landing in a drained ring
+wakes pollers), ringnw (BPF_RB_NO_WAKEUP, what ktui's programs pass now),
+ringmix and perfmix (records of 48 and 64 bytes in turn, read by the same
+readers: the cost of several sizes).
+
 Reported per mode: the child's loop time and its slowdown against the same
 loop with no probe ("none"), delivered share, drained events/s (delivered
 over the child's loop time), and the consumer's CPU per delivered event and
-as a share of one core. Under TCG only ratios within one run mean anything.
+as a share of one core, and the irq_work interrupts during the run (a ring
+record submitted without BPF_RB_NO_WAKEUP into a drained ring raises one).
+Under TCG only ratios within one run mean anything.
 
 Losses are also classified from the records' per-CPU sequence numbers (see
 classify_losses): "full" when the ring may have been full at the time,
@@ -38,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ktui.kernel.perfbuf import PerfBufReader  # noqa: E402
+from ktui.kernel.perfbuf import PerfBufReader, sample_size  # noqa: E402
 from ktui.kernel.ringbuf import RingBufReader  # noqa: E402
 
 RECORD_SIZE = 48
@@ -55,6 +63,7 @@ struct rec {
     u64 arg3;
     char comm[16];
     u64 seq;
+    u64 more[2];    /* the mixed modes' 64-byte records */
 };
 
 OUTPUT_DECL
@@ -89,9 +98,17 @@ int on_vfs_read(struct pt_regs *ctx)
 }
 """
 
+RING = "BPF_RINGBUF_OUTPUT(events, RING_PAGES);"
 OUTPUTS = {
-    "perf": ("BPF_PERF_OUTPUT(events);", "events.perf_submit(ctx, &r, sizeof(r))"),
-    "ring": ("BPF_RINGBUF_OUTPUT(events, RING_PAGES);", "events.ringbuf_output(&r, sizeof(r), 0)"),
+    "perf": ("BPF_PERF_OUTPUT(events);", "events.perf_submit(ctx, &r, 48)"),
+    # flags 0: a wakeup when a record lands in a drained ring (ktui before BPF_RB_NO_WAKEUP)
+    "ring": (RING, "events.ringbuf_output(&r, 48, 0)"),
+    "ringnw": (RING, "events.ringbuf_output(&r, 48, BPF_RB_NO_WAKEUP)"),
+    # records of 48 and 64 bytes in turn
+    "ringmix": (RING, "((r.seq & 1) ? events.ringbuf_output(&r, 64, BPF_RB_NO_WAKEUP) "
+                      ": events.ringbuf_output(&r, 48, BPF_RB_NO_WAKEUP))"),
+    "perfmix": ("BPF_PERF_OUTPUT(events);",
+                "((r.seq & 1) ? events.perf_submit(ctx, &r, 64) : events.perf_submit(ctx, &r, 48))"),
 }
 
 
@@ -149,7 +166,8 @@ def finish_child(pid: int, result_fd: int) -> float:
     return ns / 1e9
 
 
-def classify_losses(seq_batches: list, sizes: list, stride: int, capacity: int, generated: list) -> dict:
+def classify_losses(seq_batches: list, sizes: list, nbytes: list, stride: int, capacity: int,
+                    generated: list) -> dict:
     """Where were events lost? Per CPU, a gap in the sequence numbers is a
     run of failed outputs, between the record before the gap (returned by
     drain a) and the one after it (drain b). While they failed, no ring held
@@ -160,7 +178,7 @@ def classify_losses(seq_batches: list, sizes: list, stride: int, capacity: int, 
     """
     seqs = np.concatenate(seq_batches)
     drain_no = np.concatenate([np.full(n, i) for i, n in enumerate(sizes)])
-    upto = np.concatenate([[0], np.cumsum(np.array(sizes, dtype=np.int64) * stride)])
+    upto = np.concatenate([[0], np.cumsum(np.array(nbytes, dtype=np.int64))])
 
     def is_full(a: int, b: int) -> bool:  # drains a-1 .. b, clipped
         return upto[min(b, len(sizes) - 1) + 1] - upto[max(a - 1, 0)] >= capacity - 2 * stride
@@ -195,6 +213,32 @@ def classify_losses(seq_batches: list, sizes: list, stride: int, capacity: int, 
     return out
 
 
+def seq_in_order(raw) -> np.ndarray:
+    """The records' sequence numbers (bytes 40..48 of each), in arrival order."""
+    out = np.empty(len(raw), dtype=np.uint64)
+    order = raw.order if raw.order is not None else np.zeros(len(raw), dtype=np.uint8)
+    for k, group in enumerate(raw.groups):
+        size = group.dtype.itemsize
+        out[order == k] = group.view(np.dtype([("head", "V40"), ("seq", "<u8"),
+                                               ("rest", f"V{size - 48}")]) if size > 48 else SEQ_VIEW)["seq"]
+    return out
+
+
+def batch_bytes(mode: str, raw) -> int:
+    """What a drain took out of the buffer."""
+    each = sample_size if mode.startswith("perf") else (lambda size: 8 + size)
+    return sum(len(g) * each(g.dtype.itemsize) for g in raw.groups)
+
+
+def irq_works() -> int:
+    """irq_work interrupts so far, all CPUs (/proc/interrupts, IWI): a ring
+    record submitted without BPF_RB_NO_WAKEUP into a drained ring raises one."""
+    for line in Path("/proc/interrupts").read_text().splitlines():
+        if line.strip().startswith("IWI:"):
+            return sum(int(x) for x in line.split()[1:] if x.isdigit())
+    return -1
+
+
 def run_none(reads: int) -> dict:
     pid, result_fd = start_child(reads)
     os.kill(pid, signal.SIGUSR1)
@@ -205,7 +249,7 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
     b["seqno"].clearitem(0)
     b["lost"].clearitem(0)
     b.attach_kprobe(event=b"vfs_read", fn_name=b"on_vfs_read")
-    if mode == "perf":
+    if mode.startswith("perf"):
         reader = PerfBufReader(b, "events", RECORD_SIZE, page_cnt=args.perf_pages)
         buffer_bytes = reader.data_size * len(reader.cpus)
     else:
@@ -217,7 +261,8 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
         b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(pid)
         # For the loss analysis after the timed part: each batch's size and
         # sequence numbers (not the batches: fresh memory costs page faults).
-        sizes, seqs = [], []
+        sizes, seqs, nbytes = [], [], []
+        iwi0 = irq_works()
         cpu0 = time.process_time()
         wall0 = time.perf_counter()
         os.kill(pid, signal.SIGUSR1)
@@ -227,22 +272,25 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
             time.sleep(max(0.0, next_tick - time.perf_counter()))
             batch = reader.drain()
             sizes.append(len(batch))
-            seqs.append(batch.view(SEQ_VIEW)["seq"].copy())
+            seqs.append(seq_in_order(batch))
+            nbytes.append(batch_bytes(mode, batch))
             if os.waitpid(pid, os.WNOHANG) != (0, 0):
                 break
         # The child is gone: everything it produced is in the buffer now.
         batch = reader.drain()
         sizes.append(len(batch))
-        seqs.append(batch.view(SEQ_VIEW)["seq"].copy())
+        seqs.append(seq_in_order(batch))
+        nbytes.append(batch_bytes(mode, batch))
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
+        iwi = irq_works() - iwi0
         b["ctl"][ctypes.c_int(0)] = ctypes.c_uint32(0)
         ns = int(os.read(result_fd, 64))
         os.close(result_fd)
         loop_s = ns / 1e9
         lost = int(sum(b["lost"][ctypes.c_int(0)]))
         delivered = sum(sizes)
-        stride = reader.stride
+        stride = sample_size(64) if mode.startswith("perf") else 8 + 64  # the largest
         # perf: one ring per CPU, each of reader.data_size bytes.
         capacity = reader.data_size
         row = {
@@ -256,14 +304,15 @@ def run_probe(mode: str, b, reads: int, args) -> dict:
             "cpu_us_per_event": 1e6 * cpu / max(delivered, 1),
             "core_share": cpu / wall,
             "drains": len(sizes),
-            "max_batch_bytes": max(sizes) * stride,
+            "max_batch_bytes": max(nbytes),
             "ring_bytes": capacity,
             "buffer_bytes": buffer_bytes,
+            "irq_works": iwi,
         }
         generated = [int(x) for x in b["seqno"][ctypes.c_int(0)]]
-        row.update(classify_losses(seqs, sizes, stride, capacity, generated))
+        row.update(classify_losses(seqs, sizes, nbytes, stride, capacity, generated))
         row["classified"] = row["lost_ring_full"] + row["lost_ring_not_full"] == lost
-        if mode == "perf":
+        if mode.startswith("perf"):
             row["lost_notified"] = reader.lost_notified
             row["walked_batches"] = reader.walked_batches
         return row
@@ -279,7 +328,9 @@ def main() -> int:
     ap.add_argument("--perf-pages", type=int, default=256, help="per CPU")
     ap.add_argument("--ring-pages", type=int, default=512, help="total")
     ap.add_argument("--interval", type=float, default=0.010, help="drain timer, seconds")
-    ap.add_argument("--modes", default="none,perf,ring")
+    ap.add_argument("--modes", default="none,perf,ring,ringnw",
+                    help="of none, perf, ring (flags 0: wakeups), ringnw (BPF_RB_NO_WAKEUP), "
+                         "ringmix, perfmix (48- and 64-byte records in turn)")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
     modes = args.modes.split(",")
@@ -297,18 +348,19 @@ def main() -> int:
     base_s = min(base) if base else None
     print()
     print(f"{args.reads} one-byte reads, kernel {os.uname().release}, drain every {args.interval * 1e3:g} ms")
-    print(f"{'mode':5} {'loop s':>7} {'slowdown':>8} {'share':>7} {'exact':>5} "
+    print(f"{'mode':7} {'loop s':>7} {'slowdown':>8} {'share':>7} {'exact':>5} "
           f"{'drained ev/s':>12} {'us/ev':>6} {'core':>5} {'lost(k/notif)':>14} "
-          f"{'full/not-full':>14} {'1-gaps':>6}")
+          f"{'full/not-full':>14} {'1-gaps':>6} {'irq_work':>8}")
     for r in rows:
         slow = f"{r['loop_s'] / base_s:.2f}x" if base_s else "-"
         if r["mode"] == "none":
-            print(f"{'none':5} {r['loop_s']:7.2f} {slow:>8}")
+            print(f"{'none':7} {r['loop_s']:7.2f} {slow:>8}")
             continue
         lost = f"{r['lost_in_kernel']}/{r.get('lost_notified', '-')}"
-        print(f"{r['mode']:5} {r['loop_s']:7.2f} {slow:>8} {r['share']:7.1%} {str(r['exact']):>5} "
+        print(f"{r['mode']:7} {r['loop_s']:7.2f} {slow:>8} {r['share']:7.1%} {str(r['exact']):>5} "
               f"{r['drained_per_s']:12,.0f} {r['cpu_us_per_event']:6.2f} {r['core_share']:5.0%} {lost:>14} "
-              f"{str(r['lost_ring_full']) + '/' + str(r['lost_ring_not_full']):>14} {r['single_gaps']:>6}")
+              f"{str(r['lost_ring_full']) + '/' + str(r['lost_ring_not_full']):>14} {r['single_gaps']:>6} "
+              f"{r['irq_works']:>8}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))

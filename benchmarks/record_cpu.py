@@ -17,8 +17,8 @@ A producer lays records out exactly as the kernel does (8-byte header with
 the length, data pages mapped twice in a row, simulated by writing both
 copies), `--per-drain` records between drains, as a flood does between the
 collector's 10 ms drains. The consumer is the real path of a recording:
-RingBufReader.drain_groups -> the generic engine's _batch (tag -> index)
--> Recorder.on_batch into a file. Only the consumer is timed (process CPU
+RingBufReader.drain -> the generic engine's decoders (tag -> index, by
+size) -> Recorder.on_batch into a file. Only the consumer is timed (process CPU
 time around it). A real run adds the collector's loop and the kernel's
 side; benchmarks/vm_suite.py measures those (streaming part, cpu_rounds_s).
 """
@@ -36,8 +36,9 @@ import time
 
 import numpy as np
 
+from benchmarks.fake_ring import FakeRing
 from ktui.kernel.generic.engine import GenericEngine
-from ktui.kernel.ringbuf import RECORD_HEADER, RingBufReader, shared_u64
+from ktui.kernel.ringbuf import RECORD_HEADER
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
 from ktui.pipeline.recording import Recorder
@@ -46,52 +47,13 @@ from ktui.record.layout import HEADER_SIZE
 SPEC = "vfs_read:c:a3"  # the bench's flood probe: 48-byte header + one u64
 
 
-class FakeRing:
-    """A ring buffer's memory without the kernel: the reader's fields point
-    at a bytearray twice the data size, and `produce` writes both copies,
-    as the kernel's double mapping shows them."""
-
-    def __init__(self, data_size: int, record_size: int) -> None:
-        self.data_size = data_size
-        self.record_size = record_size
-        self.stride = RECORD_HEADER + record_size
-        self.data = bytearray(2 * data_size)
-        self.positions = bytearray(16)
-        self.prod = 0
-        reader = RingBufReader.__new__(RingBufReader)
-        reader.data_size = data_size
-        reader.set_record_size(record_size)
-        reader._data = memoryview(self.data)
-        reader._cons_pos = shared_u64(self.positions, 0)
-        reader._prod_pos = shared_u64(self.positions, 8)
-        self.reader = reader
-        self._prod_pos = shared_u64(self.positions, 8)
-
-    def produce(self, records: np.ndarray) -> None:
-        slots = np.zeros(len(records), dtype=[("len", "<u4"), ("pgoff", "<u4"),
-                                               ("record", f"V{self.record_size}")])
-        slots["len"] = self.record_size
-        slots["record"] = records.view(f"V{self.record_size}")
-        raw = slots.tobytes()
-        off = self.prod % self.data_size
-        for base in (off, off + self.data_size):  # both copies of the pages
-            end = min(base + len(raw), 2 * self.data_size)
-            self.data[base:end] = raw[: end - base]
-        spill = off + len(raw) - 2 * self.data_size  # (never with a drained ring)
-        assert spill <= 0
-        first_end = off + len(raw) - self.data_size  # wrapped part, first copy
-        if first_end > 0:
-            self.data[0:first_end] = raw[len(raw) - first_end:]
-        self.prod += len(raw)
-        self._prod_pos[0] = self.prod
-
-
 def fake_engine(probe, reader) -> GenericEngine:
     """The engine's read side only: one probe in slot 0, generation 1."""
     engine = GenericEngine.__new__(GenericEngine)
     engine._lock = threading.RLock()
     engine._history = {1 << 16: (probe, 1)}  # slot 0, gen 1 (abi.COOKIE_GEN_SHIFT = 16)
-    engine._decoders = {}
+    engine._decoders = None
+    engine.unreadable = 0
     engine.reader = reader
     return engine
 
@@ -205,7 +167,7 @@ class FloodFeed:
         return batch
 
     def drain_capacity(self) -> int:
-        return self.ring.reader.data_size // self.ring.reader.stride
+        return self.ring.reader.capacity()
 
     def stats(self):
         from ktui.record.feed import StatsSnapshot

@@ -48,11 +48,13 @@ class FakeReader:
         self.per_drain = per_drain
         self.closed = False
 
-    def drain(self) -> np.ndarray:
+    def drain(self):
+        from ktui.record.raw import RawRecords
+
         self._check()
         time.sleep(USE_TIME)
         self._check()
-        return np.zeros(self.per_drain, dtype=self.dtype)
+        return RawRecords([np.zeros(self.per_drain, dtype=self.dtype)])
 
     def _check(self) -> None:
         if self.closed:

@@ -5,7 +5,8 @@ reader at ~150k events/s in the VM (shared/notes/event-throughput.md). This
 reader is for kernels without the BPF ring buffer (< 5.8): it opens one perf
 event per online CPU itself, stores the fds into the BPF_PERF_OUTPUT map,
 maps each ring and, on a timer, copies out every record in one numpy
-operation per CPU. Same interface as ktui.kernel.ringbuf.RingBufReader.
+operation per CPU (and per record size: each probe's records are as long as
+its own fields). Same interface as ktui.kernel.ringbuf.RingBufReader.
 
 Per-CPU ring layout (include/uapi/linux/perf_event.h): page 0 is struct
 perf_event_mmap_page (data_head at byte 1024, data_tail at 1032, data_offset
@@ -16,7 +17,8 @@ PERF_RECORD_SAMPLE with only PERF_SAMPLE_RAW: `u32 rawsize` then the raw
 bytes, which the kernel pads with zeros so that 4 + rawsize is a multiple of
 8 (perf_prepare_sample). So a record of `record_size` bytes arrives as a
 sample of 8 + round_up(4 + record_size, 8) bytes: 64 for ktui's 48-byte
-records, verified in the VM on 6.1 and 6.12. A ring of N bytes holds at most
+records, verified in the VM on 6.1 and 6.12. ktui's records are multiples
+of 8 bytes, so a sample's record is its rawsize rounded down to 8. A ring of N bytes holds at most
 N // 64 - 1 of them: the kernel wants CIRC_SPACE >= size, and an empty
 ring's CIRC_SPACE is N - 1. When a sample does not fit, the kernel drops it
 (bpf_perf_event_output returns an error, so the BPF program can count it)
@@ -40,7 +42,8 @@ import struct
 import numpy as np
 
 from ktui.kernel.kprobe_pmu import PerfEventAttr, perf_event_open
-from ktui.kernel.ringbuf import shared_u64
+from ktui.kernel.ringbuf import follow_chain, shared_u64
+from ktui.record.raw import RawRecords
 
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_BPF_OUTPUT = 10
@@ -132,15 +135,23 @@ class _CpuRing:
 
     def close(self) -> None:
         del self._head, self._tail  # views must go before the mapping
-        self.data.release()
-        self.mm.close()
+        try:
+            self.data.release()
+            self.mm.close()
+        except BufferError:
+            # A view of the ring still lives (the traceback of an exception
+            # raised in a drain holds its frames): the mapping goes with it.
+            pass
         os.close(self.fd)
 
 
 class PerfBufReader:
-    """Drain a BPF_PERF_OUTPUT map on a timer, one numpy copy per CPU ring."""
+    """Drain a BPF_PERF_OUTPUT map on a timer, one numpy copy per CPU ring
+    (per record size when sizes are mixed)."""
 
     def __init__(self, bpf, table_name: str, record_size: int, page_cnt: int = 256) -> None:
+        """`record_size`: the records expected, for capacity() until a drain
+        says better (records of any size are read)."""
         # bcc is only present where kernel code runs; importing this module
         # (e.g. from host-side unit tests) must not need it.
         from bcc.libbcc import lib
@@ -148,25 +159,9 @@ class PerfBufReader:
 
         if page_cnt <= 0 or page_cnt & (page_cnt - 1):
             raise ValueError("page_cnt must be a power of two")
-        if record_size <= 0:
-            raise ValueError("record_size must be positive")
-        self.record_size = record_size
-        self.stride = sample_size(record_size)
-        self.rawsize = self.stride - HEADER.size - U32.size
-        self.data_size = page_cnt * mmap.PAGESIZE
-        self.lost_notified = 0  # sum of PERF_RECORD_LOST counts seen so far
-        self.skipped_records = 0  # samples too short or records of unknown type
-        self.walked_batches = 0  # batches that needed the slow path
+        self._setup(page_cnt * mmap.PAGESIZE, record_size)
         self._lib = lib
         self._table = bpf[table_name]
-        self._rings: list[_CpuRing] = []
-        self._closed = False
-        pad = self.stride - HEADER.size - U32.size - record_size
-        self._sample_dtype = np.dtype(
-            [("type", "<u4"), ("misc", "<u2"), ("size", "<u2"), ("rawsize", "<u4"),
-             ("record", f"V{record_size}")] + ([("pad", f"V{pad}")] if pad else [])
-        )
-        assert self._sample_dtype.itemsize == self.stride
         try:
             for cpu in get_online_cpus():
                 ring = _CpuRing(cpu, page_cnt)
@@ -179,22 +174,44 @@ class PerfBufReader:
             self.close()
             raise
 
+    @classmethod
+    def over(cls, rings: list, data_size: int, record_size: int) -> "PerfBufReader":
+        """A reader of rings that are not the kernel's: objects with `cpu`,
+        positions(), set_tail() and span() as _CpuRing has. For tests."""
+        reader = cls.__new__(cls)
+        reader._setup(data_size, record_size)
+        reader._rings = list(rings)
+        reader._closed = True  # nothing of the kernel's to let go
+        return reader
+
+    def _setup(self, data_size: int, record_size: int) -> None:
+        if record_size <= 0:
+            raise ValueError("record_size must be positive")
+        self.record_size = record_size
+        self.stride = sample_size(record_size)
+        self.data_size = data_size
+        self.lost_notified = 0  # sum of PERF_RECORD_LOST counts seen so far
+        self.skipped_records = 0  # samples too short or records of unknown type
+        self.walked_batches = 0  # batches that needed the slow path
+        self._stride_seen = self.stride  # bytes a sample took, lately
+        self._sample_dtypes: dict[tuple[int, int], np.dtype] = {}
+        self._known: list[int] = []  # record sizes (perf headers') seen: tried first
+        self._rings: list[_CpuRing] = []
+        self._closed = False
+
     @property
     def cpus(self) -> list[int]:
         return [ring.cpu for ring in self._rings]
 
-    def drain(self, max_records: int | None = None) -> np.ndarray:
-        """Copy out every complete record; returns a (n,) array of V<record_size>.
+    def drain(self, max_records: int | None = None) -> RawRecords:
+        """Copy out every complete record, grouped by size (record.raw).
 
         CPUs' batches are concatenated in CPU order, each in ring order."""
-        batches = list(self.drain_by_cpu(max_records).values())
-        if not batches:
-            return np.empty(0, dtype=f"V{self.record_size}")
-        return np.concatenate(batches)
+        return RawRecords.concat(list(self.drain_by_cpu(max_records).values()))
 
-    def drain_by_cpu(self, max_records: int | None = None) -> dict[int, np.ndarray]:
+    def drain_by_cpu(self, max_records: int | None = None) -> dict[int, RawRecords]:
         """Like drain(), but keeps each CPU's batch apart: {cpu: records}."""
-        out: dict[int, np.ndarray] = {}
+        out: dict[int, RawRecords] = {}
         remaining = max_records
         for ring in self._rings:
             records = self._drain_ring(ring, remaining)
@@ -204,9 +221,10 @@ class PerfBufReader:
         return out
 
     def capacity(self) -> int:
-        """How many records one CPU's ring holds (a rate over all CPUs
-        against one CPU's ring errs on the safe side)."""
-        return self.data_size // self.stride
+        """How many records one CPU's ring holds, at the sizes the last
+        drain saw (a rate over all CPUs against one CPU's ring errs on the
+        safe side)."""
+        return self.data_size // self._stride_seen
 
     def pending_bytes(self) -> int:
         total = 0
@@ -219,81 +237,110 @@ class PerfBufReader:
         """{cpu: (data_tail, data_head)}: for diagnostics and tests."""
         return {ring.cpu: ring.positions() for ring in self._rings}
 
-    def _drain_ring(self, ring: _CpuRing, limit: int | None) -> np.ndarray:
+    def _drain_ring(self, ring: _CpuRing, limit: int | None) -> RawRecords:
         tail, head = ring.positions()
         avail = head - tail
         if avail <= 0 or limit == 0:
-            return np.empty(0, dtype=f"V{self.record_size}")
-        if avail % self.stride == 0:
-            count = avail // self.stride
-            if limit is not None:
-                count = min(count, limit)
-            nbytes = count * self.stride
-            span = ring.span(tail, nbytes)
-            samples = np.frombuffer(span, dtype=self._sample_dtype, count=count)
-            if (
-                np.all(samples["type"] == PERF_RECORD_SAMPLE)
-                and np.all(samples["size"] == self.stride)
-                and np.all(samples["rawsize"] == self.rawsize)
-            ):
-                records = samples["record"].copy()
-                del samples, span  # drop the view of the mapping before moving the tail
-                ring.set_tail(tail + nbytes)
-                return records
-            del samples, span
-        # A PERF_RECORD_LOST (or anything unexpected) is in the range.
-        return self._drain_mixed(ring, tail, avail, limit)
+            return RawRecords()
+        records = self._drain_uniform(ring, tail, avail, limit)
+        if records is None:
+            # A PERF_RECORD_LOST, samples of several sizes, anything unexpected.
+            records = self._drain_mixed(ring, tail, avail, limit)
+        return records
 
-    def _drain_mixed(self, ring: _CpuRing, tail: int, avail: int, limit: int | None) -> np.ndarray:
-        """Slow path, for a batch that holds more than our samples: after an
-        overflow, the PERF_RECORD_LOST the kernel writes before the next
-        sample. Runs of samples still go through the numpy check; only the
-        records that break a run are read one by one in Python, so an
-        overflow (when the reader is already behind) costs no Python call
-        per event. Kept general so a surprise cannot wedge the reader."""
+    def _drain_uniform(self, ring: _CpuRing, tail: int, avail: int, limit: int | None) -> RawRecords | None:
+        """The flood's case: samples all as long as the first, nothing
+        else; checked and copied in one numpy pass each. None otherwise."""
+        first = ring.span(tail, min(avail, HEADER.size + U32.size))
+        if len(first) < HEADER.size + U32.size:
+            return None
+        rtype, _misc, size = HEADER.unpack_from(first, 0)
+        rawsize = U32.unpack_from(first, HEADER.size)[0]
+        del first
+        record = rawsize & ~7  # ktui's records are 8-byte multiples: the rest is the kernel's padding
+        if rtype != PERF_RECORD_SAMPLE or not record or size < HEADER.size + U32.size + rawsize \
+                or avail % size:
+            return None
+        count = avail // size if limit is None else min(avail // size, limit)
+        nbytes = count * size
+        span = ring.span(tail, nbytes)
+        samples = np.frombuffer(span, dtype=self._sample_dtype(size, record), count=count)
+        if not (
+            (samples["type"] == PERF_RECORD_SAMPLE).all()
+            and (samples["size"] == size).all()
+            and (samples["rawsize"] == rawsize).all()
+        ):
+            return None
+        records = samples["record"].copy()
+        del samples, span  # drop the view of the mapping before moving the tail
+        ring.set_tail(tail + nbytes)
+        self._stride_seen = size
+        return RawRecords([records])
+
+    def _sample_dtype(self, size: int, record: int) -> np.dtype:
+        dtype = self._sample_dtypes.get((size, record))
+        if dtype is None:
+            pad = size - HEADER.size - U32.size - record
+            dtype = self._sample_dtypes[(size, record)] = np.dtype(
+                [("type", "<u4"), ("misc", "<u2"), ("size", "<u2"), ("rawsize", "<u4"),
+                 ("record", f"V{record}")] + ([("pad", f"V{pad}")] if pad else []))
+        return dtype
+
+    def _drain_mixed(self, ring: _CpuRing, tail: int, avail: int, limit: int | None) -> RawRecords:
+        """Every record of the range, without a Python call per record: the
+        chain of perf headers is followed as the ring buffer reader does
+        (ringbuf.follow_chain: positions whose size word is a size seen
+        before first, every 8-byte position when that breaks); then LOST
+        counts are added up and the samples copied out by size. Kept
+        general so a surprise cannot wedge the reader."""
         self.walked_batches += 1
         buf = ring.span(tail, avail)
-        if isinstance(buf, memoryview):
-            buf = np.frombuffer(buf, dtype=np.uint8).copy()  # let go of the mapping
-        out = []
-        taken = 0
-        pos = 0
-        while pos < avail and (limit is None or taken < limit):
-            count = (avail - pos) // self.stride
-            if limit is not None:
-                count = min(count, limit - taken)
-            if count:
-                samples = np.frombuffer(buf, dtype=self._sample_dtype, count=count, offset=pos)
-                ok = (
-                    (samples["type"] == PERF_RECORD_SAMPLE)
-                    & (samples["size"] == self.stride)
-                    & (samples["rawsize"] == self.rawsize)
-                )
-                run = count if ok.all() else int(np.argmin(ok))  # first record that is not ours
-                if run:
-                    out.append(samples["record"][:run].copy())
-                    taken += run
-                    pos += run * self.stride
-                if run == count:
-                    continue
-            # One record that is not a sample of our size, at `pos`.
-            rtype, _misc, size = HEADER.unpack_from(buf, pos)
-            if size < HEADER.size or pos + size > avail:
-                raise RuntimeError(
-                    f"perf ring of cpu {ring.cpu} corrupt: record of {size} bytes at {tail + pos}"
-                )
-            if rtype == PERF_RECORD_LOST:
-                self.lost_notified += U64.unpack_from(buf, pos + 16)[0]
-            elif rtype == PERF_RECORD_SAMPLE and U32.unpack_from(buf, pos + 8)[0] >= self.record_size:
-                out.append(np.frombuffer(buf, dtype=f"V{self.record_size}", count=1, offset=pos + 12).copy())
-                taken += 1
-            else:
-                self.skipped_records += 1
-            pos += size
-        ring.set_tail(tail + pos)
-        if not out:
-            return np.empty(0, dtype=f"V{self.record_size}")
-        return np.concatenate(out)
+        n = avail // 8  # records are 8-byte aligned: each starts at one of these
+        words = np.frombuffer(buf, dtype=np.uint16, count=4 * n)
+        sizes = words[3::4].astype(np.int64)  # u16 size of a header there
+        steps = np.maximum(sizes >> 3, 1)
+        members = None
+        if self._known:
+            cand = sizes == self._known[0]
+            for size in self._known[1:]:
+                cand |= sizes == size
+            cands = np.flatnonzero(cand)
+            got = follow_chain(cands, steps[cands], n)
+            if got is not None:
+                members = cands[got]
+        if members is None:  # a size not seen before: every position may start a record
+            members = follow_chain(np.arange(n), steps, n)
+            assert members is not None
+            known = list(dict.fromkeys(self._known + np.unique(sizes[members]).tolist()))
+            self._known = known if len(known) <= 16 else known[-16:]
+        msizes = sizes[members]
+        bad = np.flatnonzero(msizes < HEADER.size)
+        if bad.size or (len(members) and (members[-1] * 8 + msizes[-1] > avail)):
+            at = int(members[bad[0]]) * 8 if bad.size else int(members[-1]) * 8
+            raise RuntimeError(
+                f"perf ring of cpu {ring.cpu} corrupt: record of {int(sizes[at // 8])} bytes at {tail + at}")
+        types = np.frombuffer(buf, dtype=np.uint32, count=2 * n)[0::2][members]
+        sample = types == PERF_RECORD_SAMPLE
+        if limit is not None and np.count_nonzero(sample) >= limit:
+            last = np.flatnonzero(sample)[limit - 1]
+            members, msizes, types, sample = members[: last + 1], msizes[: last + 1], types[: last + 1], \
+                sample[: last + 1]
+        end = int(members[-1] * 8 + msizes[-1]) if len(members) else 0
+        u32 = np.frombuffer(buf, dtype=np.uint32, count=2 * n)
+        lost = types == PERF_RECORD_LOST
+        if lost.any():  # u64 id, u64 lost after the header
+            self.lost_notified += int(np.frombuffer(buf, dtype=np.uint64, count=n)[members[lost] + 2].sum())
+        rawsize = u32[2 * members[sample] + 2].astype(np.int64)
+        fits = (rawsize >= 8) & (HEADER.size + U32.size + rawsize <= msizes[sample])
+        self.skipped_records += int(np.count_nonzero(~sample & ~lost)) + int(np.count_nonzero(~fits))
+        at = members[sample][fits] * 8 + HEADER.size + U32.size
+        records = RawRecords.gather(np.frombuffer(buf, dtype=np.uint8, count=end), at, rawsize[fits] & ~7,
+                                    [size - HEADER.size - U32.size - 4 for size in self._known])
+        del buf, words, u32  # let go of the mapping before moving the tail
+        ring.set_tail(tail + end)
+        if len(members):
+            self._stride_seen = max(HEADER.size + U32.size + 8, end // len(members))
+        return records
 
     def close(self) -> None:
         """Remove our map entries, unmap and close. Safe to call twice."""

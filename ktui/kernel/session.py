@@ -694,7 +694,7 @@ class Session:
         return self.symbols.symbolize(addr)
 
     def drain(self) -> EventBatch:
-        from ktui.record.decode import EmptyBatch, MultiBatch
+        from ktui.record.decode import EmptyBatch, merged_by_time
 
         parts = []
         for unit in self._units:  # a unit freed meanwhile returns None
@@ -708,7 +708,8 @@ class Session:
                 parts.append(batch)
         if not parts:
             return EmptyBatch()
-        return parts[0] if len(parts) == 1 else MultiBatch(parts)
+        # several buffers: one batch in time order, each buffer's own order kept
+        return parts[0] if len(parts) == 1 else merged_by_time(parts)
 
     def drain_capacity(self) -> int | None:
         """Records the smallest event buffer holds, so a collector can drain

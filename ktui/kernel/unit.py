@@ -32,6 +32,7 @@ class Unit:
     program: Program
     ids: list[int]  # session probe id by local index
     # Set by start_reading: numpy (decode, ring views) is imported only then.
+    # A record.decode.SizedDecoders: its records come in several sizes
     decoder: object | None = None
     reader: object | None = None
     live: set[int] = field(default_factory=set)  # local indices not removed
@@ -42,11 +43,18 @@ class Unit:
     progs: dict[int, list[int]] = field(default_factory=dict)
 
     def drain_raw(self):
-        """Every record in the buffer, or None (no reader yet, or closed)."""
+        """Every record in the buffer (record.raw.RawRecords), or None (no
+        reader yet, or closed)."""
         with self.lock:
             if self.closed or self.reader is None:
                 return None
             return self.reader.drain()
+
+    @property
+    def unreadable(self) -> int:
+        """Records drained that none of its probes writes at their size
+        (never from ktui's programs): counted, not decoded."""
+        return self.decoder.unreadable if self.decoder is not None else 0
 
     def capacity(self) -> int | None:
         """Records its buffer holds (per CPU for perf buffers), None if unknown."""
@@ -102,10 +110,16 @@ def compile_unit(loader: Loader, program: Program, ids: list[int], log_fd: int) 
 
 
 def start_reading(unit: Unit, loader: Loader, probes: list[Probe], options) -> None:
-    """Map the unit's event buffer and build its decoder."""
-    from ktui.record.decode import Decoder
+    """Map the unit's event buffer and build its decoders."""
+    from ktui.record.decode import SizedDecoders
+    from ktui.record.layout import record_size_of
 
-    decoder = Decoder(unit.program.layout, probes, unit.ids)
+    layout = unit.program.layout
+    # Each probe's records are as long as its own fields; a program whose
+    # records are all as long as its largest probe's (layout.record_size)
+    # is read too: both are that probe's layout.
+    sizes = [sorted({record_size_of(one), layout.record_size}) for one in layout.probes]
+    decoder = SizedDecoders(probes, unit.ids, sizes=sizes)
     reader = loader.open_reader(unit.bpf, unit.program, options)
     with unit.lock:
         unit.decoder, unit.reader = decoder, reader

@@ -9,7 +9,9 @@ complete chunk.
     chunk  <4s kind> <u32 length> <length bytes of body>
       HEAD  JSON: format version, created, kernel, host name (since format 2's
             later writers; absent before), probe set name
-      UNIT  JSON: unit number, probe ids, the probes as a YAML probe set
+      UNIT  JSON: unit number, probe ids, the probes as a YAML probe set, the
+            size of its records (since format 3; before, every record of a
+            unit was as long as its largest probe's: `record_layout`)
       PROB  JSON: every probe of the session (ids, a YAML probe set, names'
             types) with its state, as `ktui record` last saw them; written at
             the start and again when a state changes (since format 2's later
@@ -17,13 +19,23 @@ complete chunk.
             event (counting only, never matched, still loading at the end)
             has no UNIT: without PROB its counts replayed under no probe.
       EVTS  <u32 unit> raw fixed-size records of that unit (one batch)
+      EVTM  records of several sizes as they arrived (one batch; format 3):
+            <u32 parts> <u32 order width: 1 or 2 bytes>, per part
+            <u32 unit> <u32 records>, then each record's part in arrival
+            order (u8 or u16, padded to 8 bytes), then each part's records
       STAT  JSON: a stats snapshot
       END   empty: written by close(); a recording without it was cut off
       STAT/UNIT/PROB may repeat; EVTS chunks follow their UNIT.
 
-Format 2 keeps latency histograms of record.histogram's 65 slots. Format 1
-(before it) kept 64 slots with the same meaning (bcc's bpf_log2l): they are
-read back padded to 65 (`histogram.fit`), so old recordings still replay.
+Format 3 keeps records exactly as long as their probe's fields (a unit per
+record size, EVTM for batches of several sizes in arrival order). Format 2
+keeps latency histograms of record.histogram's 65 slots. Format 1 (before
+it) kept 64 slots with the same meaning (bcc's bpf_log2l): they are read
+back padded to 65 (`histogram.fit`), so old recordings still replay. A
+format 1 or 2 unit does not say its record size; a unit of the generic
+engine could hold records shorter than its largest probe's (drained after
+a larger probe joined), so the reader finds the size its records have
+(`_old_unit_size`).
 
 What a recording contains: kernel addresses and argument values the probes
 fetched, process names and ids, strings read from kernel and user memory.
@@ -48,16 +60,17 @@ import numpy as np
 from ktui.pipeline.accounting import COMM_EXACT
 from ktui.lang.bind import with_fetch_types
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
-from ktui.record.decode import Decoder, MultiBatch, RecordBatch
+from ktui.record.decode import Decoder, InterleavedBatch, MultiBatch, RecordBatch, interleaved
 from ktui.record.feed import EventBatch, ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
 from ktui.record.histogram import fit
-from ktui.record.layout import record_layout
+from ktui.record.layout import probe_record_size, record_layout, sized_layout
 
 MAGIC = b"KTUIREC\x01"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 _CHUNK = struct.Struct("<4sI")
 _UNIT = struct.Struct("<I")
+_MIXED = struct.Struct("<II")  # EVTM: parts, order width; then per part: unit, records
 MAX_CHUNK = 256 << 20
 
 
@@ -141,15 +154,17 @@ class Recorder:
         self.file.write(_CHUNK.pack(kind, len(body)))
         self.file.write(body)
 
-    def _unit_chunk(self, ids: list[int], probes: tuple) -> int:
+    def _unit_chunk(self, ids: list[int], probes: tuple, record_size: int) -> int:
         number, self._next_unit = self._next_unit, self._next_unit + 1
-        self._chunk(b"UNIT", json.dumps({"unit": number, **_probes_json("unit", ids, probes)}).encode())
+        self._chunk(b"UNIT", json.dumps({"unit": number, **_probes_json("unit", ids, probes),
+                                         "record_size": record_size}).encode())
         return number
 
     def _unit(self, decoder: Decoder) -> int:
         key = id(decoder)
         if key not in self._units:
-            self._units[key] = self._unit_chunk(list(decoder.probe_ids), decoder.probes)
+            self._units[key] = self._unit_chunk(list(decoder.probe_ids), decoder.probes,
+                                                decoder.layout.record_size)
             self._decoders.append(decoder)
         return self._units[key]
 
@@ -171,21 +186,28 @@ class Recorder:
         self.file.flush()
 
     def on_batch(self, batch: EventBatch) -> None:
-        parts = batch.parts if isinstance(batch, MultiBatch) else [batch]
-        for part in parts:
-            if not isinstance(part, RecordBatch):
-                continue
-            unit = self._unit(part.decoder)
+        for part in _parts(batch):
             # The records' own memory goes to the file: no bytes object per
             # batch, no concatenation (a flood's batches are megabytes).
             # Straight to the fd, past the 1 MiB buffer (a flood's batch of a
             # few hundred kB would be copied into it first: 0.2 us an event
             # under emulation); what is buffered (UNIT) goes out before.
-            records = np.ascontiguousarray(part.records)
-            body = memoryview(records).cast("B")
+            if isinstance(part, InterleavedBatch):
+                units = [self._unit(p.decoder) for p in part.parts]
+                order = np.ascontiguousarray(part.order)
+                head = _MIXED.pack(len(part.parts), order.dtype.itemsize) + b"".join(
+                    _MIXED.pack(unit, len(p)) for unit, p in zip(units, part.parts))
+                bodies = [order, b"\0" * (-order.nbytes % 8)] + [np.ascontiguousarray(p.records)
+                                                                 for p in part.parts]
+                kind = b"EVTM"
+            else:
+                head = _UNIT.pack(self._unit(part.decoder))
+                bodies = [np.ascontiguousarray(part.records)]
+                kind = b"EVTS"
+            views = [memoryview(b).cast("B") for b in bodies]
             self.file.flush()
             _write_all(self.file.fileno(),
-                       [_CHUNK.pack(b"EVTS", _UNIT.size + body.nbytes) + _UNIT.pack(unit), body])
+                       [_CHUNK.pack(kind, len(head) + sum(v.nbytes for v in views)) + head, *views])
             self.events += len(part)
         self.file.flush()
 
@@ -199,6 +221,15 @@ class Recorder:
             self.file.flush()
             os.fsync(self.file.fileno())
             self.file.close()
+
+
+def _parts(batch: EventBatch):
+    """The record batches of a batch, in order (other kinds hold no records)."""
+    if isinstance(batch, MultiBatch):
+        for part in batch.parts:
+            yield from _parts(part)
+    elif isinstance(batch, (RecordBatch, InterleavedBatch)) and len(batch):
+        yield batch
 
 
 def _write_all(fd: int, parts: list) -> None:
@@ -285,6 +316,7 @@ class RecordingReader:
         self.head: dict = {}
         self.decoders: dict[int, Decoder] = {}
         self.probesets: dict[int, ProbeSet] = {}
+        self._old_units: dict[int, dict[int, Decoder]] = {}  # format 1-2 units: size -> decoder
 
     def chunks(self) -> Iterator[Chunk]:
         from ktui.lang.probeset import loads_probeset
@@ -362,7 +394,12 @@ class RecordingReader:
             obj = _json_object(body)
             unit = int(obj["unit"])
             ids, ps = _probes_from_json(obj, loads_probeset, f"{self.path}#unit{unit}")
-            layout = record_layout(ps.probes)
+            if "record_size" in obj:
+                layout = sized_layout(ps.probes, int(obj["record_size"]))
+                self._old_units.pop(unit, None)
+            else:
+                layout = record_layout(ps.probes)
+                self._old_units[unit] = {}
             self.decoders[unit] = Decoder(layout, ps.probes, ids)
             self.probesets[unit] = ps
             return Chunk("unit", (unit, ids, ps))
@@ -370,12 +407,77 @@ class RecordingReader:
             return Chunk("probes", _probe_statuses(_json_object(body), loads_probeset, self.path))
         if kind == b"EVTS":
             (unit,) = _UNIT.unpack_from(body)
-            decoder = self.decoders[unit]
-            raw = np.frombuffer(body, dtype=decoder.dtype, offset=_UNIT.size)
-            return Chunk("events", RecordBatch(decoder, raw))
+            data = memoryview(body)[_UNIT.size:]
+            decoder = self._decoder_of(unit, data)
+            return Chunk("events", RecordBatch(decoder, np.frombuffer(data, dtype=decoder.dtype)))
+        if kind == b"EVTM":
+            return Chunk("events", self._mixed(body))
         if kind == b"STAT":
             return Chunk("stats", stats_from_json(_json_object(body)))
         return None  # unknown chunk kinds from newer writers are skipped
+
+
+    def _decoder_of(self, unit: int, data) -> Decoder:
+        """The decoder of a unit's records: a format 1-2 unit's as
+        `_old_unit_size` finds them."""
+        decoder = self.decoders[unit]
+        sized = self._old_units.get(unit)
+        if sized is None:
+            return decoder
+        size = _old_unit_size(decoder, data)
+        if size == decoder.layout.record_size:
+            return decoder
+        if size not in sized:
+            sized[size] = Decoder(sized_layout(decoder.probes, size), decoder.probes, decoder.probe_ids)
+        return sized[size]
+
+    def _mixed(self, body: bytes):
+        """An EVTM chunk: records of several sizes, in arrival order."""
+        count, width = _MIXED.unpack_from(body)
+        if width not in (1, 2) or not 1 < count <= 0xFFFF:
+            raise ValueError(f"{count} parts, order of {width}-byte entries")
+        pos = _MIXED.size
+        parts = []
+        for k in range(count):
+            unit, n = _MIXED.unpack_from(body, pos + k * _MIXED.size)
+            parts.append((self.decoders[unit], n))
+        pos += count * _MIXED.size
+        total = sum(n for _, n in parts)
+        if not total:
+            raise ValueError("no records")  # never written: a batch of none is not written at all
+        order = np.frombuffer(body, dtype=np.uint8 if width == 1 else "<u2", count=total, offset=pos)
+        pos += total * width + (-(total * width) % 8)
+        batches = []
+        for decoder, n in parts:
+            batches.append(RecordBatch(decoder, np.frombuffer(body, dtype=decoder.dtype, count=n, offset=pos)))
+            pos += n * decoder.dtype.itemsize
+        if pos != len(body):
+            raise ValueError(f"{len(body) - pos} bytes left over")
+        if total and int(order.max()) >= count:
+            raise ValueError("an event in no part")
+        if any(np.count_nonzero(order == k) != n for k, (_, n) in enumerate(parts)):
+            raise ValueError("the order does not fit the parts")
+        return interleaved(batches, order)
+
+
+def _old_unit_size(decoder: Decoder, data) -> int:
+    """The record size of a format 1-2 unit's EVTS chunk. Units said no
+    size: every record was as long as the unit's largest probe's, except
+    the generic engine's after a grow, whose records drained after a larger
+    probe joined had the size of an earlier probe. The unit's own size when
+    its records read well, else the first of its probes' sizes that does:
+    the chunk is whole records of it, each naming a probe that fits."""
+    nbytes = memoryview(data).nbytes
+    sizes = [decoder.layout.record_size] + sorted(
+        {probe_record_size(p) for p in decoder.probes} - {decoder.layout.record_size})
+    for size in sizes:
+        if size > decoder.layout.record_size or nbytes % size:
+            continue
+        local = np.frombuffer(data, dtype=[("skip", "V16"), ("probe", "<u4"), ("rest", f"V{size - 20}")])["probe"]
+        if not len(local) or (local < len(decoder.probes)).all() and all(
+                probe_record_size(decoder.probes[i]) <= size for i in np.unique(local).tolist()):
+            return size
+    raise ValueError(f"{nbytes} bytes of records of none of the unit's sizes")
 
 
 def _readable() -> str:

@@ -17,11 +17,9 @@ import os
 import time
 from typing import Iterator
 
-import numpy as np
-
 from ktui.lang.model import Probe, ProbeSet
 from ktui.pipeline.recording import Chunk, RecordingReader
-from ktui.record.decode import EmptyBatch, MultiBatch, RecordBatch
+from ktui.record.decode import EmptyBatch, InterleavedBatch, MultiBatch, RecordBatch
 from ktui.record.feed import (
     EventBatch,
     FeedError,
@@ -139,10 +137,10 @@ class ReplayFeed:
         if self._start_wall is not None:
             self._base_ns, self._start_wall = self._played_ns(), self._clock()
 
-    def _due(self, batch: RecordBatch) -> bool:
+    def _due(self, batch: RecordBatch | InterleavedBatch) -> bool:
         if not len(batch):
             return True
-        first = int(batch.records["ts"][0])
+        first = batch.first_ts()
         if self._start_ts is None:
             self._start_ts, self._start_wall = first, self._clock()
         if self.speed <= 0 or self._rush:
@@ -196,7 +194,7 @@ class ReplayFeed:
                 self._pending = chunk
                 break
             if len(chunk.value):
-                self._last_ts = int(chunk.value.records["ts"][-1])
+                self._last_ts = chunk.value.last_ts()
             batch = self._visible(chunk.value)
             if len(batch):
                 parts.append(batch)
@@ -204,12 +202,8 @@ class ReplayFeed:
             return EmptyBatch()
         return parts[0] if len(parts) == 1 else MultiBatch(parts)
 
-    def _visible(self, batch: RecordBatch) -> RecordBatch:
-        if not self._hidden:
-            return batch
-        ids = batch.decoder.probe_ids[batch.records["probe"]]
-        keep = ~np.isin(ids, list(self._hidden))
-        return RecordBatch(batch.decoder, batch.records[keep])
+    def _visible(self, batch: RecordBatch | InterleavedBatch) -> EventBatch:
+        return batch.without(self._hidden) if self._hidden else batch
 
     def stats(self) -> StatsSnapshot:
         return self._stats

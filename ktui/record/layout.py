@@ -1,8 +1,10 @@
 """The binary layout of an event record, shared by codegen and the decoders.
 
-Every record of a probe set has the same size (so a batch of them decodes
-with one numpy structured view): a 48-byte header, then a payload laid out
-per probe. Integers take an 8-byte slot (sign- or zero-extended in the kernel
+A record is a 48-byte header, then a payload laid out per probe. Each
+probe's records are exactly as long as its own payload (`record_size_of`:
+a multiple of 8; none for a probe that fetches nothing), so a buffer holds records of several
+sizes; a decoder takes the records of one size with one numpy structured
+view (`sized_layout`). Integers take an 8-byte slot (sign- or zero-extended in the kernel
 to the fetch type's width), strings a STRING_MAX-byte slot. Builtins (comm,
 pid, tid, cpu) are read from the header and take no payload space.
 """
@@ -15,6 +17,7 @@ from ktui.lang.limits import STRING_MAX, TASK_COMM_LEN
 from ktui.lang.model import STRING_TYPES, Builtin, Fetch, Probe
 
 HEADER_SIZE = 48
+MIN_PAYLOAD = 8  # a unit-wide layout's payload (the C struct's array) is never empty
 # (name, numpy format, C declaration) in record order.
 HEADER_FIELDS = (
     ("ts", "<u8", "u64 ts;"),
@@ -86,5 +89,30 @@ class RecordLayout:
 def record_layout(probes: tuple[Probe, ...] | list[Probe]) -> RecordLayout:
     layouts = tuple(probe_layout(p) for p in probes)
     payload = max((lay.payload_size for lay in layouts), default=0)
-    payload = max(8, (payload + 7) // 8 * 8)  # keep records 8-byte aligned
+    payload = max(MIN_PAYLOAD, (payload + 7) // 8 * 8)  # keep records 8-byte aligned
     return RecordLayout(layouts, payload)
+
+
+def record_size_of(layout: ProbeLayout) -> int:
+    """How long each of a probe's records is: the header and its own payload
+    (both engines write exactly these bytes: a probe that fetches nothing
+    writes the header alone)."""
+    return HEADER_SIZE + (layout.payload_size + 7) // 8 * 8
+
+
+def probe_record_size(probe: Probe) -> int:
+    return record_size_of(probe_layout(probe))
+
+
+def sized_layout(probes: tuple[Probe, ...] | list[Probe], record_size: int) -> RecordLayout:
+    """The layout of records of `record_size` bytes from any of `probes`.
+    A probe whose payload does not fit in them never wrote one: it gets no
+    slots here (its records are decoded by the layout of their own size)."""
+    payload = record_size - HEADER_SIZE
+    if payload < 0 or record_size % 8:
+        raise ValueError(f"no record of {record_size} bytes")
+    layouts = []
+    for probe in probes:
+        one = probe_layout(probe)
+        layouts.append(one if one.payload_size <= payload else ProbeLayout((), 0))
+    return RecordLayout(tuple(layouts), payload)

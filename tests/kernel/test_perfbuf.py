@@ -128,9 +128,10 @@ def read_zero(fd: int, size: int, times: int) -> None:
         os.read(fd, size)
 
 
-def as_rec(raw: np.ndarray) -> np.ndarray:
-    assert raw.dtype == np.dtype(f"V{RECORD_SIZE}")
-    return raw.view(REC)
+def as_rec(raw) -> np.ndarray:
+    """A drain (record.raw.RawRecords) of the one-size program's records."""
+    assert raw.sizes in ([], [RECORD_SIZE])
+    return raw.of_size(RECORD_SIZE).view(REC)
 
 
 def check_identity(recs: np.ndarray) -> None:
@@ -336,3 +337,81 @@ def test_lost_record_between_samples(bpf, probe, dev_zero, restore_affinity):
     expected = np.concatenate([np.arange(capacity), np.arange(capacity + 100, capacity + 105)])
     assert np.array_equal(seq, expected)
     check_identity(np.concatenate([head, rest]))
+
+
+# The same probe writing records of 48, 64 and 80 bytes in turn (by its
+# per-CPU sequence number): each probe's records are as long as its own
+# fields, so one buffer holds several sizes.
+MIXED = PROGRAM.replace("    u64 seq;        /* cpu << 48 | per-cpu sequence number */\n};",
+                        "    u64 seq;        /* cpu << 48 | per-cpu sequence number */\n    u64 more[4];\n};") \
+    .replace("    if (events.perf_submit(ctx, &r, sizeof(r)) != 0) {",
+             "    u64 k = r.seq & 0xffffffffffffULL;\n"
+             "    r.more[0] = r.more[1] = r.more[2] = r.more[3] = k;\n"
+             "    int rc;\n"
+             "    if (k % 3 == 0)\n        rc = events.perf_submit(ctx, &r, 48);\n"
+             "    else if (k % 3 == 1)\n        rc = events.perf_submit(ctx, &r, 64);\n"
+             "    else\n        rc = events.perf_submit(ctx, &r, 80);\n"
+             "    if (rc != 0) {")
+assert MIXED.count("more[4]") == 1 and "rc = events.perf_submit(ctx, &r, 80)" in MIXED
+
+
+@pytest.fixture(scope="module")
+def bpf_mixed():
+    from bcc import BPF
+
+    b = BPF(text=MIXED)
+    b.attach_kprobe(event="vfs_read", fn_name="on_vfs_read")
+    yield b
+    b.cleanup()
+
+
+def mixed_records(raw) -> tuple[np.ndarray, np.ndarray]:
+    """The records' first 48 bytes in order, and each one's size; each holds
+    its own number as far as it goes (no other record's bytes)."""
+    heads = np.empty(len(raw), dtype=REC)
+    sizes = np.empty(len(raw), dtype=np.int64)
+    order = raw.order if raw.order is not None else np.zeros(len(raw), dtype=np.uint8)
+    for k, group in enumerate(raw.groups):
+        size = group.dtype.itemsize
+        words = np.frombuffer(group.tobytes(), dtype="<u8").reshape(len(group), size // 8)
+        heads[order == k] = np.frombuffer(np.ascontiguousarray(words[:, :6]).tobytes(), dtype=REC)
+        sizes[order == k] = size
+        assert (words[:, 6:] == (words[:, 5] & SEQ_MASK)[:, None]).all()
+    return heads, sizes
+
+
+def test_records_of_three_sizes_with_a_lost_record_between_them(bpf_mixed, dev_zero, restore_affinity):
+    """On one CPU: bursts of all three sizes, drained in turn, wrap a
+    two-page ring many times; one burst overflows it, and the LOST record
+    the kernel writes later comes between samples of several sizes."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    pin(cpu)
+    bpf = bpf_mixed
+    bpf["seqno"].clearitem(0)
+    bpf["lost"].clearitem(0)
+    reader = PerfBufReader(bpf, "events", RECORD_SIZE, page_cnt=2)
+    try:
+        got_heads, got_sizes = [], []
+        bursts = [1, 2, 3, 40, 7] * 8 + [300] + [1, 2, 3, 40, 7] * 8
+        for n in bursts:
+            trace_on(bpf)
+            read_zero(dev_zero, 1, n)
+            trace_off(bpf)
+            heads, sizes = mixed_records(reader.drain())
+            got_heads.append(heads)
+            got_sizes.append(sizes)
+        heads, sizes = np.concatenate(got_heads), np.concatenate(got_sizes)
+        lost = kernel_lost(bpf)
+        assert lost > 0 and reader.lost_notified == lost
+        assert len(heads) + lost == sum(bursts)
+        assert reader.skipped_records == 0
+        check_identity(heads)
+        seq = (heads["seq"] & SEQ_MASK).astype(np.int64)
+        assert (heads["seq"] >> 48 == cpu).all()
+        assert (sizes == np.asarray([48, 64, 80])[seq % 3]).all(), "a record of the wrong size"
+        steps = np.diff(seq)
+        assert (steps >= 1).all(), "records out of order or twice"
+        assert int((steps - 1).sum()) == lost and np.count_nonzero(steps > 1) == 1
+        assert set(sizes.tolist()) == {48, 64, 80}
+    finally:
+        reader.close()

@@ -60,7 +60,7 @@ def test_an_unknown_format_is_refused_in_one_line(tmp_path):
     assert run.returncode == 1
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1, run.stderr
-    assert "format 99" in lines[0] and "formats 1, 2" in lines[0] and "Traceback" not in run.stderr
+    assert "format 99" in lines[0] and "formats 1, 2, 3" in lines[0] and "Traceback" not in run.stderr
 
 
 def header(app) -> str:

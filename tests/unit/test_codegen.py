@@ -240,7 +240,7 @@ def test_a_probe_of_header_fields_sends_the_header_alone():
 
 
 def test_the_output_size_is_passed_to_the_buffer():
-    for buffer, call in ((RINGBUF, "ktui_events.ringbuf_output(e, size, 0)"),
+    for buffer, call in ((RINGBUF, "ktui_events.ringbuf_output(e, size, BPF_RB_NO_WAKEUP)"),
                          (PERF, "ktui_events.perf_submit(ctx, e, size)")):
         assert call in generate([parse_spec("vfs_read:c:a3")], buffer=buffer).text
 

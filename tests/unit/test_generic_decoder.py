@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ktui.kernel.generic.engine import MIN_PAYLOAD, GenericEngine
+from ktui.kernel.generic.engine import GenericEngine
 from ktui.lang.spec import parse_spec
-from ktui.record.layout import HEADER_SIZE
+from ktui.record.layout import HEADER_SIZE, MIN_PAYLOAD
 
 
 def engine_with(*specs: str) -> GenericEngine:
     engine = GenericEngine.__new__(GenericEngine)
     engine._history = {tag: (parse_spec(spec), tag) for tag, spec in enumerate(specs, 1)}
-    engine._decoders = {}
+    engine._decoders = None
     return engine
 
 

@@ -1,5 +1,5 @@
 """The record path in whole batches, without a kernel: a ring laid out as the
-kernel lays it out (benchmarks/record_cpu.FakeRing), the reader's flood path
+kernel lays it out (benchmarks/fake_ring.FakeRing), the reader's flood path
 and its careful path (BUSY, DISCARD), the generic engine's tag rewrite, the
 Recorder writing batches from their own memory, and the recording replayed
 to exactly the events that went in, with the lost count as it was."""
@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from benchmarks.record_cpu import FakeRing
+from benchmarks.fake_ring import FakeRing
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.engine import GenericEngine
 from ktui.kernel.ringbuf import BUSY_BIT, DISCARD_BIT
@@ -35,7 +35,8 @@ def engine_for(reader, probes, tags, ids) -> GenericEngine:
     engine = GenericEngine.__new__(GenericEngine)
     engine._lock = threading.RLock()
     engine._history = {t: (p, i) for t, p, i in zip(tags, probes, ids)}
-    engine._decoders = {}
+    engine._decoders = None
+    engine.unreadable = 0
     engine.reader = reader
     return engine
 
@@ -62,35 +63,24 @@ def test_flood_drain_copies_every_record_across_the_wrap():
         ring.produce(batch)
         out = ring.reader.drain()
         assert ring.reader.pending_bytes() == 0
-        got += [bytes(r) for r in out]
+        got += out.as_bytes()
     assert got == sent
+    assert ring.reader.mixed_drains == 0  # one size, all committed: the flood's path
 
 
-def _set_len(ring: FakeRing, index: int, value: int) -> None:
-    """The length word of the index-th slot produced so far, in both copies."""
-    off = (index * ring.stride) % ring.data_size
-    for base in (off, off + ring.data_size):
-        ring.data[base:base + 4] = value.to_bytes(4, "little")
-
-
-@pytest.mark.parametrize("method", ["drain", "drain_groups"])
-def test_a_busy_record_ends_the_drain_and_a_discarded_one_is_skipped(method):
+def test_a_busy_record_ends_the_drain_and_a_discarded_one_is_skipped():
     ring = FakeRing(4096, RECORD)
     batch = np.frombuffer(b"".join(np.uint64(i).tobytes() * 7 for i in range(10)), dtype="V56")
-    ring.produce(batch)
-    _set_len(ring, 3, RECORD | DISCARD_BIT)
-    _set_len(ring, 6, RECORD | BUSY_BIT)
+    at = ring.produce(batch)
+    ring.set_len(int(at[3]), RECORD | DISCARD_BIT)
+    ring.set_len(int(at[6]), RECORD | BUSY_BIT)
 
     def drained():
-        out = getattr(ring.reader, method)()
-        if method == "drain_groups":
-            assert all(size == RECORD for size, _ in out)
-            out = [r for _, rs in out for r in rs]
-        return [int(np.frombuffer(bytes(r), "<u8")[0]) for r in out]
+        return [int(np.frombuffer(r, "<u8")[0]) for r in ring.reader.drain().as_bytes()]
 
     assert drained() == [0, 1, 2, 4, 5]  # 3 discarded, 6 still being written
     assert ring.reader.pending_bytes() == 4 * ring.stride
-    _set_len(ring, 6, RECORD)  # committed now
+    ring.set_len(int(at[6]), RECORD)  # committed now
     assert drained() == [6, 7, 8, 9]
     assert ring.reader.pending_bytes() == 0
 
@@ -103,10 +93,11 @@ def test_engine_maps_tags_in_place_for_one_probe_and_for_several():
         recs = records(engine, 300, 0, tags + [tag(9)])  # tag(9): no such probe
         ring.produce(recs)
         batch = engine.drain()
-        assert len(batch) == 300
-        events = batch.events()
         cycle = len(tags) + 1
-        assert len(events) == 300 - 300 // cycle  # records of the unknown tag are skipped
+        # records of the unknown tag are left out, and counted
+        assert len(batch) == 300 - 300 // cycle and engine.unreadable == 300 // cycle
+        events = batch.events()
+        assert len(events) == len(batch)
         want = [(10 + i % cycle, i, 10 * i) for i in range(300) if i % cycle < len(tags)]
         assert [(e.probe_id, e.ts_ns, e.values[0]) for e in events] == want
 
@@ -156,7 +147,11 @@ def test_the_ring_and_the_engine_say_how_many_records_the_ring_holds():
     assert ring.reader.capacity() == (1 << 16) // (8 + RECORD) == 1024
     engine = engine_for(ring.reader, [parse_spec(SPECS[0])], [tag(0)], [1])
     assert engine.capacity() == 1024
-    ring.reader.set_record_size(RECORD + 64)  # the generic engine's grow: fewer fit
+    ring.produce(np.zeros(10, dtype=f"V{RECORD + 64}"))  # larger records came: fewer fit
+    ring.reader.drain()
     assert engine.capacity() == (1 << 16) // (8 + RECORD + 64)
+    ring.produce_raw([b"\0" * RECORD, b"\0" * (RECORD + 64)] * 5)  # half of each: their mean
+    ring.reader.drain()
+    assert engine.capacity() == (1 << 16) // (8 + RECORD + 32)
     engine.reader = None
     assert engine.capacity() is None

@@ -317,7 +317,7 @@ def test_an_unknown_magic_version_names_the_formats(recording, tmp_path):
     other.write_bytes(MAGIC[:-1] + b"\x02" + data[len(MAGIC):])
     with pytest.raises(RecordingError) as caught:
         ReplayFeed(str(other), speed=0)
-    assert "magic version 2" in str(caught.value) and "formats 1, 2" in str(caught.value)
+    assert "magic version 2" in str(caught.value) and "formats 1, 2, 3" in str(caught.value)
     garbage = tmp_path / "garbage.ktrec"
     garbage.write_bytes(b"XXXXXXXX" + data[len(MAGIC):])
     with pytest.raises(RecordingError, match="not a ktui recording"):
@@ -406,8 +406,8 @@ def test_a_format_1_recording_replays_with_its_histograms_padded(recording, tmp_
 
 def test_a_recording_of_an_unknown_format_is_refused(recording, tmp_path):
     bad = tmp_path / "new.ktrec"
-    bad.write_bytes(corrupt(recording.read_bytes(), b"HEAD", b'{"version": 3}'))
-    with pytest.raises(RecordingError, match=r"format 3 is not one this ktui reads \(formats 1, 2; it writes 2\)"):
+    bad.write_bytes(corrupt(recording.read_bytes(), b"HEAD", b'{"version": 4}'))
+    with pytest.raises(RecordingError, match=r"format 4 is not one this ktui reads \(formats 1, 2, 3; it writes 3\)"):
         replay_all(bad)
 
 

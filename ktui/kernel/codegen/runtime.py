@@ -222,7 +222,10 @@ def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pids: Sequen
         "{",
     ]
     if buffer == RINGBUF:
-        lines.append("    int rc = ktui_events.ringbuf_output(e, size, 0);")
+        # No wakeup: the collector drains on a timer and never polls the
+        # ring, so waking pollers would only cost the traced task an
+        # irq_work after each drain (kernel/bpf/ringbuf.c).
+        lines.append("    int rc = ktui_events.ringbuf_output(e, size, BPF_RB_NO_WAKEUP);")
     else:
         lines.append("    int rc = ktui_events.perf_submit(ctx, e, size);")
     lines += [

@@ -10,13 +10,17 @@ the moment it is attached, and adding, editing or removing one is a plan
 write and a perf_event_open: no compiler, no new buffer, whatever its
 fetches and filter.
 
-Each probe's records are exactly as long as its own header and payload
-(plan.record_size), so one ring holds records of several sizes.
+Each probe's events are exactly as long as its own fields (header
+included: plan.record_size), so the ring holds records of
+several sizes, interleaved. The reader copies them out grouped by size, in
+numpy (kernel/ringbuf.py), and they decode by the history of probes: a
+record's tag names its probe, and it is decoded only at that probe's own
+size; anything else is counted in `unreadable`, never decoded with the
+wrong layout.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import struct
 import threading
@@ -28,7 +32,7 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
 from ktui.kernel.codegen.runtime import COMM_EXACT
-from ktui.kernel.generic.plan import NotGeneric, build_plan, errno_check, record_size
+from ktui.kernel.generic.plan import NotGeneric, build_plan, errno_check
 from ktui.lang.model import Kind, Probe
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
@@ -37,7 +41,6 @@ from ktui.record.layout import HEADER_SIZE
 __all__ = ["GenericEngine", "NotGeneric", "Slot", "kernel_has_cookies"]
 
 TOP_COMMS = 5
-MIN_PAYLOAD = 8  # the reader's first guess at a record size (records vary: see plan.record_size)
 _COMM_KEY = struct.Struct("<I16s")
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
@@ -107,7 +110,6 @@ class GenericEngine:
         self.program: LoadedProgram | None = None
         self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
         self.slots: dict[int, Slot] = {}
-        self.record_size = HEADER_SIZE + MIN_PAYLOAD
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
         self._next = 0  # where the search for a free slot starts
         self._lock = threading.RLock()
@@ -115,8 +117,11 @@ class GenericEngine:
         # every probe the session ran, by the tag its events carry: events of
         # a removed probe may still be in the ring when its slot is reused
         self._history: dict[int, tuple[Probe, int]] = {}
-        self._decoders: dict[int, object] = {}  # record size -> Decoder, for the current history
+        self._decoders = None  # record.decode.SizedDecoders of the current history
         self.reader = None
+        # records drained that no probe of the history could have written at
+        # their size (never from ktui's program): counted, not decoded
+        self.unreadable = 0
 
     # ------------------------------------------------------------ slots
 
@@ -146,19 +151,10 @@ class GenericEngine:
             self._gens[index] = gen
             self.slots[index] = slot
             self._history[slot.tag] = (probe, probe_id)
-            needed = record_size(probe)
-            if needed > self.record_size:
-                self._grow(needed)
             self._clear_counters(index)  # a reused slot starts from zero
             if self.program is not None:
                 self._install(slot)
             return slot
-
-    def _grow(self, size: int) -> None:
-        """The reader's idea of the usual record size (its fast path)."""
-        self.record_size = size
-        if self.reader is not None:
-            self.reader.set_record_size(size)
 
     def _write_plan(self, slot: Slot) -> None:
         plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing)
@@ -274,7 +270,7 @@ class GenericEngine:
         with self._lock:
             self.program = program
             ring = program.specs["ktui_events"]["max_entries"]
-            self.reader = RingBufReader(self._map("ktui_events"), ring, self.record_size)
+            self.reader = RingBufReader(self._map("ktui_events"), ring, HEADER_SIZE)
             bpfsys.map_update(self._map("ktui_config"), b"\0\0\0\0", bytes(self._config()))
             for slot in list(self.slots.values()):
                 self._install(slot)
@@ -334,71 +330,42 @@ class GenericEngine:
     # ------------------------------------------------------------ reading
 
     def drain(self):
-        """Every event since the last call, as one batch (EmptyBatch when
-        the program is not in yet)."""
-        from ktui.record.decode import EmptyBatch, MultiBatch
+        """Every event since the last call, as one batch in ring order
+        (EmptyBatch when the program is not in yet)."""
+        from ktui.record.decode import EmptyBatch
 
         with self._lock:
             reader = self.reader
             if reader is None:
                 return EmptyBatch()
-            parts = [self._batch(size, raw) for size, raw in reader.drain_groups()]
-        if not parts:
-            return EmptyBatch()
-        return parts[0] if len(parts) == 1 else MultiBatch(parts)
+            raw = reader.drain()
+            if not len(raw):
+                return EmptyBatch()
+            batch, unreadable = self._decoders_now().split(raw)
+            self.unreadable += unreadable
+        return batch
 
     def capacity(self) -> int | None:
-        """Records of the current size the event ring holds (None before the
-        program is in)."""
+        """Records the event ring holds, at the sizes lately drained (None
+        before the program is in)."""
         with self._lock:
             return self.reader.capacity() if self.reader is not None else None
 
-    def _batch(self, size: int, raw):
-        """Records of one size: tags become indices into the history."""
-        import numpy as np
+    def _decoders_now(self):
+        """Decoders for every probe the session ran (events of a removed one
+        may still be in the ring when its slot is reused), by tag."""
+        tags = sorted(self._history)
+        if self._decoders is None or self._decoders_tags != tags:
+            from ktui.record.decode import SizedDecoders
 
-        decoder = self._decoder(size)
-        # The reader's drain is a fresh copy of ours: rewritten in place.
-        records = raw.view(decoder.dtype) if raw.dtype != decoder.dtype else raw
-        tags = np.asarray(self._tags, dtype=np.uint32)
-        probe = records["probe"]
-        if len(tags) == 1:  # one probe so far (a flood's usual case): one pass less
-            records["probe"] = probe != tags[0]  # 0: the probe, 1: unknown (skipped)
-            return decoder.batch(records)
-        found = np.searchsorted(tags, probe)
-        found = np.minimum(found, max(len(tags) - 1, 0))
-        known = len(tags) > 0
-        valid = (tags[found] == probe) if known else np.zeros(len(records), bool)
-        records["probe"] = np.where(valid, found, len(tags))  # unknown: skipped by the decoder
-        return decoder.batch(records)
+            self._decoders = SizedDecoders([self._history[t][0] for t in tags],
+                                           [self._history[t][1] for t in tags], tags=tags)
+            self._decoders_tags = tags
+        return self._decoders
 
     def _decoder(self, size: int):
-        from ktui.record.decode import Decoder
-        from ktui.record.layout import RecordLayout, probe_layout
-
-        tags = sorted(self._history)
-        if getattr(self, "_tags", None) != tags:
-            self._tags = tags
-            self._decoders.clear()
-        decoder = self._decoders.get(size)
-        if decoder is None:
-            probes = [self._history[t][0] for t in tags]
-            ids = [self._history[t][1] for t in tags]
-            # Records of an older, smaller size come only from probes that fit
-            # in it; a probe added later with a larger payload gets an empty
-            # layout here (it emitted none of these records). Seen in the VM:
-            # adding `a3,a2` after `a3` failed to decode the `a3` records
-            # still in the buffer.
-            payload = size - HEADER_SIZE
-            layouts = []
-            for p in probes:
-                one = probe_layout(p)
-                if one.payload_size > payload:
-                    one = probe_layout(dataclasses.replace(p, fetches=()))
-                layouts.append(one)
-            layout = RecordLayout(tuple(layouts), payload)
-            decoder = self._decoders[size] = Decoder(layout, probes, ids)
-        return decoder
+        """The decoder of records of `size` bytes (for tests and benchmarks)."""
+        return self._decoders_now().decoder(size)
 
     def stats(self, timed: bool = False) -> dict[int, ProbeStats]:
         """Counters of every slot, by the session's probe id; with `timed`

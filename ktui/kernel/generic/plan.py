@@ -36,7 +36,7 @@ from ktui.lang.model import (
     StrLit,
     positional,
 )
-from ktui.record.layout import HEADER_SIZE, ProbeLayout, probe_layout
+from ktui.record.layout import HEADER_SIZE, ProbeLayout, probe_layout, probe_record_size
 
 
 class NotGeneric(Exception):
@@ -57,8 +57,9 @@ def payload_size(probe: Probe) -> int:
 
 def record_size(probe: Probe) -> int:
     """The size of `probe`'s records: the header and its own payload, every
-    byte of it written by each hit (no padding of another probe's size)."""
-    return HEADER_SIZE + payload_size(probe)
+    byte of it written by each hit (no padding of another probe's size):
+    the size the readers and decoders expect of it (record.layout)."""
+    return probe_record_size(probe)
 
 
 def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:

@@ -516,7 +516,7 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     u64 size = plan->record_size;
     if (size > KTUI_RECORD_MAX)
         return 0;
-    if (ktui_events.ringbuf_output(&st->e, size, 0) == 0)
+    if (ktui_events.ringbuf_output(&st->e, size, BPF_RB_NO_WAKEUP) == 0)
         ktui_bump(ktui_emitted.lookup(&slot));
     else
         ktui_bump(ktui_lost.lookup(&slot));

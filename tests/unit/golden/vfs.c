@@ -361,7 +361,7 @@ static __always_inline int ktui_admit(u32 probe, u64 sample, u64 limit, u64 now)
  * of them written by this hit. A failed output is counted as lost. */
 static __always_inline void ktui_output(void *ctx, u32 probe, struct ktui_event *e, u32 size)
 {
-    int rc = ktui_events.ringbuf_output(e, size, 0);
+    int rc = ktui_events.ringbuf_output(e, size, BPF_RB_NO_WAKEUP);
     if (rc == 0)
         ktui_bump(ktui_emitted.lookup(&probe));
     else
