@@ -225,7 +225,8 @@ _common_probe_options = [
     click.option("--engine", type=click.Choice(["auto", "generic", "compiled"]), default="auto",
                  show_default=True,
                  help="generic: one program compiled once per kernel runs every probe, so probes "
-                      "start, and are added or edited, without a compile (Linux 5.15+); compiled: "
+                      "start, and are added or edited, without a compile (where the kernel has attach "
+                      "cookies on kprobe links, 5.15+: `ktui doctor` says); compiled: "
                       "a program compiled for this set; auto: generic where the kernel allows."),
     click.option("--attach", type=click.Choice(["kprobe", "auto", "fentry"]), default="auto",
                  show_default=True,
@@ -233,7 +234,8 @@ _common_probe_options = [
                       "fentry/fexit where the kernel allows (cheaper; fexit misses no return), else a "
                       "kprobe; fentry: fentry/fexit or the probe fails."),
     click.option("--no-cache", is_flag=True,
-                 help="Compile the generic program even if ~/.cache/ktui holds it, and keep nothing."),
+                 help="Compile the generic program and probe the kernel's features even if "
+                      "~/.cache/ktui holds them, and keep nothing."),
     click.option("--cost", is_flag=True,
                  help="Each probe's own cost (ns per hit, share of a CPU) from the kernel's BPF run-time "
                       "statistics (5.8+). They time only the BPF program, not the kprobe trap or return "
@@ -404,8 +406,13 @@ def compile_cmd(files, specs, buffer):
     from ktui.lang.model import KtuiError
 
     ps = _inputs_or_exit(files, specs)
+    has_ringbuf = None
+    if buffer == "auto":
+        from ktui.kernel.features import kernel_features
+
+        has_ringbuf = kernel_features().has("ringbuf")
     try:
-        click.echo(generate(ps, buffer=resolve_buffer(buffer)).text, nl=False)
+        click.echo(generate(ps, buffer=resolve_buffer(buffer, has_ringbuf)).text, nl=False)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 

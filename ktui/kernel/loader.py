@@ -82,21 +82,29 @@ class Loader(Protocol):
         it is open (runstats.RunTimeStats); OSError if refused."""
         ...
 
-    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
+    def features(self, cache_dir, use_cache: bool):
+        """This kernel's features (kernel/features.Features): from the cache,
+        or probed once (and cached, unless not `use_cache`)."""
+        ...
+
+    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None, features):
         """A GenericEngine (kernel/generic) for the session's probes, or None
-        where there is none (a kernel without attach cookies, a fake)."""
+        where there is none (a kernel without attach cookies on kprobe
+        links, or one where they could not be checked; a fake)."""
         ...
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int):
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, *,
+                     func_arg_helpers: bool):
         """The generic program loaded (kernel/generic/loader.LoadedProgram),
-        its event ring buffer `ring_bytes` long (--buffer-pages)."""
+        its event ring buffer `ring_bytes` long (--buffer-pages);
+        `func_arg_helpers`: the kernel has bpf_get_func_arg (features)."""
         ...
 
-    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool):
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, *, func_arg_helpers: bool):
         """The generic program's fentry/fexit variant (a CompiledProgram)."""
         ...
 
-    def cached_tracing_variant(self, cache_dir):
+    def cached_tracing_variant(self, cache_dir, *, func_arg_helpers: bool):
         """The fentry/fexit variant if the cache holds it (no compile), else None."""
         ...
 
@@ -169,23 +177,29 @@ class BccLoader:
 
         return enable_stats()
 
-    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None):
-        from ktui.kernel.generic.engine import GenericEngine, kernel_has_cookies
+    def features(self, cache_dir, use_cache: bool):
+        from ktui.kernel.features import kernel_features
 
-        if not kernel_has_cookies():
+        return kernel_features(directory=cache_dir, use_cache=use_cache)
+
+    def generic_engine(self, *, exclude_pid: int, pid: int | None, comm: str | None, features):
+        from ktui.kernel.generic.engine import GenericEngine
+
+        if features.has("kprobe_cookie") is not True:
             return None
         return GenericEngine(exclude_pid=exclude_pid, pid=pid, comm=comm)
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int):
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, *,
+                     func_arg_helpers: bool):
         from ktui.kernel.generic.cache import ProgramCache
         from ktui.kernel.generic.loader import load_generic
 
         cache = None
         if use_cache:
             cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
-        return load_generic(log_fd, cache=cache, ring_bytes=ring_bytes)
+        return load_generic(log_fd, cache=cache, ring_bytes=ring_bytes, func_arg_helpers=func_arg_helpers)
 
-    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool):
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, *, func_arg_helpers: bool):
         """The generic program's fentry/fexit variant, compiled (not loaded)."""
         from ktui.kernel.generic.cache import ProgramCache
         from ktui.kernel.generic.loader import tracing_variant
@@ -193,13 +207,13 @@ class BccLoader:
         cache = None
         if use_cache:
             cache = ProgramCache(cache_dir, log=lambda text: log_line(log_fd, text))
-        return tracing_variant(log_fd, cache=cache)
+        return tracing_variant(log_fd, cache=cache, func_arg_helpers=func_arg_helpers)
 
-    def cached_tracing_variant(self, cache_dir):
+    def cached_tracing_variant(self, cache_dir, *, func_arg_helpers: bool):
         from ktui.kernel.generic.cache import ProgramCache
         from ktui.kernel.generic.loader import cached_tracing_variant
 
-        return cached_tracing_variant(ProgramCache(cache_dir))
+        return cached_tracing_variant(ProgramCache(cache_dir), func_arg_helpers=func_arg_helpers)
 
     def kernel_btf(self):
         """vmlinux's BTF (ktui.btf.index.KernelBtf): what fentry attaches by."""

@@ -35,22 +35,12 @@ from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import HEADER_SIZE
 
-__all__ = ["GenericEngine", "NotGeneric", "Slot", "kernel_has_cookies"]
+__all__ = ["GenericEngine", "NotGeneric", "Slot"]
 
 TOP_COMMS = 5
 MIN_PAYLOAD = 8  # records are 8-byte aligned, and a payload is never empty
 _COMM_KEY = struct.Struct("<I16s")
 _ERRNO_KEY = struct.Struct("<II")
-
-
-def kernel_has_cookies(release: str | None = None) -> bool:
-    """BPF_LINK_CREATE on a perf event with a cookie: 5.15 and later."""
-    release = release or os.uname().release
-    try:
-        major, minor = (int(x) for x in release.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= (5, 15)
 
 
 @dataclass
