@@ -8,6 +8,7 @@
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
     ktui export FILE... [--listen ADDR:PORT]   the sets' counters as Prometheus metrics
+    ktui doctor [--json]                     what this kernel has, and what ktui does with it
     ktui vm [ARGS...]                        ktui ARGS inside a throwaway VM (default: the dashboard)
 
 Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
@@ -28,7 +29,7 @@ import click
 
 from ktui import __version__
 from ktui.cli_args import Bounded, one_line
-from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
 
@@ -46,6 +47,7 @@ Examples:
   ktui replay vfs.ktrec
   ktui stream --from vfs.ktrec > vfs.ndjson
   ktui export probesets/vfs.yaml         Prometheus metrics on http://127.0.0.1:9436/metrics
+  ktui doctor                            what this kernel can do, what ktui does with it
 
 \b
 Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
@@ -392,6 +394,22 @@ def list_cmd(patterns, as_json, wide, no_cache):
 
     with _warnings_on_stderr():
         code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache)
+    sys.exit(code)
+
+
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (for scripts).")
+@click.option("--no-cache", is_flag=True, help="Probe the kernel again, and keep nothing.")
+def doctor_cmd(as_json, no_cache):
+    """What this kernel has (asked of it with tiny BPF programs, once per
+    kernel, then cached), what ktui does with it, and what could not be
+    checked and why. Exit 0 whatever it finds."""
+    from ktui.doctor import run_doctor
+
+    try:
+        code = run_doctor(as_json=as_json, use_cache=not no_cache)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        _fail(f"doctor: {' '.join(str(exc).split()) or type(exc).__name__}", EXIT_RUNTIME)
     sys.exit(code)
 
 

@@ -1,7 +1,8 @@
 """Kernel features probed, not guessed (issue 28): on Debian's 6.1 and 6.12,
 the probes (kernel/feature_probes.py) find what those kernels are known to
 have, leave nothing attached, cannot say "no" for want of privilege, and a
-later start reads them from the cache."""
+later start reads them from the cache; `ktui doctor` says them in one
+screen, and with --json."""
 
 from __future__ import annotations
 
@@ -94,3 +95,26 @@ def test_a_later_start_probes_nothing(tmp_path):
     second = detect(directory=tmp_path / "ktui", probe=counting)
     assert len(asked) == 1 and first.source == "probed" and second.source == "cache"
     assert answers(second.findings) == answers(first.findings) == KNOWN[series()]
+
+
+def _ktui(*args: str, home) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CACHE_HOME": str(home), "COLUMNS": "80"}
+    return subprocess.run([sys.executable, "-m", "ktui", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_doctor_says_it_on_one_screen_and_in_json(tmp_path):
+    text = _ktui("doctor", home=tmp_path)
+    print(text.stdout)  # the real thing, for the docs (pytest -s)
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    lines = text.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines) and len(lines) <= 24, text.stdout
+    assert "probed now" in lines[0] and "engine      generic" in text.stdout
+    expected = KNOWN[series()]
+    nested = "counted" if expected["kprobe_recursion_misses"] else "NOT counted (kernels before 6.7)"
+    assert f"nested hits kprobe {nested}, fentry/fexit counted" in text.stdout
+    assert "Could not check: nothing" in text.stdout
+    body = json.loads(_ktui("doctor", "--json", home=tmp_path).stdout)
+    assert body["source"] == "cache"  # the first run cached them
+    got = {n: (f.get("value") if n == "trace_args" else f["have"]) for n, f in body["features"].items()}
+    assert got == expected
