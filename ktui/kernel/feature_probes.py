@@ -152,14 +152,16 @@ class Prober:
         a.mov_imm(R0, 0).exit()
         return a.code()
 
-    def _load(self, insns: bytes, what: str, **kwargs) -> int:
+    def _load(self, insns: bytes, **kwargs) -> int:
+        """A program (a kprobe one unless `prog_type` says), its verifier log
+        kept for the error."""
         return self._own(bpfsys.prog_load(insns, name="ktui_feature", log_size=1 << 16, **kwargs))
 
     def _load_helper(self, insns: bytes, helper: str, kind: str, **kwargs) -> int:
         """Load a program that calls `helper`: No if the kernel does not
         offer it to `kind` programs."""
         try:
-            return self._load(insns, helper, **kwargs)
+            return self._load(insns, **kwargs)
         except BpfError as exc:
             if _unknown_helper(exc):
                 raise No(f"{helper} is not offered to {kind} programs") from None
@@ -208,7 +210,7 @@ class Prober:
                       attach_btf_id=self._btf_id(TEST_TARGET))
         if helper:
             return self._load_helper(insns, helper, "fentry/fexit", **kwargs)
-        return self._load(insns, "fentry", **kwargs)
+        return self._load(insns, **kwargs)
 
     def _test_run(self, prog: int) -> None:
         """bpf_fentry_test1(1) and its siblings run, and with them every
@@ -247,7 +249,7 @@ class Prober:
             a.call(RINGBUF_OUTPUT)
             a.store(R8, 0, R0).store_imm(R8, 8, 1)
 
-        prog = self._load(self._program(results, body), "ringbuf")
+        prog = self._load(self._program(results, body))
         self._kprobe(prog)
         os.getppid()
         rc, ran = struct.unpack("<qQ", struct.pack("<QQ", *self._read(results)[:2]))
@@ -358,7 +360,7 @@ class Prober:
             raise Unknown("no function of 7 to 12 plain arguments in BTF to try a trampoline on")
         name, btf_id, nargs = target
         try:
-            prog = self._load(return_zero(), "fentry", prog_type=bpfsys.BPF_PROG_TYPE_TRACING,
+            prog = self._load(return_zero(), prog_type=bpfsys.BPF_PROG_TYPE_TRACING,
                               expected_attach_type=bpfsys.BPF_TRACE_FENTRY, attach_btf_id=btf_id)
             self._own(bpfsys.attach_tracing(prog))
         except OSError as exc:
@@ -384,7 +386,7 @@ class Prober:
         return Finding(True, "a kprobe program with bpf_task_storage_get loaded")
 
     def probe_kprobe_multi(self) -> Finding:
-        prog = self._load(return_zero(), "kprobe_multi", expected_attach_type=bpfsys.BPF_TRACE_KPROBE_MULTI)
+        prog = self._load(return_zero(), expected_attach_type=bpfsys.BPF_TRACE_KPROBE_MULTI)
         try:
             # on a function ftrace knows (kprobe_multi goes through fprobe,
             # ftrace: the getppid syscall wrapper is not one on 6.1)
@@ -399,7 +401,7 @@ class Prober:
 
     def probe_kprobe_recursion_misses(self) -> Finding:
         array = self._own(bpfsys.map_create(bpfsys.BPF_MAP_TYPE_ARRAY, 4, 8, 1, name="ktui_probe"))
-        prog = self._load(return_zero(), "kprobe")
+        prog = self._load(return_zero())
         self._kprobe(prog, NESTED_TARGET)
         # the witness: a kprobe of its own, no program, counting this thread's hits
         witness = self._open_kprobe(NESTED_TARGET, pid=self.tid, cpu=-1)
@@ -415,7 +417,7 @@ class Prober:
         return Finding(False, f"{hits} nested hit(s) on {NESTED_TARGET}: program skipped, no miss counted")
 
     def probe_tracing_recursion_misses(self) -> Finding:
-        prog = self._load(return_zero(), "kprobe")
+        prog = self._load(return_zero())
         size = bpfsys.prog_info_size(prog)
         if size >= bpfsys.PROG_INFO_SIZE:
             return Finding(True, "bpf_prog_info has recursion_misses")
