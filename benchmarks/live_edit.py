@@ -105,10 +105,11 @@ def warm_cache() -> None:
     from ktui.kernel.loader import BccLoader
 
     loader = BccLoader()
+    helpers = loader.features(None, True).func_arg_helpers  # the text a session compiles
     log_fd = os.open(os.devnull, os.O_WRONLY)
     try:
-        loader.load_generic(log_fd, None, True, 1 << 20).close()
-        loader.tracing_variant(log_fd, None, True)
+        loader.load_generic(log_fd, None, True, 1 << 20, func_arg_helpers=helpers).close()
+        loader.tracing_variant(log_fd, None, True, func_arg_helpers=helpers)
     finally:
         os.close(log_fd)
 

@@ -8,6 +8,7 @@
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
     ktui export FILE... [--listen ADDR:PORT]   the sets' counters as Prometheus metrics
+    ktui doctor [--json]                     what this kernel has, and what ktui does with it
     ktui vm [ARGS...]                        ktui ARGS inside a throwaway VM (default: the dashboard)
 
 Exit statuses: ktui/exits.py (0 ok, 1 invalid input, 2 usage, 3 the
@@ -28,7 +29,7 @@ import click
 
 from ktui import __version__
 from ktui.cli_args import Bounded, one_line
-from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from ktui.exits import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 from ktui.lang import limits
 from ktui.lang.model import KtuiError, ProbeSet
 
@@ -46,6 +47,7 @@ Examples:
   ktui replay vfs.ktrec
   ktui stream --from vfs.ktrec > vfs.ndjson
   ktui export probesets/vfs.yaml         Prometheus metrics on http://127.0.0.1:9436/metrics
+  ktui doctor                            what this kernel can do, what ktui does with it
 
 \b
 Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
@@ -225,7 +227,8 @@ _common_probe_options = [
     click.option("--engine", type=click.Choice(["auto", "generic", "compiled"]), default="auto",
                  show_default=True,
                  help="generic: one program compiled once per kernel runs every probe, so probes "
-                      "start, and are added or edited, without a compile (Linux 5.15+); compiled: "
+                      "start, and are added or edited, without a compile (where the kernel has attach "
+                      "cookies on kprobe links, 5.15+: `ktui doctor` says); compiled: "
                       "a program compiled for this set; auto: generic where the kernel allows."),
     click.option("--attach", type=click.Choice(["kprobe", "auto", "fentry"]), default="auto",
                  show_default=True,
@@ -233,7 +236,8 @@ _common_probe_options = [
                       "fentry/fexit where the kernel allows (cheaper; fexit misses no return), else a "
                       "kprobe; fentry: fentry/fexit or the probe fails."),
     click.option("--no-cache", is_flag=True,
-                 help="Compile the generic program even if ~/.cache/ktui holds it, and keep nothing."),
+                 help="Compile the generic program and probe the kernel's features even if "
+                      "~/.cache/ktui holds them, and keep nothing."),
     click.option("--cost", is_flag=True,
                  help="Each probe's own cost (ns per hit, share of a CPU) from the kernel's BPF run-time "
                       "statistics (5.8+). They time only the BPF program, not the kprobe trap or return "
@@ -422,6 +426,22 @@ def list_cmd(patterns, as_json, wide, no_cache):
     sys.exit(code)
 
 
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (for scripts).")
+@click.option("--no-cache", is_flag=True, help="Probe the kernel again, and keep nothing.")
+def doctor_cmd(as_json, no_cache):
+    """What this kernel has (asked of it with tiny BPF programs, once per
+    kernel, then cached), what ktui does with it, and what could not be
+    checked and why. Exit 0 whatever it finds."""
+    from ktui.doctor import run_doctor
+
+    try:
+        code = run_doctor(as_json=as_json, use_cache=not no_cache)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        _fail(f"doctor: {' '.join(str(exc).split()) or type(exc).__name__}", EXIT_RUNTIME)
+    sys.exit(code)
+
+
 @main.command("compile")
 @click.argument("files", nargs=-1, type=click.Path())
 @_spec_option
@@ -433,8 +453,13 @@ def compile_cmd(files, specs, buffer):
     from ktui.lang.model import KtuiError
 
     ps = _inputs_or_exit(files, specs)
+    has_ringbuf = None
+    if buffer == "auto":
+        from ktui.kernel.features import kernel_features
+
+        has_ringbuf = kernel_features().has("ringbuf")
     try:
-        click.echo(generate(ps, buffer=resolve_buffer(buffer)).text, nl=False)
+        click.echo(generate(ps, buffer=resolve_buffer(buffer, has_ringbuf)).text, nl=False)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 

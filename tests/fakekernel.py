@@ -19,7 +19,14 @@ import time
 import numpy as np
 
 from ktui.kernel.bpfsys import ProgRun
+from ktui.kernel.features import given
 from ktui.record.feed import ProbeStats
+
+# A kernel with every feature ktui uses, as Debian's 6.12 has them.
+HAS_EVERYTHING = given(ringbuf=True, ringbuf_no_wakeup=True, kprobe_cookie=True, fentry=True,
+                       tracing_cookie=True, func_arg=True, trace_args=12, task_storage=True,
+                       kprobe_multi=True, kprobe_recursion_misses=True, tracing_recursion_misses=True,
+                       run_stats=True, batch_lookup=True)
 
 USE_TIME = 0.0002  # seconds a drain or a stats read holds the reader or maps
 DETACH_TIME = 0.002  # closing a kprobe perf fd waits for RCU grace periods
@@ -122,6 +129,10 @@ class FakeReturnEvents:
 
 
 class FakeLoader:
+    def features(self, cache_dir, use_cache: bool):
+        """A kernel that has everything ktui uses (the probes never run here)."""
+        return self.kernel_features
+
     def generic_engine(self, **options):
         return None  # no generic engine: every probe goes through compile()
 
@@ -131,14 +142,15 @@ class FakeLoader:
     def kernel_btf(self):
         return None  # no BTF: fentry is never chosen (and no generic engine either)
 
-    def cached_tracing_variant(self, cache_dir):
+    def cached_tracing_variant(self, cache_dir, *, func_arg_helpers: bool):
         return None
 
-    def compile_helper(self, log_fd, cache_dir, use_cache, tracing):
+    def compile_helper(self, log_fd, cache_dir, use_cache, tracing, *, func_arg_helpers):
         return None  # no generic program to compile
 
     def __init__(self, per_drain: int = 0, tracefs: bool = True) -> None:
         self.returns = FakeReturnEvents(self) if tracefs else None
+        self.kernel_features = HAS_EVERYTHING
         self.per_drain = per_drain
         self.compiled: list[FakeBPF] = []
         self.attached: dict[int, int] = {}  # perf fd -> program fd

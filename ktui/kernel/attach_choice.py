@@ -7,18 +7,23 @@ they need what a kprobe does not:
 - the generic engine (ktui loads its tracing variant per probe with bpf(2),
   kernel/generic/loader.py: bcc 0.26 would attach every kfunc__ function of
   a program inside BPF(), switched-off probes too);
-- Linux 5.5 and the kernel's BTF, with the function in vmlinux's BTF (a
+- a kernel whose fentry/fexit work (the `fentry` feature, probed: see
+  kernel/features.py) and its BTF, with the function in vmlinux's BTF (a
   module's function, a compiler copy `.isra.N` or an inlined one is not)
   and only once there (static functions sharing a name: kprobes take
   kallsyms' first, the BTF id could be another);
-- at most 6 arguments in registers (12 from 6.6), none a struct by value;
+- no more arguments than the kernel's trampolines take (`trace_args`,
+  probed: 6, or 12 where a trampoline took a 7-argument function), none a
+  struct by value;
 - a function off the verifier's BTF deny list (btf_id_deny);
 - a probe text that reads no register, at no offset or address
   (lang/attach_rules).
 
-`choose` answers from those facts alone (host tests give it a built BTF);
-the kernel may still refuse a load or an attach (EBUSY, ENOTSUPP, the
-verifier), and then the session falls back to a kprobe with the reason.
+`choose` answers from those facts alone (host tests give it a built BTF
+and given features); the kernel may still refuse a load or an attach
+(EBUSY, ENOTSUPP, the verifier), and then the session falls back to a
+kprobe with the reason. A feature the probes could not check (no
+privilege) does not stop fentry: the kernel answers at the attach.
 """
 
 from __future__ import annotations
@@ -76,48 +81,69 @@ def without_compile(choice: Choice, mode: str, *, variant_ready: bool, cache: bo
     return Choice(KPROBE, NOT_COMPILED if cache else NO_CACHE)
 
 
-def fentry_possible(*, release: str, btf) -> bool:
+def fentry_possible(*, features, btf) -> bool:
     """Whether any probe of this kernel could go by fentry/fexit (so the
-    tracing variant may have to be compiled)."""
-    return _version(release) >= (5, 5) and btf is not None and not btf.problem()
+    tracing variant may have to be compiled): fentry not probed absent,
+    and a BTF that reads."""
+    return features.has("fentry") is not False and btf is not None and not btf.problem()
 
 
-def max_args(release: str) -> int:
-    """Arguments a trampoline takes: 6, and 12 from Linux 6.6."""
-    return 12 if _version(release) >= (6, 6) else 6
+SAFE_ARGS = 6  # what every trampoline takes: the limit where the kernel's could not be probed
 
 
-def choose(probe: Probe, mode: str, *, release: str, btf, generic: bool) -> Choice:
+def max_args(features) -> int:
+    """Arguments a trampoline takes on this kernel (features.trace_args:
+    6, or 12), 6 where the probes could not tell."""
+    return features.trace_args or SAFE_ARGS
+
+
+def choose(probe: Probe, mode: str, *, features, btf, generic: bool) -> Choice:
     """How `probe` (its effective `attach:` mode) should enter the kernel.
-    `btf`: a ktui.btf.index.KernelBtf (None: none could be opened);
-    `generic`: the probe runs in the generic engine."""
+    `features`: the kernel's (kernel/features.Features); `btf`: a
+    ktui.btf.index.KernelBtf (None: none could be opened); `generic`: the
+    probe runs in the generic engine."""
     if mode == KPROBE:
         return Choice(KPROBE)
-    why = _obstacle(probe, release=release, btf=btf, generic=generic)
+    why = _obstacle(probe, features=features, btf=btf, generic=generic)
     if isinstance(why, str):
         return Choice(KPROBE, why, refused=mode == FENTRY)
     btf_id, nargs = why
     return Choice(FENTRY, btf_id=btf_id, nargs=nargs)
 
 
-def _obstacle(probe: Probe, *, release: str, btf, generic: bool):
+def _obstacle(probe: Probe, *, features, btf, generic: bool):
     """Why not fentry (a string), or (FUNC id, argument count)."""
     why = text_obstacle(probe)
     if why:
         return why
     if not generic:
         return "fentry goes through the generic engine, and this probe is compiled"
-    if _version(release) < (5, 5):
-        return "fentry needs Linux 5.5"
+    if features.has("fentry") is False:
+        return f"this kernel's fentry/fexit do not work ({features['fentry'].detail})"
     if btf is None or btf.problem():
         return (btf.problem() if btf is not None else None) or "no BTF"
     name = str(probe.target.symbol)
     if name in DENY_LIST:
         return f"{name} is on the kernel's BTF deny list for trampolines"
     try:
-        ids = btf.function_ids(name)
+        shape = function_shape(btf, name)
     except (BtfError, OSError) as exc:  # a BTF that does not read: kprobes still work
         return f"BTF unreadable: {exc}"
+    if isinstance(shape, str):
+        return shape
+    btf_id, nargs = shape
+    limit = max_args(features)
+    if nargs > limit:
+        unsure = "" if features.trace_args else " (more could not be checked)"
+        return f"{name} has {nargs} arguments; trampolines take {limit} on this kernel{unsure}"
+    return btf_id, nargs
+
+
+def function_shape(btf, name: str) -> tuple[int, int] | str:
+    """(FUNC id, argument count) of vmlinux's one function `name`, or why a
+    trampoline cannot take it whatever the kernel (not in BTF, twice in it,
+    variable arguments, a struct by value)."""
+    ids = btf.function_ids(name)
     if not ids:
         return f"{name} is not in vmlinux's BTF (a module's function, a compiler copy, or inlined)"
     if len(ids) > 1:
@@ -128,13 +154,25 @@ def _obstacle(probe: Probe, *, release: str, btf, generic: bool):
     params = _params(raw, proto, vlen)
     if params and params[-1] == (0, 0):
         return f"{name} takes variable arguments"
-    limit = max_args(release)
-    if len(params) > limit:
-        return f"{name} has {len(params)} arguments; trampolines take {limit} on this kernel"
     for _, type_id in params:
         if _kind(raw, type_id) in (_STRUCT, _UNION):
             return f"{name} takes a struct by value"
     return ids[0], len(params)
+
+
+# Functions of more than 6 arguments, rarely called, to try a trampoline on
+# (feature_probes): the first one this kernel has in that shape.
+MANY_ARGS_CANDIDATES = ("do_mmap", "__kmalloc_node_track_caller", "copy_process")
+
+
+def many_args_target(btf, limit: int) -> tuple[str, int, int] | None:
+    """(name, FUNC id, argument count) of a function of 7..`limit` plain
+    arguments, or None."""
+    for name in MANY_ARGS_CANDIDATES:
+        shape = function_shape(btf, name)
+        if not isinstance(shape, str) and SAFE_ARGS < shape[1] <= limit and name not in DENY_LIST:
+            return name, shape[0], shape[1]
+    return None
 
 
 def _params(raw, proto: int, vlen: int) -> list[tuple[int, int]]:
@@ -150,11 +188,3 @@ def _kind(raw, type_id: int) -> int:
             return kind
         type_id = target
     return 0
-
-
-def _version(release: str) -> tuple[int, int]:
-    try:
-        major, minor = (int(x) for x in release.split(".")[:2])
-    except ValueError:
-        return (0, 0)
-    return major, minor

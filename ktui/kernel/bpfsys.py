@@ -25,7 +25,9 @@ BPF_MAP_UPDATE_ELEM = 2
 BPF_MAP_DELETE_ELEM = 3
 BPF_MAP_GET_NEXT_KEY = 4
 BPF_PROG_LOAD = 5
+BPF_PROG_TEST_RUN = 10
 BPF_OBJ_GET_INFO_BY_FD = 15
+BPF_BTF_LOAD = 18
 BPF_MAP_LOOKUP_BATCH = 24
 BPF_LINK_CREATE = 28
 BPF_ENABLE_STATS = 32
@@ -35,6 +37,8 @@ BPF_MAP_TYPE_ARRAY = 2
 BPF_MAP_TYPE_PROG_ARRAY = 3
 BPF_MAP_TYPE_PERCPU_ARRAY = 6
 BPF_MAP_TYPE_RINGBUF = 27
+BPF_MAP_TYPE_TASK_STORAGE = 29
+BPF_F_NO_PREALLOC = 1  # map flag: local storage maps must say it
 PERCPU_TYPES = (5, 6, 10)  # percpu hash, percpu array, lru percpu hash
 
 BPF_PROG_TYPE_KPROBE = 2
@@ -43,6 +47,7 @@ BPF_TRACE_FENTRY = 24  # expected attach types of a tracing program
 BPF_TRACE_FEXIT = 25
 BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_PERF_EVENT = 41  # attach type of a link to a perf event
+BPF_TRACE_KPROBE_MULTI = 42  # attach type of a kprobe_multi link (5.18+, CONFIG_FPROBE)
 BPF_PSEUDO_MAP_FD = 1
 BPF_ANY = 0
 
@@ -89,12 +94,17 @@ def possible_cpus(path: Path = Path("/sys/devices/system/cpu/possible")) -> int:
 
 
 def map_create(map_type: int, key_size: int, value_size: int, max_entries: int,
-               flags: int = 0, name: str = "", inner_map_fd: int = 0) -> int:
+               flags: int = 0, name: str = "", inner_map_fd: int = 0,
+               btf: tuple[int, int, int] | None = None) -> int:
+    """A map; `btf`: (BTF fd, key type id, value type id), for the map
+    types that need their key and value described (local storage)."""
     attr = _attr()
     struct.pack_into("<IIIIII", attr, 0, map_type, key_size, value_size, max_entries, flags,
                      inner_map_fd)
     # numa_node (u32 @24), then map_name[16] @28
     attr[28:44] = _name16(name)
+    if btf is not None:  # map_ifindex @44, btf_fd @48, btf_key_type_id @52, btf_value_type_id @56
+        struct.pack_into("<III", attr, 48, *btf)
     return _bpf(BPF_MAP_CREATE, attr, f"creating map {name}")
 
 
@@ -215,6 +225,56 @@ def link_perf_event(prog_fd: int, perf_fd: int, cookie: int) -> int:
     return _bpf(BPF_LINK_CREATE, attr, "linking a program to a kprobe")
 
 
+def link_create(prog_fd: int, target_fd: int, attach_type: int, extra: bytes = b"",
+                what: str = "creating a link") -> int:
+    """BPF_LINK_CREATE (5.7+): `extra` is the attach type's own part of
+    the command (its union, from byte 16)."""
+    attr = _attr()
+    struct.pack_into("<IIII", attr, 0, prog_fd, target_fd, attach_type, 0)
+    attr[16:16 + len(extra)] = extra
+    return _bpf(BPF_LINK_CREATE, attr, what)
+
+
+def link_tracing(prog_fd: int, attach_type: int, cookie: int) -> int:
+    """Attach a loaded fentry/fexit program to the function it was verified
+    for, through BPF_LINK_CREATE with an attach cookie (tracing.cookie @24,
+    read by bpf_get_attach_cookie from 5.19; 5.10 to 5.18 take the link and
+    ignore the cookie)."""
+    return link_create(prog_fd, 0, attach_type, struct.pack("<IIQ", 0, 0, cookie),
+                       "linking fentry/fexit with a cookie")
+
+
+def link_kprobe_multi(prog_fd: int, symbols: list[str]) -> int:
+    """One kprobe_multi link (5.18+, needs CONFIG_FPROBE) on `symbols`,
+    running `prog_fd` (loaded with expected attach type
+    BPF_TRACE_KPROBE_MULTI)."""
+    names = [ctypes.create_string_buffer(s.encode()) for s in symbols]
+    array = (ctypes.c_uint64 * len(names))(*(ctypes.addressof(n) for n in names))
+    # kprobe_multi: flags u32, cnt u32, syms u64, addrs u64, cookies u64
+    extra = struct.pack("<IIQQQ", 0, len(names), ctypes.addressof(array), 0, 0)
+    return link_create(prog_fd, 0, BPF_TRACE_KPROBE_MULTI, extra, "linking kprobe_multi")
+
+
+def prog_test_run(prog_fd: int) -> int:
+    """BPF_PROG_TEST_RUN with no input: a tracing (fentry/fexit) program's
+    test run calls bpf_fentry_test1..8, which runs every program attached
+    to them. Returns the run's retval."""
+    attr = _attr()
+    struct.pack_into("<I", attr, 0, prog_fd)
+    _bpf(BPF_PROG_TEST_RUN, attr, "test-running a program")
+    return struct.unpack_from("<I", attr, 4)[0]
+
+
+def btf_load(blob: bytes) -> int:
+    """Load a BTF blob (BPF_BTF_LOAD): the fd a map's key and value types
+    are described by."""
+    data = ctypes.create_string_buffer(blob, len(blob))
+    attr = _attr()
+    # btf u64, btf_log_buf u64, btf_size u32, btf_log_size u32, btf_log_level u32
+    struct.pack_into("<QQIII", attr, 0, ctypes.addressof(data), 0, len(blob), 0, 0)
+    return _bpf(BPF_BTF_LOAD, attr, "loading BTF")
+
+
 def attach_tracing(prog_fd: int) -> int:
     """Attach a loaded fentry/fexit program to the function it was verified
     for (BPF_RAW_TRACEPOINT_OPEN without a name: 5.5+, where
@@ -269,6 +329,17 @@ def prog_run(fd: int) -> ProgRun:
     struct.pack_into("<IIQ", attr, 0, fd, len(info), ctypes.addressof(info))
     _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "reading a program's info")
     return parse_prog_run(info.raw)
+
+
+def prog_info_size(fd: int) -> int:
+    """How much of struct bpf_prog_info the running kernel has (it copies
+    min(ours, its own) bytes and says how many): a field lies past the
+    kernel's size where the kernel is older than that field."""
+    info = ctypes.create_string_buffer(PROG_INFO_SIZE)
+    attr = _attr()
+    struct.pack_into("<IIQ", attr, 0, fd, len(info), ctypes.addressof(info))
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "reading a program's info")
+    return struct.unpack_from("<I", attr, 4)[0]
 
 
 def enable_stats() -> int:

@@ -2,40 +2,28 @@
 for `ktui compile`, so the program compile prints is the one ktui would
 load here.
 
-The BPF ring buffer came in Linux 5.8; older kernels get perf buffers.
-When the running kernel's release cannot be read as a version, ktui
-assumes a current kernel and picks the ring buffer (it is the default of
-every kernel ktui is tested on, and a kernel without it fails to compile
-the program with a clear error rather than silently).
+The BPF ring buffer where the kernel has one (the `ringbuf` feature,
+probed: kernel/features.py), perf buffers where it has none. Where the
+probe could not tell (no privilege: `ktui compile` needs none), ktui
+picks the ring buffer: every kernel ktui is tested on has it, and a
+kernel without it refuses the program with a clear error rather than
+silently.
 """
 
 from __future__ import annotations
-
-import os
 
 from ktui.kernel.codegen import PERF, RINGBUF
 from ktui.lang.model import KtuiError
 
 AUTO = "auto"
 CHOICES = (AUTO, RINGBUF, PERF)
-RINGBUF_SINCE = (5, 8)
 
 
-def kernel_has_ringbuf(release: str | None = None) -> bool | None:
-    """Whether the kernel `release` (default: the running one) has the BPF
-    ring buffer; None when the release is not a version."""
-    release = release if release is not None else os.uname().release
-    try:
-        major, minor = (int(x) for x in release.split("-")[0].split(".")[:2])
-    except ValueError:
-        return None
-    return (major, minor) >= RINGBUF_SINCE
-
-
-def resolve_buffer(choice: str, release: str | None = None) -> str:
-    """`auto`, `ringbuf` or `perf` -> RINGBUF or PERF for this kernel."""
+def resolve_buffer(choice: str, has_ringbuf: bool | None) -> str:
+    """`auto`, `ringbuf` or `perf` -> RINGBUF or PERF for a kernel that has
+    the ring buffer (`has_ringbuf`: True, False, None = not known)."""
     if choice == AUTO:
-        return PERF if kernel_has_ringbuf(release) is False else RINGBUF
+        return PERF if has_ringbuf is False else RINGBUF
     if choice not in (RINGBUF, PERF):
         raise KtuiError(f"unknown buffer kind {choice!r}: use auto, ringbuf or perf")
     return choice

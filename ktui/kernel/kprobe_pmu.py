@@ -89,9 +89,12 @@ def _retprobe_bit() -> int:
         return 1
 
 
-def open_kprobe(symbol: str | None, offset: int, retprobe: bool, address: int | None = None) -> int:
+def open_kprobe(symbol: str | None, offset: int, retprobe: bool, address: int | None = None,
+                pid: int = -1, cpu: int = 0) -> int:
     """A kprobe (or kretprobe) perf event on symbol+offset, or on a raw
-    address, not yet enabled and running nothing. Close the fd to remove it."""
+    address, not yet enabled and running nothing. Close the fd to remove it.
+    `pid`/`cpu`: where the event counts its hits (read(2) of the fd); a
+    program attached to it runs on every hit, whatever they say."""
     try:
         pmu_type = int((_PMU_DIR / "type").read_text())
     except (FileNotFoundError, ValueError) as exc:
@@ -110,7 +113,7 @@ def open_kprobe(symbol: str | None, offset: int, retprobe: bool, address: int | 
         attr.config1 = 0
         attr.config2 = address or 0  # kprobe_addr
     # pid -1, cpu 0: a kprobe fires on every CPU whatever the event's cpu.
-    return perf_event_open(attr, -1, 0)
+    return perf_event_open(attr, pid, cpu)
 
 
 def attach(prog_fd: int, symbol: str | None, offset: int, retprobe: bool,

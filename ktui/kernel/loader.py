@@ -82,28 +82,36 @@ class Loader(Protocol):
         it is open (runstats.RunTimeStats); OSError if refused."""
         ...
 
-    def generic_engine(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None):
-        """A GenericEngine (kernel/generic) for the session's probes, or None
-        where there is none (a kernel without attach cookies, a fake)."""
+    def features(self, cache_dir, use_cache: bool):
+        """This kernel's features (kernel/features.Features): from the cache,
+        or probed once (and cached, unless not `use_cache`)."""
         ...
 
-    def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool):
+    def generic_engine(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None, features):
+        """A GenericEngine (kernel/generic) for the session's probes, or None
+        where there is none (a kernel without attach cookies on kprobe
+        links, or one where they could not be checked; a fake)."""
+        ...
+
+    def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool, *, func_arg_helpers: bool):
         """A compile helper (generic/compile_child.CompileHelper), started
         now, before any probe: None when the cache holds every variant the
         session may load (`tracing`: the fentry/fexit one too)."""
         ...
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, compiler=None):
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, compiler=None, *,
+                     func_arg_helpers: bool):
         """The generic program loaded (kernel/generic/loader.LoadedProgram),
         its event ring buffer `ring_bytes` long (--buffer-pages); a compile
-        goes to `compiler` (generic/loader.Compiler)."""
+        goes to `compiler` (generic/loader.Compiler); `func_arg_helpers`: the
+        kernel has bpf_get_func_arg (features)."""
         ...
 
-    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None):
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None, *, func_arg_helpers: bool):
         """The generic program's fentry/fexit variant (a CompiledProgram)."""
         ...
 
-    def cached_tracing_variant(self, cache_dir):
+    def cached_tracing_variant(self, cache_dir, *, func_arg_helpers: bool):
         """The fentry/fexit variant if the cache holds it (no compile), else None."""
         ...
 
@@ -176,38 +184,46 @@ class BccLoader:
 
         return enable_stats()
 
-    def generic_engine(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None):
-        from ktui.kernel.generic.engine import GenericEngine, kernel_has_cookies
+    def features(self, cache_dir, use_cache: bool):
+        from ktui.kernel.features import kernel_features
 
-        if not kernel_has_cookies():
+        return kernel_features(directory=cache_dir, use_cache=use_cache)
+
+    def generic_engine(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None, features):
+        from ktui.kernel.generic.engine import GenericEngine
+
+        if features.has("kprobe_cookie") is not True:
             return None
         return GenericEngine(exclude_pids=exclude_pids, pid=pid, comm=comm)
 
-    def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool):
+    def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool, *, func_arg_helpers: bool):
         from ktui.kernel.generic.compile_child import CompileHelper
         from ktui.kernel.generic.loader import needs_compile
 
-        if not needs_compile(_cache(log_fd, cache_dir, use_cache), tracing=tracing):
+        if not needs_compile(_cache(log_fd, cache_dir, use_cache), tracing=tracing,
+                             func_arg_helpers=func_arg_helpers):
             return None
         return CompileHelper(log_fd)
 
-    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, compiler=None):
+    def load_generic(self, log_fd: int, cache_dir, use_cache: bool, ring_bytes: int, compiler=None, *,
+                     func_arg_helpers: bool):
         from ktui.kernel.generic.loader import load_generic
 
         return load_generic(log_fd, cache=_cache(log_fd, cache_dir, use_cache), ring_bytes=ring_bytes,
-                            compiler=compiler)
+                            compiler=compiler, func_arg_helpers=func_arg_helpers)
 
-    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None):
+    def tracing_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None, *, func_arg_helpers: bool):
         """The generic program's fentry/fexit variant, compiled (not loaded)."""
         from ktui.kernel.generic.loader import tracing_variant
 
-        return tracing_variant(log_fd, cache=_cache(log_fd, cache_dir, use_cache), compiler=compiler)
+        return tracing_variant(log_fd, cache=_cache(log_fd, cache_dir, use_cache), compiler=compiler,
+                               func_arg_helpers=func_arg_helpers)
 
-    def cached_tracing_variant(self, cache_dir):
+    def cached_tracing_variant(self, cache_dir, *, func_arg_helpers: bool):
         from ktui.kernel.generic.cache import ProgramCache
         from ktui.kernel.generic.loader import cached_tracing_variant
 
-        return cached_tracing_variant(ProgramCache(cache_dir))
+        return cached_tracing_variant(ProgramCache(cache_dir), func_arg_helpers=func_arg_helpers)
 
     def kernel_btf(self):
         """vmlinux's BTF (ktui.btf.index.KernelBtf): what fentry attaches by."""

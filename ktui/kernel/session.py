@@ -14,7 +14,8 @@ The jobs live beside it: `unit` (a compiled program and its reader),
 `attach` (one probe, or why not), `statmaps` (the counters), and `loader`,
 the kernel side Session talks to, which host tests replace with a fake.
 
-Where the kernel has attach cookies (5.15+), probes go to the generic
+Where the kernel has attach cookies on kprobe links (probed once per
+kernel, kernel/features.py; 5.15+ upstream), probes go to the generic
 engine instead (kernel/generic): one program compiled once per kernel and
 ktui version, cached, that runs every probe from a plan. Then opening a
 set, adding, editing or switching a probe compiles nothing: the probes are
@@ -115,6 +116,8 @@ class Session:
         self._lock = threading.RLock()
         self._closed = False
         self._detached = False  # detach_all() ran: nothing attaches again
+        # what this kernel can do (kernel/features): cached per kernel, probed once
+        self.features = self.loader.features(self.options.cache_dir, self.options.cache)
         self.buffer = self._pick_buffer()
         self._engine = None  # the GenericEngine, where the session uses one
         self._slots: dict = {}  # probe id -> its generic engine Slot
@@ -156,6 +159,7 @@ class Session:
         (its program loads in the background), the rest compiled as one set."""
         if self._log_fd < 0:
             self._log_fd = open_log(self.options.log_path)
+            self._log_features()
         _raise_fd_limit()
         self._open_return_events()
         probes = list(self.probeset.probes)
@@ -181,6 +185,16 @@ class Session:
         except BaseException:  # KeyboardInterrupt too: nothing stays attached
             self.close()
             raise
+
+    def _log_features(self) -> None:
+        """Where the kernel's features came from, and any that could not be
+        checked (the log; `ktui doctor` says all of it)."""
+        f = self.features
+        where = f" ({f.path})" if f.path else ""
+        took = f" in {f.probe_seconds:.2f} s" if "probed" in f.source else ""
+        log_line(self._log_fd, f"ktui: kernel features: {f.source}{took}{where}")
+        for name, finding in f.unknown().items():
+            log_line(self._log_fd, f"ktui: kernel feature {name} not checked: {finding.detail}")
 
     def _open_return_events(self) -> None:
         """Where return probes' kretprobes come from; first, the events a
@@ -224,11 +238,14 @@ class Session:
         self._start_helper()
         started = time.monotonic()
         made = self.loader.generic_engine(exclude_pids=self._own_pids(), pid=self.probeset.pid,
-                                          comm=self.probeset.comm)
+                                          comm=self.probeset.comm, features=self.features)
         if made is None:
             self._stop_helper()  # the compiled path compiles in ktui itself
         if made is None and engine == "generic":
-            raise KtuiError("the generic engine needs attach cookies (Linux 5.15 or later)")
+            cookies = self.features["kprobe_cookie"]
+            state = "could not be checked" if cookies.have is None else "are missing"
+            raise KtuiError(f"the generic engine needs attach cookies on kprobe links, and on this kernel "
+                            f"they {state}: {cookies.detail} (see `ktui doctor`)")
         if made is not None:
             log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
         return made
@@ -250,9 +267,10 @@ class Session:
         from ktui.kernel.attach_choice import fentry_possible
 
         try:
-            tracing = fentry_possible(release=os.uname().release, btf=self._kernel_btf())
+            tracing = fentry_possible(features=self.features, btf=self._kernel_btf())
             self._helper = self.loader.compile_helper(self._log_fd, self.options.cache_dir,
-                                                      self.options.cache, tracing)
+                                                      self.options.cache, tracing,
+                                                      func_arg_helpers=self.features.func_arg_helpers)
         except Exception as exc:  # noqa: BLE001 - a compile will start its own
             log_line(self._log_fd, f"ktui: the compile helper did not start: {exc}")
             self._helper = None
@@ -330,7 +348,8 @@ class Session:
             log_fd = os.dup(self._log_fd)
         try:
             try:
-                tracing = self.loader.tracing_variant(log_fd, self.options.cache_dir, True, self._compile)
+                tracing = self.loader.tracing_variant(log_fd, self.options.cache_dir, True, self._compile,
+                                                      func_arg_helpers=self.features.func_arg_helpers)
             except Exception as exc:  # noqa: BLE001 - the probes run by kprobe: nothing else to do
                 log_line(log_fd, f"ktui: the fentry/fexit variant did not compile: {exc}")
                 return
@@ -350,7 +369,7 @@ class Session:
         try:
             if tracing is None:
                 tracing = self.loader.tracing_variant(self._log_fd, self.options.cache_dir, self.options.cache,
-                                                      self._compile)
+                                                      self._compile, func_arg_helpers=self.features.func_arg_helpers)
         except Exception as exc:  # noqa: BLE001 - each probe falls back, saying why
             error = f"the fentry/fexit variant did not compile: {exc}"
             log_line(self._log_fd, f"ktui: {error}")
@@ -369,7 +388,8 @@ class Session:
     def _load_kprobe_variant(self) -> None:
         try:
             program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache,
-                                               self.options.ringbuf_pages * mmap.PAGESIZE, self._compile)
+                                               self.options.ringbuf_pages * mmap.PAGESIZE, self._compile,
+                                               func_arg_helpers=self.features.func_arg_helpers)
         except Exception as exc:  # noqa: BLE001 - reported on each probe, not lost
             reason = f"the generic program did not load: {exc}"
             log_line(self._log_fd, f"ktui: {reason}")
@@ -446,7 +466,7 @@ class Session:
     # ------------------------------------------------------------ compile
 
     def _pick_buffer(self) -> str:
-        return resolve_buffer(self.options.buffer)
+        return resolve_buffer(self.options.buffer, self.features.has("ringbuf"))
 
     def _new_id(self, probe: Probe) -> int:
         pid_ = self._next_id
@@ -547,7 +567,7 @@ class Session:
         mode = effective_mode(probe, self.probeset.attach, self.options.attach)
         if mode == KPROBE:
             return Choice(KPROBE)
-        choice = choose(probe, mode, release=os.uname().release, btf=self._kernel_btf(), generic=generic)
+        choice = choose(probe, mode, features=self.features, btf=self._kernel_btf(), generic=generic)
         if generic and not choice.reason:
             choice = without_compile(choice, mode, variant_ready=self._tracing_ready(), cache=self.options.cache)
             if choice.reason and self.options.cache:
@@ -564,7 +584,8 @@ class Session:
         """The tracing variant is at hand without a compile: loaded by this
         session already, or in the cache (then read now, once)."""
         if self._engine.tracing is None and self.options.cache:
-            self._engine.tracing = self.loader.cached_tracing_variant(self.options.cache_dir)
+            self._engine.tracing = self.loader.cached_tracing_variant(
+                self.options.cache_dir, func_arg_helpers=self.features.func_arg_helpers)
         return self._engine.tracing is not None
 
     def _kernel_btf(self):
@@ -584,7 +605,8 @@ class Session:
             # a probe added after the start, the first to want fentry
             try:
                 self._engine.tracing = self.loader.tracing_variant(
-                    self._log_fd, self.options.cache_dir, self.options.cache, self._compile)
+                    self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
+                    func_arg_helpers=self.features.func_arg_helpers)
             except Exception as exc:  # noqa: BLE001 - the probe falls back, saying why
                 return self._fall_back(pid_, f"the fentry/fexit variant did not compile: {exc}")
         if self._engine.program is None or self._engine.tracing is None:
@@ -747,8 +769,10 @@ class Session:
             try:
                 self._timing.set(on)
             except OSError as exc:
+                need = ("this kernel has none" if self.features.has("run_stats") is False
+                        else "they need CAP_SYS_ADMIN and a kernel that has them")
                 raise FeedError(f"the kernel refused BPF run-time statistics ({exc.strerror or exc}; "
-                                "they need Linux 5.8 and CAP_SYS_ADMIN)") from None
+                                f"{need})") from None
             if self._log_fd >= 0:
                 log_line(self._log_fd, f"ktui: BPF run-time statistics {'on' if on else 'off'}")
 

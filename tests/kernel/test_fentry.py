@@ -18,6 +18,7 @@ import pytest
 
 from ktui.btf.index import KernelBtf
 from ktui.kernel.attach_choice import choose, max_args
+from ktui.kernel.features import kernel_features
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
@@ -179,9 +180,9 @@ def test_bare_probes_keep_the_set_wide_comm_filter(workload, cache_dir, tmp_path
 
 def test_fallback_for_offset_and_many_arguments(workload, cache_dir, tmp_path):
     btf = KernelBtf()
-    release = os.uname().release
-    many = choose(parse_spec(f"{MANY_ARGS}:c"), "auto", release=release, btf=btf, generic=True)
-    if max_args(release) == 6:
+    features = kernel_features()  # probed: what the session itself goes by
+    many = choose(parse_spec(f"{MANY_ARGS}:c"), "auto", features=features, btf=btf, generic=True)
+    if max_args(features) == 6:
         assert many.via == "kprobe" and "arguments" in many.reason, many
     offset = after_ftrace_site()
     ps = f"""
@@ -199,11 +200,11 @@ probes:
     assert all(st.state is ProbeState.ATTACHED for st in statuses.values()), statuses
     assert by_name["off"].via == "kprobe"
     assert by_name["whole"].via == "fentry"
-    assert by_name["many"].via == ("kprobe" if max_args(release) == 6 else "fentry")
+    assert by_name["many"].via == ("kprobe" if max_args(features) == 6 else "fentry")
     assert stats[ids["off"]].hits == stats[ids["whole"]].hits == READS
     text = log.read_text()
     assert re.search(rf"vfs_read\+{offset:#x}:c: attach: auto: kprobe: .*offset", text), text
-    if max_args(release) == 6:
+    if max_args(features) == 6:
         assert re.search(rf"{MANY_ARGS}:c: attach: auto: kprobe: .*arguments", text), text
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ktui import __version__
 from ktui.kernel.generic.cache import SUFFIX, ProgramCache, cache_key
+from ktui.kernel.features import kernel_features
 from ktui.kernel.generic.engine import GenericEngine
 from ktui.kernel.generic.loader import load_generic, program_text
 from ktui.kernel.session import Session, SessionOptions
@@ -153,7 +154,7 @@ def test_corrupt_cache_entry_recompiles(tmp_path, warm_cache):
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
     # a cache of its own holding a copy of the run's entry (compiled once
     # per run by warm_cache): the recompile below is this test's only one
-    name = cache_key(program_text(), __version__) + SUFFIX
+    name = cache_key(program_text(func_arg_helpers=kernel_features().func_arg_helpers), __version__) + SUFFIX
     (tmp_path / "cache").mkdir(mode=0o700)
     entry = tmp_path / "cache" / name
     entry.write_bytes((warm_cache / name).read_bytes())

@@ -8,9 +8,14 @@ import dataclasses
 import pytest
 
 from ktui.btf.index import KernelBtf
-from ktui.kernel.attach_choice import FENTRY, KPROBE, choose, max_args
+from ktui.kernel.attach_choice import FENTRY, KPROBE, choose, many_args_target, max_args
+from ktui.kernel.features import Finding, given
 from ktui.lang.spec import parse_spec
 from tests.btfbuild import BtfBuilder, vfs_like
+
+# what the probes find on Debian's 6.1 and 6.12 (kernel/features; tests/kernel/test_features)
+ON_6_1 = given(fentry=True, trace_args=6)
+ON_6_12 = given(fentry=True, trace_args=12)
 
 
 @pytest.fixture
@@ -31,8 +36,8 @@ def btf(tmp_path):
     return KernelBtf(btf_dir=tmp_path, notes=tmp_path / "notes")
 
 
-def pick(spec: str, btf, mode="auto", release="6.1.0-57-amd64", generic=True):
-    return choose(parse_spec(spec), mode, release=release, btf=btf, generic=generic)
+def pick(spec: str, btf, mode="auto", features=ON_6_1, generic=True):
+    return choose(parse_spec(spec), mode, features=features, btf=btf, generic=generic)
 
 
 def test_fentry_with_its_btf_id_and_argument_count(btf):
@@ -69,16 +74,28 @@ def test_fallback_reasons(btf, spec, why):
     assert forced.via == KPROBE and forced.refused and why in forced.reason
 
 
-def test_twelve_arguments_from_6_6(btf):
-    assert max_args("6.1.0-57-amd64") == 6 and max_args("6.6.1") == 12 and max_args("6.12.117+deb12-amd64") == 12
+def test_twelve_arguments_where_the_kernel_took_seven():
+    """The argument limit is the probed one (trace_args), never the version's;
+    where it could not be probed, the 6 every trampoline takes."""
+    assert max_args(ON_6_1) == 6 and max_args(ON_6_12) == 12
+    assert max_args(given(trace_args=None)) == 6 and max_args(given()) == 6
+
+
+def test_many_arguments_by_the_probed_limit(btf):
     assert pick("twelve_args:c", btf).via == KPROBE
-    assert pick("twelve_args:c", btf, release="6.12.117+deb12-amd64").via == FENTRY
-    assert pick("seven_args:c", btf, release="6.6.0").nargs == 7
+    assert pick("twelve_args:c", btf, features=ON_6_12).via == FENTRY
+    assert pick("seven_args:c", btf, features=ON_6_12).nargs == 7
+    unsure = pick("seven_args:c", btf, features=given(fentry=None, trace_args=None))
+    assert unsure.via == KPROBE and "take 6 on this kernel (more could not be checked)" in unsure.reason
 
 
 def test_kernel_facts(btf, tmp_path):
     assert "generic engine" in pick("vfs_read:c", btf, generic=False).reason
-    assert "5.5" in pick("vfs_read:c", btf, release="5.4.0").reason
+    broken = given(fentry=False)
+    broken.findings["fentry"] = Finding(False, "the kernel refused a trampoline")
+    assert "fentry/fexit do not work (the kernel refused a trampoline)" in pick("vfs_read:c", btf, features=broken).reason
+    # not checked (no privilege to probe): tried, and the kernel answers at the attach
+    assert pick("vfs_read:c", btf, features=given(fentry=None)).via == FENTRY
     assert pick("vfs_read:c", None).via == KPROBE
     missing = KernelBtf(btf_dir=tmp_path / "none", notes=tmp_path / "notes")
     assert "no BTF" in pick("vfs_read:c", missing).reason
@@ -86,7 +103,7 @@ def test_kernel_facts(btf, tmp_path):
 
 def test_names_are_arguments_not_registers(btf):
     probe = dataclasses.replace(parse_spec("vfs_read:c:a1"), attach="fentry")
-    assert choose(probe, "fentry", release="6.1", btf=btf, generic=True).via == FENTRY
+    assert choose(probe, "fentry", features=ON_6_1, btf=btf, generic=True).via == FENTRY
 
 
 def test_auto_takes_a_kprobe_rather_than_wait_for_a_compile(btf):
@@ -105,3 +122,16 @@ def test_auto_takes_a_kprobe_rather_than_wait_for_a_compile(btf):
     assert without_compile(forced, "fentry", variant_ready=False, cache=True) is forced
     offset = pick("vfs_read+0x5:c", btf)  # a kprobe anyway, with its own reason
     assert without_compile(offset, "auto", variant_ready=False, cache=True) is offset
+
+
+def test_the_many_arguments_probe_takes_a_plain_function(btf, monkeypatch):
+    """feature_probes tries a trampoline on a function of 7..12 plain
+    arguments: the first candidate in that shape, none when none is."""
+    from ktui.kernel import attach_choice
+
+    monkeypatch.setattr(attach_choice, "MANY_ARGS_CANDIDATES", ("by_value", "twice", "vfs_read", "seven_args"))
+    name, btf_id, nargs = many_args_target(btf, 12)
+    assert (name, nargs) == ("seven_args", 7) and btf_id == btf.function_ids("seven_args")[0]
+    assert many_args_target(btf, 6) is None
+    monkeypatch.setattr(attach_choice, "MANY_ARGS_CANDIDATES", ("vfs_read",))
+    assert many_args_target(btf, 12) is None

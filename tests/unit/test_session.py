@@ -142,11 +142,11 @@ def test_the_compile_helper_starts_before_the_first_probe_and_is_left_out(tmp_pa
             calls.append("helper closed")
 
     class Loader(FakeLoader):
-        def compile_helper(self, log_fd, cache_dir, use_cache, tracing):
+        def compile_helper(self, log_fd, cache_dir, use_cache, tracing, *, func_arg_helpers):
             calls.append(("helper", bool(self.attached)))
             return Helper()
 
-        def generic_engine(self, *, exclude_pids, pid, comm):
+        def generic_engine(self, *, exclude_pids, pid, comm, features):
             calls.append(("engine", exclude_pids, bool(self.attached)))
             return None
 
@@ -173,3 +173,26 @@ def test_drain_capacity_is_the_smallest_buffer_that_says(tmp_path):
         assert s.drain_capacity() == 4_096
         s.remove_probe_now(added.probe_id)  # its unit is freed: no longer counts
         assert s.drain_capacity() == 131_072
+
+
+def test_the_session_goes_by_the_kernels_probed_features(tmp_path):
+    """The buffer and the engine come from the kernel's features (probed,
+    kernel/features), never its version; how they were had, and what could
+    not be checked, is in the log."""
+    from ktui.kernel.features import Finding, given
+    from ktui.lang.model import KtuiError
+
+    loader = FakeLoader()
+    loader.kernel_features = given(ringbuf=False, kprobe_cookie=None)
+    loader.kernel_features.findings["kprobe_cookie"] = Finding(None, "bpf(2) not permitted")
+    with session(tmp_path, loader, "vfs_read:c") as s:
+        assert s.buffer == "perf" and s.features is loader.kernel_features
+    log = (tmp_path / "ktui.log").read_text()
+    assert "ktui: kernel features: given" in log
+    assert "ktui: kernel feature kprobe_cookie not checked: bpf(2) not permitted" in log
+    ps = ProbeSet("fake", probes=(parse_spec("vfs_read:c"),))
+    forced = Session(ps, SessionOptions(log_path=tmp_path / "ktui.log", engine="generic", buffer="ringbuf"),
+                     loader=loader)
+    with pytest.raises(KtuiError, match="needs attach cookies on kprobe links, and on this kernel they "
+                                        "could not be checked: bpf\\(2\\) not permitted"):
+        forced.open()

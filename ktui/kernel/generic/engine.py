@@ -38,7 +38,7 @@ from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
 from ktui.record.layout import HEADER_SIZE
 
-__all__ = ["GenericEngine", "NotGeneric", "Slot", "kernel_has_cookies"]
+__all__ = ["GenericEngine", "NotGeneric", "Slot"]
 
 TOP_COMMS = 5
 _COMM_KEY = struct.Struct("<I16s")
@@ -46,16 +46,6 @@ _COMM_KEY = struct.Struct("<I16s")
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
                   "ktui_errno_rest")
-
-
-def kernel_has_cookies(release: str | None = None) -> bool:
-    """BPF_LINK_CREATE on a perf event with a cookie: 5.15 and later."""
-    release = release or os.uname().release
-    try:
-        major, minor = (int(x) for x in release.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= (5, 15)
 
 
 @dataclass

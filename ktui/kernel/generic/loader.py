@@ -36,12 +36,27 @@ _LD_IMM64 = 0x18
 Compiler = Callable[[str, str], CompiledProgram]
 
 
-def program_text(tracing: bool = False) -> str:
+def program_text(tracing: bool = False, *, func_arg_helpers: bool = True) -> str:
     """The whole C text: the generated declarations, then program.c.
-    `tracing`: its fentry/fexit variant (BPF_PROG_TYPE_TRACING)."""
+    `tracing`: its fentry/fexit variant (BPF_PROG_TYPE_TRACING).
+    `func_arg_helpers`: the tracing variant reads arguments with
+    bpf_get_func_arg/ret, which the kernel was probed to have
+    (kernel/features: func_arg), rather than one probe read; both
+    variants get the same value (they share one layout of maps). The
+    default suits a compile check: every kernel ktui is tested on has them."""
     body = resources.files("ktui.kernel.generic").joinpath("program.c").read_text(encoding="utf-8")
     head = "#define KTUI_TRACING 1\n" if tracing else ""
+    head += f"#define KTUI_FUNC_ARG_HELPERS {int(func_arg_helpers)}\n"
     return head + abi.c_declarations() + "\n" + entry_stack_c() + "\n" + body
+
+
+def _probed_func_arg(func_arg_helpers: bool | None) -> bool:
+    """`func_arg_helpers`, or where None, what the kernel was probed to have."""
+    if func_arg_helpers is not None:
+        return func_arg_helpers
+    from ktui.kernel.features import kernel_features
+
+    return kernel_features().func_arg_helpers
 
 
 @dataclass
@@ -121,22 +136,26 @@ def _one_off(log_fd: int) -> Compiler:
     return lambda text, key: compile_in_child(text, key, log_fd)
 
 
-def needs_compile(cache: ProgramCache | None, *, tracing: bool) -> bool:
+def needs_compile(cache: ProgramCache | None, *, tracing: bool, func_arg_helpers: bool | None = None) -> bool:
     """Whether a start may compile: the cache lacks the generic program, or
     (`tracing`: fentry/fexit may be used) its fentry/fexit variant."""
     if cache is None:
         return True
-    variants = [program_text()] + ([program_text(tracing=True)] if tracing else [])
+    helpers = _probed_func_arg(func_arg_helpers)
+    variants = [program_text(func_arg_helpers=helpers)]
+    if tracing:
+        variants.append(program_text(tracing=True, func_arg_helpers=helpers))
     return any(cache.get(cache_key(text, __version__)) is None for text in variants)
 
 
 def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | None = None,
-                 compiler: Compiler | None = None) -> LoadedProgram:
+                 compiler: Compiler | None = None, func_arg_helpers: bool | None = None) -> LoadedProgram:
     """The generic program, loaded: from `cache` when it has it (None: no
     cache, compile every time). A cached program the kernel refuses is
     compiled afresh, once. `compiler`: the session's compile helper (else
-    one of its own)."""
-    text = program_text()
+    one of its own); `func_arg_helpers`: see program_text (None: this
+    kernel's probed features say)."""
+    text = program_text(func_arg_helpers=_probed_func_arg(func_arg_helpers))
     key = cache_key(text, __version__)
     started = time.monotonic()
     cached = cache.get(key) if cache is not None else None
@@ -162,11 +181,11 @@ _SELF_VALUE = struct.Struct("<QII")
 
 
 def tracing_variant(log_fd: int, *, cache: ProgramCache | None,
-                    compiler: Compiler | None = None) -> CompiledProgram:
+                    compiler: Compiler | None = None, func_arg_helpers: bool | None = None) -> CompiledProgram:
     """The fentry/fexit variant's instructions (not loaded: every probe
     loads its own copy, load_tracing_copy), from `cache` or compiled once
     (by `compiler`, else a helper of its own)."""
-    text = program_text(tracing=True)
+    text = program_text(tracing=True, func_arg_helpers=_probed_func_arg(func_arg_helpers))
     key = cache_key(text, __version__)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
@@ -179,9 +198,10 @@ def tracing_variant(log_fd: int, *, cache: ProgramCache | None,
     return compiled
 
 
-def cached_tracing_variant(cache: ProgramCache) -> CompiledProgram | None:
+def cached_tracing_variant(cache: ProgramCache, *, func_arg_helpers: bool | None = None) -> CompiledProgram | None:
     """The fentry/fexit variant's instructions if `cache` holds them."""
-    return cache.get(cache_key(program_text(tracing=True), __version__))
+    text = program_text(tracing=True, func_arg_helpers=_probed_func_arg(func_arg_helpers))
+    return cache.get(cache_key(text, __version__))
 
 
 def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie: int, nargs: int,

@@ -26,8 +26,12 @@
 #include <uapi/linux/ptrace.h>
 #include <linux/version.h>
 
-/* bpf_get_func_arg/ret (the tracing variant's arguments): 5.17 */
-#define KTUI_FUNC_ARG_HELPERS (LINUX_VERSION_CODE >= KERNEL_VERSION(5, 17, 0))
+/* bpf_get_func_arg/ret (the tracing variant's arguments): KTUI_FUNC_ARG_HELPERS
+ * 0 or 1, defined by the loader from the kernel's probed features
+ * (kernel/features.py: func_arg), not from its version. */
+#ifndef KTUI_FUNC_ARG_HELPERS
+#error "KTUI_FUNC_ARG_HELPERS: the loader defines it (generic/loader.py program_text)"
+#endif
 
 struct ktui_event_header {
     u64 ts;
@@ -637,7 +641,7 @@ int ktui_generic(struct pt_regs *ctx)
  * after them (fexit). The kernel verifies a tracing program for one target
  * function, so each probe loads its own copy of these instructions; a copy
  * learns its slot from its own one-element map, ktui_self, because attach
- * cookies for tracing links only came in 6.5. The verifier refuses a ctx
+ * cookies for tracing links only came in 5.19 (2fcc82411e74). The verifier refuses a ctx
  * read past the target's argument count, which one text for every target
  * cannot know: arguments and return value come through bpf_get_func_arg
  * and bpf_get_func_ret (5.17+), which the verifier inlines as a few loads

@@ -1,0 +1,120 @@
+"""Kernel features probed, not guessed (issue 28): on Debian's 6.1 and 6.12,
+the probes (kernel/feature_probes.py) find what those kernels are known to
+have, leave nothing attached, cannot say "no" for want of privilege, and a
+later start reads them from the cache; `ktui doctor` says them in one
+screen, and with --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ktui.kernel.feature_probes import probe_all
+from ktui.kernel.features import NAMES, detect
+
+from .conftest import bpftool, kprobe_entries
+
+YES = dict.fromkeys(NAMES, True)
+# What each kernel has: upstream history, and Debian's build (its 6.1 has
+# no CONFIG_FPROBE). trace_args: what a trampoline takes.
+KNOWN = {
+    "6.1": {**YES, "kprobe_multi": False,  # CONFIG_FPROBE is off in Debian's 6.1
+            "kprobe_recursion_misses": False,  # counted from 6.7
+            "trace_args": 6},  # 12 from 6.6
+    "6.12": {**YES, "trace_args": 12},
+}
+
+
+def series() -> str:
+    release = os.uname().release
+    for known in sorted(KNOWN, key=len, reverse=True):
+        if release.startswith(known + "."):
+            return known
+    pytest.fail(f"no known features for kernel {release}: add it to KNOWN")
+
+
+def answers(found) -> dict:
+    return {n: (f.value if n == "trace_args" else f.have) for n, f in found.items()}
+
+
+def test_the_probes_find_what_this_kernel_has():
+    found = probe_all()
+    assert answers(found) == KNOWN[series()], {n: f for n, f in found.items()
+                                               if answers({n: f})[n] != KNOWN[series()][n]}
+    # every answer says how the kernel gave it
+    assert all(f.detail for f in found.values())
+
+
+def _ours_attached() -> tuple[list[str], list[str]]:
+    programs = [line for line in bpftool("prog", "list").splitlines() if "ktui_feature" in line]
+    kprobes = [e for e in kprobe_entries() if "__x64_sys_getppid" in e or "array_map_update_elem" in e]
+    return programs, kprobes
+
+
+def test_nothing_stays_attached():
+    probe_all()
+    # programs and kprobes go as their fds close; the kernel frees them
+    # after an RCU grace period: wait for it
+    deadline = time.monotonic() + 30
+    while _ours_attached() != ([], []) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _ours_attached() == ([], [])
+
+
+NOBODY = 65534
+
+
+def test_without_privilege_nothing_is_a_no(tmp_path):
+    """A probe that cannot run is unknown, never no: as nobody, every
+    feature the kernel has comes back unknown (fentry too: BTF is there)."""
+    code = ("import json; from ktui.kernel.feature_probes import probe_all; "
+            "print(json.dumps({n: [f.have, f.detail] for n, f in probe_all().items()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         user=NOBODY, group=NOBODY, extra_groups=[], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": os.getcwd(), "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert set(found) == set(NAMES)
+    assert {n: have for n, (have, _) in found.items() if have is not None} == {}, found
+    assert all("not permitted" in detail for _, detail in found.values()), found
+
+
+def test_a_later_start_probes_nothing(tmp_path):
+    asked = []
+
+    def counting(names):
+        asked.append(names)
+        return probe_all(names)
+
+    first = detect(directory=tmp_path / "ktui", probe=counting)
+    second = detect(directory=tmp_path / "ktui", probe=counting)
+    assert len(asked) == 1 and first.source == "probed" and second.source == "cache"
+    assert answers(second.findings) == answers(first.findings) == KNOWN[series()]
+
+
+def _ktui(*args: str, home) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CACHE_HOME": str(home), "COLUMNS": "80"}
+    return subprocess.run([sys.executable, "-m", "ktui", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_doctor_says_it_on_one_screen_and_in_json(tmp_path):
+    text = _ktui("doctor", home=tmp_path)
+    print(text.stdout)  # the real thing, for the docs (pytest -s)
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    lines = text.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines) and len(lines) <= 24, text.stdout
+    assert "probed now" in lines[0] and "engine      generic" in text.stdout
+    expected = KNOWN[series()]
+    nested = "counted" if expected["kprobe_recursion_misses"] else "NOT counted (kernels before 6.7)"
+    assert f"nested hits kprobe {nested}, fentry/fexit counted" in text.stdout
+    assert "Could not check: nothing" in text.stdout
+    body = json.loads(_ktui("doctor", "--json", home=tmp_path).stdout)
+    assert body["source"] == "cache"  # the first run cached them
+    got = {n: (f.get("value") if n == "trace_args" else f["have"]) for n, f in body["features"].items()}
+    assert got == expected
