@@ -143,17 +143,26 @@ _SELF_VALUE = struct.Struct("<QII")
 def tracing_variant(log_fd: int, *, cache: ProgramCache | None) -> CompiledProgram:
     """The fentry/fexit variant's instructions (not loaded: every probe
     loads its own copy, load_tracing_copy), from `cache` or compiled once."""
-    text = program_text(tracing=True)
+    return compiled_variant(log_fd, cache=cache, tracing=True)[0]
+
+
+def compiled_variant(log_fd: int, *, cache: ProgramCache | None,
+                     tracing: bool) -> tuple[CompiledProgram, str]:
+    """A variant's instructions, not loaded, and where they came from
+    ("cache" or "compiled"): from `cache`, or compiled once into it
+    (`tracing`: the fentry/fexit variant, else the kprobe one)."""
+    text = program_text(tracing=tracing)
     key = cache_key(text, __version__)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
-        return cached
+        return cached, "cache"
     started = time.monotonic()
     compiled = compile_in_child(text, key, log_fd)
-    log_line(log_fd, f"ktui: fentry/fexit variant compiled in {time.monotonic() - started:.2f} s")
+    what = "fentry/fexit variant" if tracing else "generic program"
+    log_line(log_fd, f"ktui: {what} compiled in {time.monotonic() - started:.2f} s")
     if cache is not None:
         cache.put(key, compiled)
-    return compiled
+    return compiled, "compiled"
 
 
 def cached_tracing_variant(cache: ProgramCache) -> CompiledProgram | None:
