@@ -20,10 +20,14 @@ import pytest
 HERE = Path(__file__).parent
 
 # The guest's home is read-only, so the generic program's cache would never
-# be written and every session would compile it again. One cache per run
-# (tmpfs): the first session compiles, the rest load. Tests of the cache
-# itself give their own directory.
+# be written and every session would compile it again. `python -m ktui.vm`
+# gives the guest a cache in the checkout (.vmout/cache-KERNEL), the program
+# compiled into it on the host before the boot (KTUI_VM_PREBUILT=1; seconds,
+# where the guest takes minutes); run otherwise, one cache per run (tmpfs):
+# the first session compiles, the rest load. Tests of the cache itself, and
+# of a first start, give their own directory.
 os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="ktui-test-cache-"))
+PREBUILT = os.environ.get("KTUI_VM_PREBUILT") == "1"
 KPROBE_LIST = Path("/sys/kernel/debug/kprobes/list")
 
 
@@ -36,22 +40,28 @@ def shared_cache_dir() -> Path:
 @pytest.fixture(scope="session")
 def warm_cache(kernel_rig) -> Path:
     """The run's cache with the generic program and its fentry/fexit
-    variant compiled in it. A compile takes half a minute or more under
-    TCG: once per run, not once per test. Both at once: a session under
-    `auto` whose cache lacks the variant compiles it in the background,
-    and that compile (a nice 10 child outliving the test) slowed the next
-    tests' own compiles to twice their time. Tests of the cache itself and
-    of a first start keep an empty directory of their own."""
+    variant in it: compiled on the host for this kernel (PREBUILT), which
+    this proves the guest finds under its own key, or else compiled here,
+    once per run, not once per test (half a minute or more each under
+    TCG). Both at once: a session under `auto` whose cache lacks the
+    variant compiles it in the background, and that compile (a nice 10
+    child outliving the test) slowed the next tests' own compiles to twice
+    their time. Tests of the cache itself and of a first start keep an
+    empty directory of their own."""
+    from ktui.kernel.generic import build_inputs
     from ktui.kernel.generic.cache import ProgramCache
-    from ktui.kernel.generic.loader import load_generic, tracing_variant
+    from ktui.kernel.generic.loader import compiled_variant
 
     cache = ProgramCache(shared_cache_dir())
     log_fd = os.open(os.devnull, os.O_WRONLY)
     try:
-        load_generic(log_fd, cache=cache).close()
-        tracing_variant(log_fd, cache=cache)
+        sources = {tracing: compiled_variant(log_fd, cache=cache, tracing=tracing)[1] for tracing in (False, True)}
     finally:
         os.close(log_fd)
+    if PREBUILT:
+        assert sources == {False: "cache", True: "cache"}, (
+            f"the host compiled the generic program for this kernel, but the guest's key missed it "
+            f"({sources}); the guest's build inputs: {build_inputs.here()}")
     return cache.directory
 
 
@@ -161,6 +171,33 @@ def no_child_outlives_its_test():
             pass  # not our direct child: its own parent (killed too) or init reaps it
     if left:
         pytest.fail("left running after the test (killed): " + "; ".join(c for _, c in left))
+
+
+@pytest.fixture
+def ktui_for_anyone():
+    """ktui(*needs) -> (command, environment): `python -m ktui` as any user
+    can run it, wherever the checkout is (a clone in `mktemp -d` sits in a
+    directory only its owner may enter). The ktui package and the packages
+    NEEDS (top-level names, from the venv) are copied into a directory all
+    may read, and run by the venv's base interpreter; ktui's arguments go
+    after the command."""
+    import importlib
+    import shutil
+
+    root = Path(tempfile.mkdtemp(prefix="ktui-for-anyone-"))  # /tmp: all may pass
+
+    def install(*needs: str) -> tuple[list[str], dict[str, str]]:
+        for name in ("ktui", *needs):
+            source = Path(importlib.import_module(name).__file__).parent
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in (root, *root.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        python = os.path.realpath(sys._base_executable)  # the venv's bin/ is in the checkout
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        return [python, "-s", "-m", "ktui"], {**env, "PYTHONPATH": str(root)}
+
+    yield install
+    shutil.rmtree(root)
 
 
 def kprobe_entries() -> list[str]:

@@ -216,11 +216,13 @@ def test_prototypes_agree_with_bpftrace(listing):
     assert compared > 10_000
 
 
-def test_without_root_it_lists_and_says_what_it_could_not_check():
-    env = {**os.environ, "HOME": "/tmp"}
-    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *KTUI,
+def test_without_root_it_lists_and_says_what_it_could_not_check(ktui_for_anyone):
+    """As `nobody`, from a copy of ktui that `nobody` may read: the checkout
+    may sit where only its owner can go (a clone in `mktemp -d`, mode 0700)."""
+    python, env = ktui_for_anyone("click")
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *python,
                           "list", "--no-cache", "vfs_read"], capture_output=True, text=True,
-                         timeout=300, env=env)
+                         timeout=300, env={**env, "HOME": "/tmp"}, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("unchecked   vfs_read(struct file *file, ")
     lines = out.stderr.splitlines()
