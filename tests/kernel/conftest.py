@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,59 @@ def ktui_for_anyone():
 
     yield install
     shutil.rmtree(root)
+
+
+def wait_for(cond, what: str, timeout: float = 120, every: float = 0.1):
+    """COND's first true value, asked every EVERY s; the test fails, naming
+    WHAT, once TIMEOUT s have passed (a bound for a slow, shared VM: never
+    a measure of how fast)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+class LineReader:
+    """A process's output, read line by line by a thread of its own, so a
+    test can wait for a number of lines with a deadline (a readline() in
+    the test would wait without one)."""
+
+    def __init__(self, stream) -> None:
+        import threading
+
+        self.lines: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def rest(self, timeout: float) -> bytes:
+        """Everything, once the stream has ended (the process closed it)."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the output did not end within {timeout:g} s"
+        return b"".join(self.lines)
+
+
+def drain_all(session, timeout: float = 60) -> list:
+    """Every event SESSION's buffers hold, drained until one drain comes back
+    empty. No waiting is needed once the work that made them is done: a
+    probe's program writes its event during the hit, before the traced
+    call returns (a deadline bounds a probe that keeps firing)."""
+    events: list = []
+
+    def empty_now() -> bool:
+        batch = session.drain().events()
+        events.extend(batch)
+        return not batch
+
+    wait_for(empty_now, "the event buffers to run dry", timeout, every=0)
+    return events
 
 
 def kprobe_entries() -> list[str]:

@@ -16,13 +16,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from ktui.kernel import bpfsys
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
+
+from .conftest import LineReader, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
 # A system call nothing else in the VM makes while a test runs: every run
@@ -147,35 +148,32 @@ def spinner():
     p.wait()
 
 
-def first_cost_line(stdout) -> dict:
-    """The first stats line whose probe ran while timed (cost known)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = stdout.readline()
-        if not line:
-            pytest.fail("ktui stream ended before a stats line with a cost")
-        obj = json.loads(line)
-        if obj["type"] == "stats" and obj["probes"] and obj["probes"][0]["cost"]["ns_per_hit"]:
-            return obj["probes"][0]
-    pytest.fail("no stats line with a cost")
+def is_cost_line(obj: dict) -> bool:
+    """A stats line whose probe ran while timed (cost known)."""
+    return obj["type"] == "stats" and bool(obj["probes"]) and bool(obj["probes"][0]["cost"]["ns_per_hit"])
+
+
+def cost_line(lines: list[bytes]) -> dict | None:
+    """The first stats line with a cost's probe, if any."""
+    return next((obj["probes"][0] for obj in map(json.loads, lines) if is_cost_line(obj)), None)
 
 
 @pytest.mark.parametrize("end", ["duration", "sigint", "sigkill"])
 def test_stream_cost_is_off_again_however_ktui_ends(spinner, end):
     args = [*KTUI, "stream", "--cost", "-e", "vfs_read:c", "--pid", str(spinner), "--interval", "0.3"]
     if end == "duration":
-        args += ["--duration", "15"]
+        # counted from the moment the probes are in, and so is the cost (their
+        # dispatchers are timed from the start): seconds are many stats lines
+        args += ["--duration", "5"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        probe = first_cost_line(p.stdout)
-        assert stats_enabled() == 1
-        assert probe["cost"]["run_count"] > 0 and probe["cost"]["run_ns"] > 0
-        assert probe["cost"]["cpu_percent"] > 0
-        if end == "sigint":
-            p.send_signal(signal.SIGINT)
-        elif end == "sigkill":
-            p.kill()
-        out, err = p.communicate(timeout=120)
+        stdout, stderr = LineReader(p.stdout), LineReader(p.stderr)
+        if end != "duration":  # stopped while it runs: the statistics are on until then
+            wait_for(lambda: cost_line(list(stdout.lines)), "a stats line with a cost", 120, every=0.2)
+            assert stats_enabled() == 1
+            p.send_signal(signal.SIGINT if end == "sigint" else signal.SIGKILL)
+        p.wait(timeout=300)
+        out, err = stdout.rest(60), stderr.rest(60).decode()
     finally:
         if p.poll() is None:
             p.kill()
@@ -183,11 +181,15 @@ def test_stream_cost_is_off_again_however_ktui_ends(spinner, end):
     # The process is reaped: its files are closed, the statistics must be off
     # now (the fixture checks it again)
     assert stats_enabled() == 0
+    probe = cost_line(out.splitlines())
+    assert probe is not None, out[-2000:]
+    assert probe["cost"]["run_count"] > 0 and probe["cost"]["run_ns"] > 0
+    assert probe["cost"]["cpu_percent"] > 0
     if end == "sigkill":
         assert p.returncode == -signal.SIGKILL
         return
-    assert p.returncode == 0, err.decode()
+    assert p.returncode == 0, err
     summary = json.loads(out.splitlines()[-1])
     assert summary["type"] == "summary"
     assert summary["probes"][0]["run_count"] > 0
-    assert "ns/hit" in err.decode()
+    assert "ns/hit" in err

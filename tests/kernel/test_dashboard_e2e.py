@@ -83,11 +83,11 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
         w.run_phase()
         wait_for(lambda: hits("e2e_read") == n1 and hits("e2e_ret") == n1, 60,
                  f"hits {n1} on both probes")
-        text = screen()
         assert "attached" in " ".join(row("e2e_read"))
         # the event pane shows the workload's events with the fetched size
-        assert f"[{w.pid}]" in text
-        assert re.search(r"e2e_read\s+a3=7", text), text
+        # (drawn on its own refresh: the counters can be on screen first)
+        wait_for(lambda: f"[{w.pid}]" in (text := screen()) and re.search(r"e2e_read\s+a3=7", text), 60,
+                 f"the workload's events (pid {w.pid}, a3=7) in the event pane")
 
         # space switches the selected (first) probe off: detached for real
         tmux("send-keys", "-t", SESSION, "space")
@@ -99,7 +99,7 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
 
         tmux("send-keys", "-t", SESSION, "q")
         wait_for(lambda: len(kprobe_entries()) == baseline, 60, "every probe to detach")
-        assert ktui_bpf_programs() == []
+        wait_for(lambda: ktui_bpf_programs() == [], 60, "every ktui program to go")
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True)
 
