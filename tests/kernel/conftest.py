@@ -189,8 +189,10 @@ def ktui_for_anyone():
 
     def install(*needs: str) -> tuple[list[str], dict[str, str]]:
         for name in ("ktui", *needs):
+            # with its compiled modules (still valid: copytree keeps the
+            # sources' times), or each run compiles them all under emulation
             source = Path(importlib.import_module(name).__file__).parent
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, root / name)
         for path in (root, *root.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         python = os.path.realpath(sys._base_executable)  # the venv's bin/ is in the checkout

@@ -3,6 +3,7 @@ toggling, failures, floods, cleanup. Runs in the VM (scripts/vm.sh)."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 from collections import Counter
 from pathlib import Path
@@ -44,7 +45,6 @@ def probe_set(text: str, pid: int):
     """By kprobe unless the text says: these tests count kprobes in
     debugfs' list (fentry/fexit: test_fentry)."""
     ps = loads_probeset(text)
-    import dataclasses
     return dataclasses.replace(ps, pid=pid, attach=ps.attach or "kprobe")
 
 
@@ -190,7 +190,9 @@ def shipped_statuses() -> dict[str, list]:
     sets = {path.name: load_probeset(path) for path in SHIPPED}
     for name, ps in sets.items():  # what would not survive the merge
         assert (ps.pid, ps.comm, ps.maxactive, ps.attach) == (None, None, 0, ""), f"{name}: set-wide options"
-    merged = ProbeSet(name="shipped", probes=tuple(p for ps in sets.values() for p in ps.probes))
+    # labels are unique in a set, not across sets: each takes its set's name
+    merged = ProbeSet(name="shipped", probes=tuple(dataclasses.replace(p, label=f"{ps.name}/{p.name}")
+                                                   for ps in sets.values() for p in ps.probes))
     with Session(merged) as s:
         statuses = [s.statuses()[i] for i in sorted(s.statuses())]  # ids in the order of the probes
     by_set, start = {}, 0
@@ -203,6 +205,7 @@ def shipped_statuses() -> dict[str, list]:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_probe_sets_compile_and_attach(path, shipped_statuses):
     mine = shipped_statuses[path.name]
-    assert [st.probe.name for st in mine] == [p.name for p in load_probeset(path).probes]
+    ps = load_probeset(path)
+    assert [st.probe.name for st in mine] == [f"{ps.name}/{p.name}" for p in ps.probes]
     failed = {st.probe.name: st.reason for st in mine if st.state is not ProbeState.ATTACHED}
     assert failed == {}
