@@ -182,12 +182,17 @@ SHIPPED = sorted(Path("probesets").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
-def shipped_statuses() -> dict[str, list]:
-    """Every shipped set's probes, opened in one session (one program load,
+def shipped_statuses(request) -> dict[str, list]:
+    """The shipped sets' probes, opened in one session (one program load,
     one attach and detach of them all under emulation, not one per set):
     each set's probe statuses, by file name. A probe the kernel refuses
-    fails alone, as in a session of its own set."""
-    sets = {path.name: load_probeset(path) for path in SHIPPED}
+    fails alone, as in a session of its own set. Only the sets whose tests
+    run: a set left out on this kernel (memory.yaml on 6.12, where the
+    allocator's functions were renamed) would fail each of its probes
+    slowly, with suggestions, for no test."""
+    chosen = {item.callspec.params["path"] for item in request.session.items
+              if item.originalname == "test_shipped_probe_sets_compile_and_attach"}
+    sets = {path.name: load_probeset(path) for path in SHIPPED if path in chosen}
     for name, ps in sets.items():  # what would not survive the merge
         assert (ps.pid, ps.comm, ps.maxactive, ps.attach) == (None, None, 0, ""), f"{name}: set-wide options"
     # labels are unique in a set, not across sets: each takes its set's name
