@@ -55,9 +55,9 @@ for t in "${next_skip[@]}"; do next_deselect+=" --deselect '$t'"; done
 in_vm() {  # KERNEL GUEST_COMMAND -> one shell-quoted host command line
     printf '%q ' "$python" -m ktui.vm --kernel "$1" -- "$2"
 }
-jobs=("kernel tests on $main (VM)" "$(in_vm "$main" "$pytest --durations=15 tests/kernel $extra")")
+jobs=("kernel tests on $main (VM)" "$(in_vm "$main" "$pytest --durations=20 tests/kernel $extra")")
 if [[ -n "$next" ]]; then
-    next_job="$(in_vm "$next" "$pytest --durations=10 $next_tests -k '$next_filter'$next_deselect $extra")"
+    next_job="$(in_vm "$next" "$pytest --durations=15 $next_tests -k '$next_filter'$next_deselect $extra")"
     if [[ -n "$then" ]]; then
         # both run whatever the first's status; the first failure is the job's
         jobs+=("kernel tests on $next (VM), then: $then" "$next_job; s=\$?; $then || exit; exit \$s")
