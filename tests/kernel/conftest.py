@@ -30,6 +30,10 @@ HERE = Path(__file__).parent
 os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="ktui-test-cache-"))
 PREBUILT = os.environ.get("KTUI_VM_PREBUILT") == "1"
 KPROBE_LIST = Path("/sys/kernel/debug/kprobes/list")
+# How the tests start their helper processes (workloads, spinners): those
+# need the standard library alone, and skip site's start-up (the venv's and
+# the system's .pth files), a second each under emulation.
+HELPER = [sys.executable, "-S"]
 
 
 def shared_cache_dir() -> Path:
@@ -89,7 +93,7 @@ class Workload:
 
     def __init__(self, phases: list) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "workload.py"), json.dumps(phases)],
+            [*HELPER, str(HERE / "workload.py"), json.dumps(phases)],
             stdout=subprocess.PIPE,
         )
         assert self.proc.stdout.readline() == b"ready\n"

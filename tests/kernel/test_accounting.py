@@ -14,12 +14,11 @@ import json
 import re
 import signal
 import subprocess
-import sys
 from collections import Counter
 
 import pytest
 
-from .conftest import LineReader, kprobe_entries, wait_for
+from .conftest import HELPER, LineReader, kprobe_entries, wait_for
 from .test_exit_paths import check_clean, events_written, replay, start
 
 EVERY_2MS = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
@@ -30,7 +29,7 @@ FLOWING = 200  # events written before the SIGINT: the stop comes mid-flow
 
 @pytest.fixture
 def reader():
-    p = subprocess.Popen([sys.executable, "-c", EVERY_2MS])
+    p = subprocess.Popen([*HELPER, "-c", EVERY_2MS])
     yield p.pid
     p.kill()
     p.wait()

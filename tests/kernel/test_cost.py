@@ -23,7 +23,7 @@ from ktui.kernel import bpfsys
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import LineReader, wait_for
+from .conftest import HELPER, LineReader, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
 # A system call nothing else in the VM makes while a test runs: every run
@@ -142,7 +142,7 @@ def test_recursion_misses_are_counted_where_the_kernel_counts_them(tmp_path):
 
 @pytest.fixture
 def spinner():
-    p = subprocess.Popen([sys.executable, "-c", SPINNER])
+    p = subprocess.Popen([*HELPER, "-c", SPINNER])
     yield p.pid
     p.kill()
     p.wait()

@@ -17,7 +17,7 @@ import pytest
 
 from ktui.pipeline.replay import ReplayFeed
 
-from .conftest import kprobe_entries, ktui_bpf_programs, wait_for
+from .conftest import HELPER, kprobe_entries, ktui_bpf_programs, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
 SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
@@ -27,7 +27,7 @@ SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
 @pytest.fixture
 def spinner():
     """A process that reads 7 bytes every few ms, forever."""
-    p = subprocess.Popen([sys.executable, "-c", SPINNER])
+    p = subprocess.Popen([*HELPER, "-c", SPINNER])
     yield p.pid
     p.kill()
     p.wait()

@@ -25,7 +25,7 @@ from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
 from ktui.record.feed import ProbeState
 
-from .conftest import LineReader, drain_all, ktui_bpf_programs, wait_for
+from .conftest import HELPER, LineReader, drain_all, ktui_bpf_programs, wait_for
 
 READS, SIZE = 40, 7
 
@@ -232,7 +232,7 @@ def test_no_tracing_link_left(sig, cache_dir, tmp_path):
     ktui's own code: tests/unit/test_finish.py, test_headless.py) or by
     SIGKILL, where the kernel alone cleans up."""
     before = tracing_links()
-    spinner = subprocess.Popen([sys.executable, "-c", SPINNER])
+    spinner = subprocess.Popen([*HELPER, "-c", SPINNER])
     path = tmp_path / "set.yaml"
     path.write_text("name: links\nattach: fentry\nprobes:\n  - vfs_read:c:a3\n  - vfs_read:r:retval\n")
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_dir))

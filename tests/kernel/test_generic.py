@@ -20,7 +20,7 @@ from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
 
-from .conftest import HERE, drain_all, wait_for
+from .conftest import HELPER, HERE, drain_all, wait_for
 
 OPEN_PATH = "/tmp/ktui-generic-open-target"
 SHAPE = [["read", 1, 40], ["read", 7, 60], ["read", 4096, 20], ["badread", 9],
@@ -104,7 +104,7 @@ def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
     # counts alone until it has counted EARLY reads, then the program is
     # routed in while the child goes on reading.
     go, stop = tmp_path / "go", tmp_path / "stop"
-    child = subprocess.Popen([sys.executable, "-c", (
+    child = subprocess.Popen([*HELPER, "-c", (
         "import os, sys, time\n"
         "z = os.open('/dev/zero', os.O_RDONLY)\n"
         "print('ready', flush=True)\n"

@@ -22,7 +22,7 @@ from ktui.kernel.kretprobe_events import default_maxactive, find_root
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE, drain_all, wait_for
+from .conftest import HELPER, HERE, drain_all, wait_for
 
 THREADS = 12
 
@@ -44,7 +44,7 @@ def ktui_events() -> list[str]:
 @pytest.mark.parametrize("engine,maxactive,attach", [("generic", 4, "kprobe"), ("compiled", 4, "kprobe"),
                                                      ("generic", None, "kprobe"), ("generic", 4, "fentry")])
 def test_returns_past_maxactive_are_counted(engine, maxactive, attach, warm_cache):
-    proc = subprocess.Popen([sys.executable, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([*HELPER, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"
         ps = dataclasses.replace(loads_probeset(SET), pid=proc.pid, maxactive=maxactive or 0)
