@@ -22,15 +22,21 @@ while (( $# )); do
     # Ctrl-C reaches every command (one process group); a TERM to this
     # script reaches them through the EXIT trap (python -m ktui.vm stops
     # its QEMU on either).
+    # with the CPU time it used (`times`: its processes', the VM's QEMU
+    # among them): far below its wall time, the machine was busy elsewhere
     ( s=$SECONDS; bash -c "$2" >"$outdir/$i.out" 2>&1; rc=$?
-      echo $(( SECONDS - s )) >"$outdir/$i.secs"; exit $rc ) &
+      echo $(( SECONDS - s )) >"$outdir/$i.secs"; times >"$outdir/$i.cpu"; exit $rc ) &
     pids+=($!)
     shift 2; i=$((i + 1))
 done
+cpu_seconds() {  # FILE: the output of `times`; its second line, the children's user and system time
+    sed -n 2p "$1" 2>/dev/null | tr -d 's' | tr 'm' ' ' | awk 'NF == 4 { printf "%.0f", $1 * 60 + $2 + $3 * 60 + $4 }'
+}
 status=0
 for j in "${!pids[@]}"; do
     wait "${pids[$j]}"; rc=$?
-    echo "== ${labels[$j]}: exit $rc after $(cat "$outdir/$j.secs" 2>/dev/null || echo '?') s"
+    echo "== ${labels[$j]}: exit $rc after $(cat "$outdir/$j.secs" 2>/dev/null || echo '?') s" \
+         "($(cpu_seconds "$outdir/$j.cpu") s of CPU)"
     cat "$outdir/$j.out"
     (( status == 0 && rc != 0 )) && status=$rc
 done

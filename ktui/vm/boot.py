@@ -158,11 +158,11 @@ class RunFiles:
 
 
 def run_command(machine: Machine, command: str, rundir: Path,
-                timeout: float | None = None) -> int:
-    """Run COMMAND (a shell command line) in the guest, print its output
-    (stdout and stderr, merged) and return its exit status. When the guest
-    does not finish (a crash, a hang past the timeout), the tail of the
-    console log goes to stderr and the status is 3."""
+                timeout: float | None = None, env: dict[str, str] | None = None) -> int:
+    """Run COMMAND (a shell command line) in the guest, with ENV exported,
+    print its output (stdout and stderr, merged) and return its exit
+    status. When the guest does not finish (a crash, a hang past the
+    timeout), the tail of the console log goes to stderr and the status is 3."""
     timeout = timeout if timeout is not None else float(os.environ.get("KTUI_VM_TIMEOUT", DEFAULT_TIMEOUT_S))
     files = RunFiles.in_dir(rundir)
     sweep_stale(rundir, RUN_FILE)  # what runs killed outright left
@@ -171,7 +171,8 @@ def run_command(machine: Machine, command: str, rundir: Path,
     # base64), which x86 cuts at COMMAND_LINE_SIZE (2048): a long command (CI's
     # 6.12 pytest line with its --deselects, 2235 bytes) left the guest idle
     # before it ever ran. So the command goes in a file and the line stays short.
-    files.script.write_text(command + "\n")
+    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in (env or {}).items())
+    files.script.write_text(exports + command + "\n")
     inner = (f"{guest_prelude(machine.cwd)}; bash {shlex.quote(str(files.script))} "
              f"> {shlex.quote(str(files.output))} 2>&1; echo $? > {shlex.quote(str(files.status))}")
     boot_timeout = float(os.environ.get("KTUI_VM_BOOT_TIMEOUT", DEFAULT_BOOT_TIMEOUT_S))

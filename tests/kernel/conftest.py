@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,19 @@ import pytest
 HERE = Path(__file__).parent
 
 # The guest's home is read-only, so the generic program's cache would never
-# be written and every session would compile it again. One cache per run
-# (tmpfs): the first session compiles, the rest load. Tests of the cache
-# itself give their own directory.
+# be written and every session would compile it again. `python -m ktui.vm`
+# gives the guest a cache in the checkout (.vmout/cache-KERNEL), the program
+# compiled into it on the host before the boot (KTUI_VM_PREBUILT=1; seconds,
+# where the guest takes minutes); run otherwise, one cache per run (tmpfs):
+# the first session compiles, the rest load. Tests of the cache itself, and
+# of a first start, give their own directory.
 os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="ktui-test-cache-"))
+PREBUILT = os.environ.get("KTUI_VM_PREBUILT") == "1"
 KPROBE_LIST = Path("/sys/kernel/debug/kprobes/list")
+# How the tests start their helper processes (workloads, spinners): those
+# need the standard library alone, and skip site's start-up (the venv's and
+# the system's .pth files), a second each under emulation.
+HELPER = [sys.executable, "-S"]
 
 
 def shared_cache_dir() -> Path:
@@ -36,22 +45,28 @@ def shared_cache_dir() -> Path:
 @pytest.fixture(scope="session")
 def warm_cache(kernel_rig) -> Path:
     """The run's cache with the generic program and its fentry/fexit
-    variant compiled in it. A compile takes half a minute or more under
-    TCG: once per run, not once per test. Both at once: a session under
-    `auto` whose cache lacks the variant compiles it in the background,
-    and that compile (a nice 10 child outliving the test) slowed the next
-    tests' own compiles to twice their time. Tests of the cache itself and
-    of a first start keep an empty directory of their own."""
+    variant in it: compiled on the host for this kernel (PREBUILT), which
+    this proves the guest finds under its own key, or else compiled here,
+    once per run, not once per test (half a minute or more each under
+    TCG). Both at once: a session under `auto` whose cache lacks the
+    variant compiles it in the background, and that compile (a nice 10
+    child outliving the test) slowed the next tests' own compiles to twice
+    their time. Tests of the cache itself and of a first start keep an
+    empty directory of their own."""
+    from ktui.kernel.generic import build_inputs
     from ktui.kernel.generic.cache import ProgramCache
-    from ktui.kernel.generic.loader import load_generic, tracing_variant
+    from ktui.kernel.generic.loader import compiled_variant
 
     cache = ProgramCache(shared_cache_dir())
     log_fd = os.open(os.devnull, os.O_WRONLY)
     try:
-        load_generic(log_fd, cache=cache).close()
-        tracing_variant(log_fd, cache=cache)
+        sources = {tracing: compiled_variant(log_fd, cache=cache, tracing=tracing)[1] for tracing in (False, True)}
     finally:
         os.close(log_fd)
+    if PREBUILT:
+        assert sources == {False: "cache", True: "cache"}, (
+            f"the host compiled the generic program for this kernel, but the guest's key missed it "
+            f"({sources}); the guest's build inputs: {build_inputs.here()}")
     return cache.directory
 
 
@@ -85,7 +100,7 @@ class Workload:
 
     def __init__(self, phases: list) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "workload.py"), json.dumps(phases)],
+            [*HELPER, str(HERE / "workload.py"), json.dumps(phases)],
             stdout=subprocess.PIPE,
         )
         assert self.proc.stdout.readline() == b"ready\n"
@@ -168,6 +183,88 @@ def no_child_outlives_its_test():
             pass  # not our direct child: its own parent (killed too) or init reaps it
     if left:
         pytest.fail("left running after the test (killed): " + "; ".join(c for _, c in left))
+
+
+@pytest.fixture
+def ktui_for_anyone():
+    """ktui(*needs) -> (command, environment): `python -m ktui` as any user
+    can run it, wherever the checkout is (a clone in `mktemp -d` sits in a
+    directory only its owner may enter). The ktui package and the packages
+    NEEDS (top-level names, from the venv) are copied into a directory all
+    may read, and run by the venv's base interpreter; ktui's arguments go
+    after the command."""
+    import importlib
+    import shutil
+
+    root = Path(tempfile.mkdtemp(prefix="ktui-for-anyone-"))  # /tmp: all may pass
+
+    def install(*needs: str) -> tuple[list[str], dict[str, str]]:
+        for name in ("ktui", *needs):
+            # with its compiled modules (still valid: copytree keeps the
+            # sources' times), or each run compiles them all under emulation
+            source = Path(importlib.import_module(name).__file__).parent
+            shutil.copytree(source, root / name)
+        for path in (root, *root.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        python = os.path.realpath(sys._base_executable)  # the venv's bin/ is in the checkout
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        return [python, "-s", "-m", "ktui"], {**env, "PYTHONPATH": str(root)}
+
+    yield install
+    shutil.rmtree(root)
+
+
+def wait_for(cond, what: str, timeout: float = 120, every: float = 0.1):
+    """COND's first true value, asked every EVERY s; the test fails, naming
+    WHAT, once TIMEOUT s have passed (a bound for a slow, shared VM: never
+    a measure of how fast)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+class LineReader:
+    """A process's output, read line by line by a thread of its own, so a
+    test can wait for a number of lines with a deadline (a readline() in
+    the test would wait without one)."""
+
+    def __init__(self, stream) -> None:
+        import threading
+
+        self.lines: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def rest(self, timeout: float) -> bytes:
+        """Everything, once the stream has ended (the process closed it)."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the output did not end within {timeout:g} s"
+        return b"".join(self.lines)
+
+
+def drain_all(session, timeout: float = 60) -> list:
+    """Every event SESSION's buffers hold, drained until one drain comes back
+    empty. No waiting is needed once the work that made them is done: a
+    probe's program writes its event during the hit, before the traced
+    call returns (a deadline bounds a probe that keeps firing)."""
+    events: list = []
+
+    def empty_now() -> bool:
+        batch = session.drain().events()
+        events.extend(batch)
+        return not batch
+
+    wait_for(empty_now, "the event buffers to run dry", timeout, every=0)
+    return events
 
 
 def kprobe_entries() -> list[str]:

@@ -14,24 +14,22 @@ import json
 import re
 import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 
 import pytest
 
-from .conftest import kprobe_entries
-from .test_exit_paths import check_clean, has_events, replay, start, wait_for
+from .conftest import HELPER, LineReader, kprobe_entries, wait_for
+from .test_exit_paths import check_clean, events_written, replay, start
 
 EVERY_2MS = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
              "while True:\n    os.read(fd, 7)\n    time.sleep(0.002)\n")
 PROBES = ["-e", "vfs_read:c:a3", "-e", "vfs_read:r:retval"]
-RUNNING = 1.5  # seconds of events before the SIGINT
+FLOWING = 200  # events written before the SIGINT: the stop comes mid-flow
 
 
 @pytest.fixture
 def reader():
-    p = subprocess.Popen([sys.executable, "-c", EVERY_2MS])
+    p = subprocess.Popen([*HELPER, "-c", EVERY_2MS])
     yield p.pid
     p.kill()
     p.wait()
@@ -60,14 +58,12 @@ def test_stream_writes_every_emitted_event(reader):
     before = len(kprobe_entries())
     p = start(["stream", "--no-stats", "--attach", "kprobe", "--pid", str(reader), *PROBES], stdout=subprocess.PIPE)
     wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
-    first = p.stdout.readline()  # events flow
-    assert first
-    time.sleep(RUNNING)
+    stdout = LineReader(p.stdout)
+    wait_for(lambda: len(stdout.lines) >= FLOWING or p.poll() is not None, f"{FLOWING} events written")
     p.send_signal(signal.SIGINT)
-    # not communicate(): it reads the raw pipe, past what readline() buffered
-    out = first + p.stdout.read()
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0, err
+    out = stdout.rest(timeout=120)
     check_clean(before)
     lines = [json_line(x) for x in out.splitlines()]
     summary = lines[-1]
@@ -87,8 +83,8 @@ def test_record_writes_every_emitted_event(reader, tmp_path):
     out = tmp_path / "r.ktrec"
     before = len(kprobe_entries())
     p = start(["record", "--attach", "kprobe", "--pid", str(reader), *PROBES, "-o", str(out)])
-    wait_for(lambda: has_events(out) or p.poll() is not None, "recorded events")
-    time.sleep(RUNNING)
+    # the recorder writes its events chunk by chunk: a few of them, then the stop
+    wait_for(lambda: events_written(out) >= 3 or p.poll() is not None, "recorded events")
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     err = err.decode()

@@ -4,7 +4,6 @@ probe in the same set attaches and counts. One compile for the module."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from ktui.kernel.session import Session
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState
 
-from .conftest import kprobe_entries, ktui_bpf_programs
+from .conftest import drain_all, kprobe_entries, ktui_bpf_programs
 
 BLACKLIST = Path("/sys/kernel/debug/kprobes/blacklist")
 N = 40
@@ -102,8 +101,7 @@ def test_good_and_raw_address_probes_attach_and_count(session, workload):
     w = workload([[["read", 5, N]]])
     s.drain()
     w.run_phase()
-    time.sleep(0.3)
-    events = [e for e in s.drain().events() if e.pid == w.pid]
+    events = [e for e in drain_all(s) if e.pid == w.pid]
     good, raw = status(s, "good").probe_id, status(s, "rawaddr").probe_id
     assert [e.values[0] for e in events if e.probe_id == good] == [5] * N
     assert [e.values[0] for e in events if e.probe_id == raw] == [5] * N

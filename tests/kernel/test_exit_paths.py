@@ -1,20 +1,23 @@
 """`ktui stream` / `ktui record` ended every way a process can end: nothing
 stays in the kernel, graceful ends exit 0 without a traceback, and a
-recording is complete (or, after SIGKILL, truncated but replayable)."""
+recording is complete (or, after SIGKILL, truncated but replayable).
+
+A graceful end is SIGINT here: SIGTERM and SIGHUP take the very same way
+out of ktui's own code (headless.StopSignals), which the host proves for
+all three (tests/unit/test_finish.py); what the kernel does is the same."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ktui.pipeline.replay import ReplayFeed
 
-from .conftest import kprobe_entries, ktui_bpf_programs
+from .conftest import HELPER, kprobe_entries, ktui_bpf_programs, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
 SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
@@ -24,19 +27,10 @@ SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
 @pytest.fixture
 def spinner():
     """A process that reads 7 bytes every few ms, forever."""
-    p = subprocess.Popen([sys.executable, "-c", SPINNER])
+    p = subprocess.Popen([*HELPER, "-c", SPINNER])
     yield p.pid
     p.kill()
     p.wait()
-
-
-def wait_for(cond, what: str, timeout: float = 120) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def start(args, **kw):
@@ -44,11 +38,11 @@ def start(args, **kw):
 
 
 def check_clean(before_kp: int) -> None:
-    wait_for(lambda: len(kprobe_entries()) == before_kp, "kprobes to go", timeout=30)
-    assert ktui_bpf_programs() == []
+    wait_for(lambda: len(kprobe_entries()) == before_kp, "kprobes to go", timeout=60)
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL],
                          ids=lambda s: s.name)
 def test_stream_ended_by_signal(spinner, sig):
     before = len(kprobe_entries())
@@ -96,7 +90,8 @@ def test_silent_stream_into_a_closed_pipe():
         p = start(["stream", "--no-stats", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(sleeper.pid)],
                   stdout=subprocess.PIPE)
         wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
-        time.sleep(0.5)  # into the collector's loop
+        # closed whenever: before ktui watches its reader (poll() on the
+        # pipe then reports the error at once) or after, nothing is written
         p.stdout.close()
         # No --duration: it runs forever unless it notices. A generous wait
         # for that (the VM may share its host), not a bound on how fast.
@@ -115,7 +110,12 @@ def test_silent_stream_into_a_closed_pipe():
 
 
 def has_events(path: Path) -> bool:
-    return path.exists() and b"EVTS" in path.read_bytes()
+    return events_written(path) > 0
+
+
+def events_written(path: Path) -> int:
+    """The recording's chunks of events so far (one per drained batch)."""
+    return path.read_bytes().count(b"EVTS") if path.exists() else 0
 
 
 def replay(path: Path):
@@ -126,7 +126,7 @@ def replay(path: Path):
     return events, feed
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL],
                          ids=lambda s: s.name)
 def test_record_ended_by_signal(spinner, sig, tmp_path):
     out = tmp_path / "r.ktrec"

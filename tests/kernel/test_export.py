@@ -24,8 +24,8 @@ import urllib.request
 
 import pytest
 
-from .conftest import kprobe_entries
-from .test_exit_paths import check_clean, wait_for
+from .conftest import kprobe_entries, wait_for
+from .test_exit_paths import check_clean
 
 KTUI = [sys.executable, "-m", "ktui"]
 READS, BADREADS, OPENS, READS_AFTER_RELOAD = 40, 5, 3, 10

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
 
-from .conftest import HERE
+from .conftest import HELPER, HERE, drain_all, wait_for
 
 OPEN_PATH = "/tmp/ktui-generic-open-target"
 SHAPE = [["read", 1, 40], ["read", 7, 60], ["read", 4096, 20], ["badread", 9],
@@ -73,10 +72,7 @@ def run_set(engine: str, workload, cache_dir: Path):
     with Session(ps, options) as s:
         s.wait_loaded()
         w.run_phase()
-        time.sleep(0.3)
-        events = []
-        for _ in range(3):
-            events += s.drain().events()
+        events = drain_all(s)
         stats = s.stats().probes
         names = {st.probe_id: st.probe.name for st in s.statuses().values()}
     values = Counter((names[e.probe_id], comparable(names[e.probe_id], e.values), e.pid == w.pid)
@@ -109,7 +105,7 @@ def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
     # counts alone until it has counted EARLY reads, then the program is
     # routed in while the child goes on reading.
     go, stop = tmp_path / "go", tmp_path / "stop"
-    child = subprocess.Popen([sys.executable, "-c", (
+    child = subprocess.Popen([*HELPER, "-c", (
         "import os, sys, time\n"
         "z = os.open('/dev/zero', os.O_RDONLY)\n"
         "print('ready', flush=True)\n"
@@ -129,15 +125,15 @@ def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
         slot = engine.add(parse_spec("vfs_read:c"), 0)
         engine.attach(slot, "vfs_read", 0, None)
         go.touch()
-        deadline = time.monotonic() + 120
-        while engine.stats()[0].hits < EARLY:
-            assert time.monotonic() < deadline, engine.stats()[0]
-            time.sleep(0.05)
+        wait_for(lambda: engine.stats()[0].hits >= EARLY, f"the dispatcher to count {EARLY} reads",
+                 every=0.05)
         program = load_generic(log_fd, cache=ProgramCache(warm_cache))
         assert program.source == "cache"
         early_before = engine.stats()[0].hits
         engine.install_program(program)
-        time.sleep(1.0)  # the program counts for a while
+        # the program counts for a while: as many reads as the dispatcher did
+        wait_for(lambda: engine.stats()[0].hits - engine.stats()[0].counted_only >= EARLY,
+                 f"the program to count {EARLY} reads", every=0.05)
         stop.touch()
         calls = int(child.communicate(timeout=600)[0])  # its last line
         stats = engine.stats()[0]
@@ -170,6 +166,10 @@ def test_corrupt_cache_entry_recompiles(tmp_path, warm_cache):
     second.close()
     assert second.source == "compiled"
     assert "corrupt" in log_path.read_text()
+    # compiled here, it is the very entry the run's cache holds: the host's
+    # compile for this kernel (conftest.PREBUILT), instructions, maps and all
+    key = name.removesuffix(SUFFIX)
+    assert cache.get(key) == ProgramCache(warm_cache).get(key) is not None
     third = load_generic(log_fd, cache=cache)
     third.close()
     assert third.source == "cache"
@@ -197,8 +197,9 @@ with Session(ps, SessionOptions(engine="generic", cache_dir=Path(sys.argv[1]), i
     for _ in range(10):
         os.read(z, 5)
     os.read(z, 6)
-    time.sleep(0.2)
-    events = s.drain().events()
+    events = []
+    while batch := s.drain().events():  # written during the reads: no wait
+        events += batch
     stats = s.stats().probes
 print("bcc imported:", "bcc" in sys.modules)
 print("took", took)

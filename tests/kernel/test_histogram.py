@@ -14,7 +14,8 @@ from ktui.kernel.session import Session, SessionOptions
 from ktui.pipeline.rates import percentile
 from ktui.record.histogram import HIST_SLOTS, slot_bounds, slot_of
 
-from .test_pipeline import drain_all, probe_set
+from .conftest import drain_all
+from .test_pipeline import probe_set
 
 # Reads of very different sizes from /dev/zero spread the latencies over
 # several slots; bad reads return at once.

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from ktui.kernel.kretprobe_events import default_maxactive, find_root
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE, engine_cache
+from .conftest import HELPER, HERE, drain_all, engine_cache, wait_for
 
 THREADS = 12
 
@@ -42,17 +41,10 @@ def ktui_events() -> list[str]:
     return [line for line in text.splitlines() if "ktui" in line]
 
 
-def wait_for(check, what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 @pytest.mark.parametrize("engine,maxactive,attach", [("generic", 4, "kprobe"), ("compiled", 4, "kprobe"),
                                                      ("generic", None, "kprobe"), ("generic", 4, "fentry")])
 def test_returns_past_maxactive_are_counted(engine, maxactive, attach, request):
-    proc = subprocess.Popen([sys.executable, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([*HELPER, str(HERE / "blockers.py"), str(THREADS)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"
         ps = dataclasses.replace(loads_probeset(SET), pid=proc.pid, maxactive=maxactive or 0)
@@ -67,9 +59,7 @@ def test_returns_past_maxactive_are_counted(engine, maxactive, attach, request):
             assert proc.stdout.readline() == b"done\n"
             proc.wait(timeout=60)
             s.detach_all()
-            events = []
-            for _ in range(3):
-                events += s.drain().events()
+            events = drain_all(s)
             stats = s.stats().probes
         entries, returns = stats[ids["entries"]], stats[ids["returns"]]
         assert entries.hits == THREADS

@@ -6,13 +6,14 @@ engines (the generic program and a compiled one)."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.model import Named
 from ktui.lang.probeset import loads_probeset
+
+from .conftest import drain_all
 
 FILE = "/tmp/ktui-names-file"
 READ, TIMES = 100, 5
@@ -39,10 +40,7 @@ def run(engine: str, workload, cache_dir):
     with Session(ps, SessionOptions(engine=engine, cache_dir=cache_dir)) as s:
         s.wait_loaded()
         w.run_phase()
-        time.sleep(0.3)
-        events = []
-        for _ in range(3):
-            events += s.drain().events()
+        events = drain_all(s)
         statuses = {st.probe_id: st.probe for st in s.statuses().values()}
     return [(statuses[e.probe_id], e.values) for e in events]
 

@@ -5,14 +5,13 @@ twin on a fake kernel side, with many more rounds: tests/unit/test_session.py.""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 
 from ktui.kernel.session import Session
 from ktui.lang.spec import parse_spec
 from ktui.record.feed import ProbeState
 
-from .conftest import kprobe_entries, ktui_bpf_programs
+from .conftest import HELPER, kprobe_entries, ktui_bpf_programs
 from .test_exit_paths import SPINNER
 from .test_pipeline import probe_set
 
@@ -20,7 +19,7 @@ ROUNDS = 3
 
 
 def test_drain_and_stats_race_removal_and_adding():
-    spinner = subprocess.Popen([sys.executable, "-c", SPINNER])
+    spinner = subprocess.Popen([*HELPER, "-c", SPINNER])
     before_kp = len(kprobe_entries())
     failures: list[BaseException] = []
     done = threading.Event()

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import threading
 import time
 from collections import Counter
 
 import numpy as np
+import pytest
 
 from ktui.headless import run_record, run_stream
 from ktui.lang.model import ProbeSet
@@ -186,3 +190,50 @@ def test_record_writes_every_emitted_event(tmp_path, capfd):
         written.update(replay.drain().probe_counts())
     assert {i: s.emitted for i, s in replay.stats().probes.items()} == dict(written)
     assert sum(written.values()) > 0
+
+
+@pytest.mark.parametrize("command", ["stream", "record"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_each_stop_signal_ends_stream_and_record_the_same_way(sig, command, tmp_path, capfd):
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal) take one way out, in
+    ktui's own code (headless.StopSignals): detach, drain to the end, the
+    summary, exit 0. The kernel's part (probes gone, every event written)
+    is proven once, by SIGINT, beside SIGKILL: tests/kernel/test_exit_paths.py."""
+    feed = BusyKernelFeed()
+
+    def signal_once_running() -> None:
+        deadline = time.monotonic() + 60
+        while feed.drains < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), sig)  # handled in the main thread, where the collector runs
+
+    # Where ktui would not take the signal, this handler would (and the
+    # duration, a bound for a slow machine, end the run): never the case.
+    unhandled = []
+    before = signal.signal(sig, lambda *_: unhandled.append(sig))
+    threading.Thread(target=signal_once_running, daemon=True).start()
+    out = tmp_path / "r.ktrec"
+    try:
+        if command == "stream":
+            status = run_stream(feed.probeset, None, interval=0.05, duration=30, with_stats=False,
+                                open_feed=lambda ps, options: feed)
+        else:
+            status = run_record(feed.probeset, None, str(out), interval=0.05, duration=30,
+                                open_feed=lambda ps, options: feed)
+    finally:
+        signal.signal(sig, before)
+    assert unhandled == []
+    assert status == 0 and feed.closed and not feed.attached
+    assert feed.calls.index("detach_all") < len(feed.calls) - 1  # drained and read after it
+    if command == "stream":
+        lines = [json.loads(x) for x in capfd.readouterr().out.splitlines()]
+        written = Counter(x["probe_id"] for x in lines if x["type"] == "event")
+        assert lines[-1]["type"] == "summary"
+        assert {p["probe_id"]: p["emitted"] for p in lines[-1]["probes"]} == dict(written)
+    else:
+        replay = ReplayFeed(str(out), speed=0)
+        written = Counter()
+        while not replay.finished:
+            written.update(replay.drain().probe_counts())
+        assert not replay.truncated
+        assert {i: s.emitted for i, s in replay.stats().probes.items()} == dict(written)

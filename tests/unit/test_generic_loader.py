@@ -4,6 +4,7 @@ Whether the kernel accepts and runs them is tests/kernel/test_generic.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -11,6 +12,7 @@ import struct
 import pytest
 
 from ktui.kernel.generic import cache as cache_mod
+from ktui.kernel.generic.build_inputs import BuildInputs
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
 from ktui.kernel.generic.abi import EXCLUDED_PIDS
 from ktui.kernel.generic.dispatch import assemble, excluded_value
@@ -122,15 +124,17 @@ def test_cache_is_bounded(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.glob("*.ktuiprog")) == ["k3.ktuiprog", "k4.ktuiprog", "k5.ktuiprog"]
 
 
-def test_key_changes_with_what_the_bytecode_depends_on(monkeypatch):
-    base = cache_key("text", "1.0")
-    assert cache_key("text", "1.0") == base
-    assert cache_key("text!", "1.0") != base
-    assert cache_key("text", "1.1") != base
-    real = os.uname()
-    monkeypatch.setattr(cache_mod.os, "uname", lambda: os.uname_result(
-        (real.sysname, real.nodename, "9.9.9", real.version, real.machine)))
-    assert cache_key("text", "1.0") != base
+INPUTS = BuildInputs(bcc="0.26.0", arch="x86_64", headers="headers abc", probe_read="kernel", version_code="")
+
+
+def test_key_changes_with_what_the_bytecode_depends_on():
+    base = cache_key("text", "1.0", INPUTS)
+    assert cache_key("text", "1.0", INPUTS) == base
+    assert cache_key("text!", "1.0", INPUTS) != base
+    assert cache_key("text", "1.1", INPUTS) != base
+    for change in ({"bcc": "0.27.0"}, {"arch": "aarch64"}, {"headers": "headers abd"},
+                   {"probe_read": "compat"}, {"version_code": "393664"}):
+        assert cache_key("text", "1.0", dataclasses.replace(INPUTS, **change)) != base, change
 
 
 @pytest.mark.parametrize("bad", [

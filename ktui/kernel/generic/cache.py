@@ -1,11 +1,15 @@
 """A cache of compiled programs, so that a later start runs no compiler.
 
 An entry is the BPF instructions bcc produced for one program text on one
-kernel, with the maps it needs and where their fds go: everything to load
-it again through bpf(2) alone. Its key hashes everything the bytecode
-depends on (the program text, the kernel's release and build, bcc's
-version, ktui's version, the architecture), so nothing stale is ever
-loaded: any change is a different key.
+kernel's headers, with the maps it needs and where their fds go:
+everything to load it again through bpf(2) alone. Its key hashes
+everything the bytecode depends on (the program text, ktui's and bcc's
+versions, the kernel headers bcc compiles against, named by their
+content, and the little bcc asks the running kernel: build_inputs.py), so
+nothing stale is ever loaded: any change is a different key. The running
+kernel itself is not in the key, so an entry compiled elsewhere against
+the same headers (the test rig compiles on the host for the VM's kernel)
+is the very entry a compile here would make.
 
 The store is private to the user and refuses to be fooled: the directory
 is created 0700; an entry is written to a temporary file and renamed; a
@@ -22,13 +26,14 @@ import base64
 import hashlib
 import json
 import os
-import platform
 import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.cachefiles import cache_dir, private_dir, untrusted
+from ktui.kernel.generic import build_inputs
+from ktui.kernel.generic.build_inputs import BuildInputs
 
 FORMAT = 1
 MAX_ENTRIES = 16
@@ -46,38 +51,15 @@ class CompiledProgram:
     maps: dict[str, dict]  # name -> {type, key_size, value_size, max_entries, flags}
 
 
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(4096)
-    except OSError:
-        return ""
-
-
-def _bcc_version() -> str:
-    """bcc's version without importing bcc (seconds under emulation)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("bcc")
-    except (ImportError, ValueError):
-        return "none"
-    if spec is None or not spec.origin:
-        return "none"
-    return _read_text(os.path.join(os.path.dirname(spec.origin), "version.py")).strip()
-
-
-def cache_key(program_text: str, ktui_version: str) -> str:
-    """Everything the compiled bytecode depends on, hashed."""
-    uname = os.uname()
+def cache_key(program_text: str, ktui_version: str, inputs: BuildInputs | None = None) -> str:
+    """Everything the compiled bytecode depends on, hashed: the text, ktui's
+    version, and what a compile here depends on besides (build_inputs;
+    `inputs` None: worked out now)."""
+    inputs = inputs if inputs is not None else build_inputs.here()
     parts = [
         f"format {FORMAT}",
         f"ktui {ktui_version}",
-        f"bcc {_bcc_version()}",
-        f"kernel {uname.release} {uname.version} {platform.machine()}",
-        "kernel-build " + _read_text("/proc/version").strip(),
+        *inputs.lines(),
         "program " + hashlib.sha256(program_text.encode()).hexdigest(),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -185,17 +185,30 @@ def tracing_variant(log_fd: int, *, cache: ProgramCache | None,
     """The fentry/fexit variant's instructions (not loaded: every probe
     loads its own copy, load_tracing_copy), from `cache` or compiled once
     (by `compiler`, else a helper of its own)."""
-    text = program_text(tracing=True, func_arg_helpers=_probed_func_arg(func_arg_helpers))
+    return compiled_variant(log_fd, cache=cache, tracing=True, compiler=compiler,
+                            func_arg_helpers=func_arg_helpers)[0]
+
+
+def compiled_variant(log_fd: int, *, cache: ProgramCache | None, tracing: bool,
+                     compiler: Compiler | None = None,
+                     func_arg_helpers: bool | None = None) -> tuple[CompiledProgram, str]:
+    """A variant's instructions, not loaded, and where they came from
+    ("cache" or "compiled"): from `cache`, or compiled once into it
+    (`tracing`: the fentry/fexit variant, else the kprobe one; by
+    `compiler`, else a helper of its own; `func_arg_helpers`: see
+    program_text, None: this kernel's probed features say)."""
+    text = program_text(tracing=tracing, func_arg_helpers=_probed_func_arg(func_arg_helpers))
     key = cache_key(text, __version__)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
-        return cached
+        return cached, "cache"
     started = time.monotonic()
     compiled = (compiler or _one_off(log_fd))(text, key)
-    log_line(log_fd, f"ktui: fentry/fexit variant compiled in {time.monotonic() - started:.2f} s")
+    what = "fentry/fexit variant" if tracing else "generic program"
+    log_line(log_fd, f"ktui: {what} compiled in {time.monotonic() - started:.2f} s")
     if cache is not None:
         cache.put(key, compiled)
-    return compiled
+    return compiled, "compiled"
 
 
 def cached_tracing_variant(cache: ProgramCache, *, func_arg_helpers: bool | None = None) -> CompiledProgram | None:
