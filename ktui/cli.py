@@ -303,7 +303,9 @@ def check_cmd(files, syntax_only):
 
 
 def _check_files(files, names, syntax_only: bool) -> int:
-    """`ktui check`'s loop; the number of files that failed."""
+    """`ktui check`'s loop; the number of files that failed. Each file's
+    errors and its functions' problems are printed together, in file order:
+    a misspelt function is reported even when another probe has an error."""
     from ktui.lang.bind import needs_binding
     from ktui.lang.probeset import check_probeset
 
@@ -312,15 +314,12 @@ def _check_files(files, names, syntax_only: bool) -> int:
     no_btf = kernel.problem() if kernel is not None else None
     for f in files:
         ps, errors = check_probeset(f, None if no_btf else kernel)
-        for error in errors:
-            click.echo(str(error))
-        if errors:
-            bad += 1
-            continue
-        problems = [] if syntax_only else _name_problems(f, ps, names)
-        for line, fatal in problems:
-            click.echo(line)
-        if any(fatal for _line, fatal in problems):
+        problems = [] if syntax_only else _name_problems(f, names, ps, errors)
+        found = sorted([(e.line or 0, e.col or 0, str(e), True) for e in errors] + problems,
+                       key=lambda p: p[:2])
+        for _line, _col, text, _fatal in found:
+            click.echo(text)
+        if any(fatal for *_where, fatal in found):
             bad += 1
             continue
         unchecked = [] if syntax_only else [names.unchecked()]
@@ -331,26 +330,30 @@ def _check_files(files, names, syntax_only: bool) -> int:
     return bad
 
 
-def _name_problems(path: str, ps, names) -> list[tuple[str, bool]]:
+def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bool]]:
     """`FILE:LINE:COL: probe N (SPEC): message` for each probe whose function
-    the running kernel cannot probe; (line, fatal)."""
-    from ktui.lang.locate import target_positions
+    the running kernel cannot probe, as (line, col, text, fatal). Every
+    probe whose function can be read is asked, whatever else is wrong in
+    the set; not twice where binding its names already found no such
+    function (`errors`, the reader's). A probe is named by its spec, or
+    where the set did not load by what the file says, as those errors do."""
+    from ktui.lang.locate import probe_targets
 
     out = []
-    positions = None
-    for number, probe in enumerate(ps.probes, 1):
-        symbol = probe.target.symbol
-        if symbol is None:
+    for number, target in enumerate(probe_targets(path), 1):
+        if target.symbol is None:
             continue
-        found = names.problem(symbol)
+        found = names.problem(target.symbol)
         if found is None:
             continue
-        if positions is None:
-            positions = target_positions(path)
-        line, col = positions[number - 1] if number <= len(positions) else (None, None)
-        where = ":".join(str(p) for p in (path, line, col) if p is not None)
+        said = f"unknown kernel function {target.symbol!r}"
+        if any(e.line in target.lines and said in e.message for e in errors):
+            continue
         kind = "" if found.fatal else "warning: "
-        out.append((f"{where}: {kind}probe {number} ({probe.spec_text}): {found.message}", found.fatal))
+        spec = ps.probes[number - 1].spec_text if ps is not None else target.written
+        out.append((target.line, target.col,
+                    f"{path}:{target.line}:{target.col}: {kind}probe {number} ({spec}): {found.message}",
+                    found.fatal))
     return out
 
 
