@@ -313,7 +313,9 @@ class FakeFeed:
         reason = self.fail.get(str(probe.target.symbol))
         if reason is not None:
             return ProbeStatus(probe_id, probe, ProbeState.FAILED, reason)
-        return ProbeStatus(probe_id, probe, ProbeState.ATTACHED)
+        # as a kernel session says it: on a kprobe, or a kretprobe for a return probe
+        via = "kretprobe" if probe.kind is Kind.RETURN else "kprobe"
+        return ProbeStatus(probe_id, probe, ProbeState.ATTACHED, via=via)
 
     def _get(self, probe_id: int) -> ProbeStatus:
         try:
