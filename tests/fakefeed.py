@@ -100,6 +100,7 @@ def fake_aggregates(probe: Probe, hits: int) -> dict:
         rows.sort(key=lambda r: -(r[2] if agg.sum is not None else r[1]))
         out["top_values"] = tuple(r for r in rows if r[1])
         out["value_keys"] = len(out["top_values"])
+        out["value_sum"] = sum(r[2] for r in rows)
         out["keys_dropped"] = 0
     if agg.stack is not None:  # two call paths, 3:1 (addresses the tests' symbolize names)
         paths = ((0xffffffff81000100, 0xffffffff81000200, 0xffffffff81000300),

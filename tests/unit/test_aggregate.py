@@ -140,6 +140,7 @@ def test_maps_read_back_as_top_values_by_sum_merging_stale_comm_tails():
     assert got["keys_dropped"] == 2  # ("sh", 7) with and without a stale tail is one key
     assert got["keys_dropped_unknown"] == 1
     assert got["value_keys"] == 3
+    assert got["value_sum"] == 100 + 15 + 0  # every key's sum: the top values' shares are of it
     assert got["top_values"] == ((("cat", 100), 1, 100), (("dd", 5), 3, 15), (("cat", -9), 7, 0))
 
 
@@ -171,7 +172,7 @@ def test_a_recording_keeps_the_aggregations():
     from ktui.record.feed import StatsSnapshot
 
     stats = ProbeStats(3, hits=9, value_hist=(0, 2) + (0,) * 63, top_values=((("dd", 7), 2, 14),),
-                       value_keys=1, values_dropped=1, keys_dropped=1, keys_dropped_unknown=3, stacks=(((0xffff1, 0xffff2), 9),),
+                       value_keys=1, value_sum=14, values_dropped=1, keys_dropped=1, keys_dropped_unknown=3, stacks=(((0xffff1, 0xffff2), 9),),
                        stack_count=1, stacks_dropped=2)
     back = stats_from_json(json.loads(json.dumps(stats_to_json(StatsSnapshot(1.0, {3: stats})))))
     assert back.probes[3] == stats
