@@ -63,6 +63,7 @@ class Choice:
     type_id: int = 0  # a pointer to a struct: what its members are looked up from
     expandable: bool = False  # a parameter pointing to a struct or union with members
     register: str = ""  # `a3`: where the parameter arrives
+    pointee: "Choice | None" = None  # a parameter pointing to a number: the number itself
 
     @property
     def tickable(self) -> bool:
@@ -190,11 +191,16 @@ class Functions:
             why = f"a {leaf.kind} passed by value: not fetched by name"
         expandable = False
         target = 0
+        pointee = None
+        ref = param_ref(slot.name) if slot.name else f"a{slot.index + 1}"
         if leaf.kind == "pointer":
-            target = access.btf.resolve(access.btf.head(access.btf.resolve(slot.type_id))[3])
+            pointed = access.btf.head(access.btf.resolve(slot.type_id))[3]
+            target = access.btf.resolve(pointed)
             expandable = access.btf.head(target)[0] in (Kind.STRUCT, Kind.UNION) and not why
-        return Choice(param_ref(slot.name) if slot.name else f"a{slot.index + 1}", shown, why,
-                      text=leaf.text, type_id=target, expandable=expandable, register=register)
+            if not why and not leaf.text:
+                pointee = _pointee(access, pointed, ref, slot.name or ref)
+        return Choice(ref, shown, why, text=leaf.text, type_id=target, expandable=expandable,
+                      register=register, pointee=pointee)
 
     def members(self, detail: Detail, param: Choice) -> tuple[Choice, ...]:
         """The members of what `param` points to, one level, each a choice."""
@@ -225,6 +231,20 @@ class Functions:
                               why, depth=1, text=leaf.text,
                               default_type="string" if leaf.kind == "array" and leaf.text else ""))
         return tuple(out)
+
+
+def _pointee(access: Access, type_id: int, ref: str, name: str) -> Choice | None:
+    """`loff_t *pos`: the loff_t itself, read where pos points, as the
+    language writes it (`+0(pos):s64`); None unless it points to a number
+    (an integer, an enum, a bool) of 1, 2, 4 or 8 bytes."""
+    if type_id == 0:
+        return None  # void *
+    leaf = access.leaf(type_id)
+    if leaf.kind not in ("int", "enum", "bool") or leaf.size not in (1, 2, 4, 8):
+        return None
+    fetch_type = f"{'s' if leaf.signed and leaf.kind != 'bool' else 'u'}{leaf.size * 8}"
+    return Choice(f"+0({ref})", f"*{name}  ({leaf.ctype}: the value {name} points to)", "",
+                  depth=1, default_type=fetch_type)
 
 
 def running_kernel_catalog() -> Catalog:
