@@ -390,9 +390,11 @@ def list_cmd(patterns, as_json, wide, no_cache):
     loaded or not (xfs:*). No root needed where the files are readable.
     """
     from ktui.listing import run_list
+    from ktui.vm.boot import default_kernel
 
     with _warnings_on_stderr():
-        code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache)
+        code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache,
+                        vm_kernel=default_kernel())
     sys.exit(code)
 
 
