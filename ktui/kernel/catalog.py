@@ -316,14 +316,39 @@ class Catalog:
         rx = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
         return [n for n in names if rx.match(n)]
 
-    def _entries(self, names: list[str]) -> list[Entry]:
+    def symbol_names(self) -> set[str]:
+        """What is known without BTF: every function symbol, and the
+        originals known from their copies (the function browser's first
+        screen, before BTF's prototypes are read)."""
+        names = set(self.src.symbols.names())
+        names.update(self.copies())
+        return names
+
+    def quick_entry(self, name: str) -> Entry | None:
+        """The verdict on one name from kallsyms, ftrace and the blacklist
+        alone (no prototype, nothing BTF would add): cheap once `prepare_quick`
+        has read those files."""
+        found = self._entries([name], FunctionTable({}, {}))
+        return found[0] if found else None
+
+    def prepare_quick(self) -> None:
+        """Read what `quick_entry` needs (off the UI thread)."""
+        self.src.symbols.names()
+        self.src.symbols.blacklist()
+        self.src.symbols.shared()
+        self.filterable()
+        self.notrace_refused()
+        self.copies()
+
+    def _entries(self, names: list[str], table: FunctionTable | None = None) -> list[Entry]:
         """Verdicts for names from kallsyms, BTF or copies: the hot loop of
         `ktui list '*'` (55,000 names on 6.1). The common case, a plain
         symbol, takes the first branch; entries are made with
-        tuple.__new__, a third of what calling the NamedTuple costs."""
+        tuple.__new__, a third of what calling the NamedTuple costs.
+        `table`: BTF's prototypes (default: the kernel's, read now)."""
         symbols = self.src.symbols
         kallsyms = symbols.names()
-        table = self.table()
+        table = self.table() if table is None else table
         vm_protos, mod_protos, ambiguous = table.vmlinux, table.modules, table.ambiguous
         aff = self.filterable()
         blacklist = symbols.blacklist() or frozenset()

@@ -126,7 +126,10 @@ class BrowserScreen(Screen[None]):
     # ------------------------------------------------------------ loading
     @work(thread=True, group="browse-load")
     def _load(self) -> None:
-        functions = self.index.load(progress=lambda n: self.post_message(self.Counted(n)))
+        # The names and their verdicts first (a few files), then the whole
+        # catalog (BTF's prototypes: about 20 s in the emulated VM).
+        functions = self.index.load(progress=lambda n: self.post_message(self.Counted(n)),
+                                    first=lambda quick: self.post_message(self.Ready(quick)))
         self.post_message(self.Ready(functions))
 
     @on(Counted)
@@ -139,8 +142,13 @@ class BrowserScreen(Screen[None]):
         self._ready(message.functions)
 
     def _ready(self, functions: Functions) -> None:
+        if functions.partial and self.functions is not None and not self.functions.partial:
+            return  # (the whole index is already here)
         self.functions = functions
-        self.search(self.query_one("#query", Input).value)
+        matches = self.query_one("#matches", OptionList)
+        shown = matches.highlighted
+        name = matches.get_option_at_index(shown).id if shown is not None and matches.option_count else None
+        self.search(self.query_one("#query", Input).value, keep=name)
 
     # ------------------------------------------------------------ searching
     @on(Input.Changed, "#query")
@@ -148,8 +156,9 @@ class BrowserScreen(Screen[None]):
         if self.functions is not None:
             self.search(event.value)
 
-    def search(self, query: str) -> None:
-        """Rank, show the best rows, highlight the first."""
+    def search(self, query: str, keep: str | None = None) -> None:
+        """Rank, show the best rows, highlight the first (or `keep`, the
+        function highlighted before, when it is still among them)."""
         assert self.functions is not None
         found = self.functions.matcher.search(query, DEFAULT_CAP)
         entries = self.functions.entries
@@ -164,7 +173,8 @@ class BrowserScreen(Screen[None]):
             matches.clear_options()
             matches.add_options(options)
             if options:
-                matches.highlighted = 0
+                names = list(found.names)
+                matches.highlighted = names.index(keep) if keep in names else 0
             else:
                 self.show(None)
         self.query_one("#count", Static).update(self._count_line(query, found.total))
@@ -181,6 +191,8 @@ class BrowserScreen(Screen[None]):
                 line.append(f" (best {DEFAULT_CAP} shown)")
         else:
             line.append(f"{len(self.functions):,} functions")
+        if self.functions.partial:
+            line.append(" · reading prototypes and parameters from BTF…", "dim")
         if self.functions.btf_problem:
             line.append(f" · {self.functions.btf_problem}", "yellow")
         if self.read_only:
@@ -213,8 +225,10 @@ class BrowserScreen(Screen[None]):
 
     # ------------------------------------------------------------ one function
     def show(self, detail: Detail | None) -> None:
-        """A new function: its prototype, verdict, and nothing ticked."""
-        if detail is not self.detail:
+        """A new function: its prototype, verdict, and nothing ticked (the
+        same function again, as the whole index replaces the first one,
+        keeps what was ticked)."""
+        if detail is None or self.detail is None or detail.name != self.detail.name:
             self.picked.clear()
             self.expanded.clear()
         self.detail = detail
@@ -227,7 +241,9 @@ class BrowserScreen(Screen[None]):
             self._set_spec("")
             return
         entry = detail.entry
-        proto.update(Text(entry.prototype or f"{entry.name}(?)  (no BTF prototype)"))
+        missing = ("(…)  (reading its prototype from BTF)" if self.functions is not None and self.functions.partial
+                   else "(?)  (no BTF prototype)")
+        proto.update(Text(entry.prototype or f"{entry.name}{missing}"))
         self.query_one("#verdict", Static).update(
             Text(detail.verdict_line, VERDICT_STYLE.get(entry.verdict, "red")))
         notes = list(detail.notes) + ([detail.named] if detail.named else [])

@@ -4,6 +4,9 @@ says without BTF and in a replay; and the add dialog's completion."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from textual.widgets import Input, OptionList, SelectionList  # (TickList is one)
 
@@ -20,14 +23,20 @@ def fk(tmp_path):
     return FakeKernel(tmp_path)
 
 
-async def open_browser(app, pilot) -> BrowserScreen:
+async def open_browser(app, pilot, *, whole: bool = True) -> BrowserScreen:
+    """Open the browser; wait until the catalog is loaded (`whole`: all of
+    it, BTF's prototypes too; else its first, partial index)."""
     await pilot.pause()
     await pilot.press("b")
-    for _ in range(200):  # the catalog loads in a thread
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the catalog loads in a thread
         await pilot.pause(0.01)
-        if isinstance(app.screen, BrowserScreen) and app.screen.functions is not None:
+        screen = app.screen
+        if isinstance(screen, BrowserScreen) and screen.functions is not None and (
+                not whole or not screen.functions.partial):
             break
     assert isinstance(app.screen, BrowserScreen) and app.screen.functions is not None
+    assert not whole or not app.screen.functions.partial
     await pilot.pause()
     return app.screen
 
@@ -210,6 +219,52 @@ async def test_the_add_dialog_completes_function_and_parameter_names(fk):
         await pilot.pause(0.05)
         await pilot.press("right")
         assert spec.value == "vfs_read:c:count"
+
+
+async def test_the_first_screen_comes_before_the_prototypes(fk):
+    """Issue #29: the browser spent about 20 s on `loading 55,072
+    functions…` in the VM, most of it reading BTF's prototypes. Names and
+    verdicts come first (kallsyms, ftrace, the blacklist): a user can type
+    and see verdicts while BTF is read; then the prototypes come, and the
+    highlighted function stays."""
+    gate = threading.Event()
+
+    def slow_btf_catalog():
+        catalog = fk.catalog()
+        whole_table = catalog.table
+
+        def table():
+            assert gate.wait(60), "the test never let BTF load"
+            return whole_table()
+
+        catalog.table = table
+        return catalog
+
+    app = make_app(functions=FunctionIndex(slow_btf_catalog))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_browser(app, pilot, whole=False)
+            assert screen.functions.partial
+            await pilot.press(*"vfs_r")
+            assert rows(screen)[0] == "vfs_read"
+            assert "traceable" in str(screen.query_one("#matches").get_option_at_index(0).prompt)
+            assert "reading prototypes and parameters from BTF" in plain(screen.query_one("#count"))
+            assert plain(screen.query_one("#verdict")).startswith("traceable")
+            assert "reading its prototype from BTF" in plain(screen.query_one("#proto"))
+            gate.set()
+            deadline = time.monotonic() + 60
+            while screen.functions.partial and time.monotonic() < deadline:
+                await pilot.pause(0.02)
+            await pilot.pause()
+            assert not screen.functions.partial
+            assert rows(screen)[0] == "vfs_read"
+            assert "vfs_read(struct file *file" in plain(screen.query_one("#proto"))
+            assert "reading prototypes" not in plain(screen.query_one("#count"))
+            await pilot.press("enter")
+            await tick(pilot, screen, "count")
+            assert screen.query_one("#spec", Input).value == "vfs_read:c:count"
+    finally:
+        gate.set()
 
 
 def choice_lines(screen) -> list[str]:
