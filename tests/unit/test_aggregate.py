@@ -43,13 +43,45 @@ def test_the_short_form_parses_and_prints_back():
     ("vfs_read:c count(a9)", 18, "a1..a6"),
     ("vfs_read:c hist(a3) hist(a2)", 21, "twice"),
     ("vfs_read:c count(a1) max_keys(x)", 31, "whole number"),
-    ("vfs_read:c hist(count)", 12, "by position"),
+    ("vfs_read:c hist(count)", 17, "write its position"),
 ])
 def test_short_form_errors_name_the_column(text, col, words):
     with pytest.raises(SpecError) as err:
         parse_probe_text(text)
     assert err.value.col == col, str(err.value)
     assert words in err.value.message
+
+
+def test_a_name_in_an_aggregation_is_pointed_at_and_said_once():
+    """Issue #29: `count(count)` said `count: count: names are not taken…`
+    with the caret on the aggregation. The caret is on the name, the
+    clause is said once, and where to look for its position is said."""
+    with pytest.raises(SpecError) as err:
+        parse_probe_text("vfs_read:c:a1 count(comm, count)")
+    assert err.value.col == 27
+    assert err.value.message == (
+        "count(count): a parameter by name is not taken in an aggregation yet; write its position "
+        "(a1..a6: `ktui list vfs_read` shows vfs_read's parameters in order)")
+
+
+def test_with_btf_the_position_of_the_name_is_suggested(monkeypatch, tmp_path):
+    """... and where the kernel's BTF is at hand, the position itself: `a3`."""
+    from click.testing import CliRunner
+
+    from ktui import cli
+    from tests.unit.namedkernel import kernel_names
+
+    kernel = kernel_names(tmp_path)
+    monkeypatch.setattr(cli, "_kernel_names", lambda: kernel)
+    r = CliRunner().invoke(cli.main, ["compile", "-e", "vfs_read:c count(count)"])
+    assert (r.exit_code, r.output) == (1, "ktui: -e #1:18: count(count): a parameter by name is not "
+                                          "taken in an aggregation yet; write count(a3) (count is vfs_read's a3)\n")
+    for body, where in (("  - spec: vfs_read:r sum(count)\n", "f.yaml:3:26"),
+                        ("  - spec: vfs_read:c\n    count: [comm, count]\n", "f.yaml:4:12")):
+        with pytest.raises(ProbeSetError) as err:
+            loads_probeset("name: x\nprobes:\n" + body, source="f.yaml", kernel=kernel)
+        assert str(err.value).startswith(where), str(err.value)
+        assert "(count is vfs_read's a3)" in str(err.value) and "count: count:" not in str(err.value)
 
 
 SET = """name: agg
