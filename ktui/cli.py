@@ -79,7 +79,7 @@ class _DefaultGroup(click.Group):
         except click.exceptions.Abort:  # Ctrl-C (or end of input) outside a command's own handling
             _fail("interrupted", EXIT_INTERRUPTED)
         except click.ClickException as err:
-            _fail(one_line(err), err.exit_code)
+            _fail(one_line(err) + _usage_hint(err), err.exit_code)
         sys.exit(status if isinstance(status, int) else EXIT_OK)
 
     def parse_args(self, ctx, args):
@@ -100,6 +100,18 @@ class _DefaultGroup(click.Group):
         if not items and not incomplete.startswith("-"):
             return [CompletionItem(incomplete, type="file")]
         return items
+
+
+def _usage_hint(err: click.ClickException) -> str:
+    """For an argument or option missing or unknown (`ktui check` with no
+    file), what the command takes, on the same line: ` Usage: ktui check
+    [OPTIONS] FILES... (ktui check --help)`."""
+    ctx = getattr(err, "ctx", None)
+    if not isinstance(err, (click.MissingParameter, click.NoSuchOption)) or ctx is None:
+        return ""
+    name = ctx.command.name if ctx.parent is not None else ""
+    words = " ".join(["ktui", *([name] if name else []), *ctx.command.collect_usage_pieces(ctx)])
+    return f" Usage: {words} ({' '.join(['ktui', *([name] if name else [])])} --help)"
 
 
 def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
@@ -213,7 +225,9 @@ _buffer_option = click.option(
     help="Event buffer: BPF ring buffer (5.8+) or perf buffers; auto picks by the running kernel.")
 
 _spec_option = click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
-                            help="A probe in the compact form (repeatable): `[LABEL=]SPEC [if FILTER]`.")
+                            help="A probe in the compact form (repeatable): `[LABEL=]SPEC [AGGREGATIONS] "
+                                 "[if FILTER]`; AGGREGATIONS count in the kernel: hist(a3) count(comm) "
+                                 "sum(retval) max_keys(N) stack(kernel|user|both).")
 
 _common_probe_options = [
     _spec_option,
@@ -443,7 +457,18 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
-@main.command("stream")
+STREAM_EPILOG = """\b
+Aggregations are counted in the kernel and come in the stats lines
+("top_values", "value_hist", "stacks"), not as one event each:
+  ktui stream -e 'vfs_read:r count(comm) sum(retval)'   bytes read per process
+  ktui stream -e 'vfs_read:c hist(a3)'                  read sizes, a log2 histogram
+  ktui stream -e 'vfs_read:c stack(kernel)' --folded vfs.folded   who calls it
+  ktui stream -e 'vfs_read:c count(a3) max_keys(64)'    the sizes seen, at most 64
+A probe with aggregations and no fetches streams no events: only its counts.
+"""
+
+
+@main.command("stream", epilog=STREAM_EPILOG)
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("--from", "from_rec", type=click.Path(dir_okay=False), default=None,
