@@ -604,7 +604,7 @@ def vm_cmd(kernel, no_workload, args):
     from ktui.vm import run_in_vm
 
     argv = _guest_argv(list(args))
-    _check_before_boot(argv)
+    _check_before_boot(argv, kernel)
     sys.exit(run_in_vm(argv, kernel=kernel, workload=not no_workload))
 
 
@@ -616,11 +616,12 @@ def _guest_argv(args: list[str]) -> list[str]:
     return ["run", *args]
 
 
-def _check_before_boot(argv: list[str]) -> None:
+def _check_before_boot(argv: list[str], kernel: str | None = None) -> None:
     """Refuse on the host, before a minute of booting, what ktui in the
     guest would refuse anyway: its command line (one line, exit 2), a probe
-    set or -e spec that does not parse (exit 1). Names (`count`) stay for
-    the guest: this machine's BTF is not the guest kernel's."""
+    set or -e spec that does not parse (exit 1), and names (`count`) the
+    guest kernel does not have: its BTF is read here from its image
+    (vm/guest_btf.py), not this machine's own."""
     from ktui.lang.model import KtuiError
 
     command, rest = argv[0], argv[1:]
@@ -629,22 +630,84 @@ def _check_before_boot(argv: list[str]) -> None:
     # click's own parser for that command: the same errors, the same words
     params = main.commands[command].make_context(command, rest, parent=click.get_current_context()).params
     if command == "check":
-        _check_syntax_or_exit(params["files"])
+        _check_syntax_or_exit(params["files"], kernel)
     elif "specs" in params and not params.get("from_rec"):
         try:
-            load_inputs(params["files"], params["specs"], params.get("pid"), params.get("comm"),
-                        default=command == "run", bind=False)
+            ps = load_inputs(params["files"], params["specs"], params.get("pid"), params.get("comm"),
+                             default=command == "run", bind=False)
         except KtuiError as exc:
             _fail(str(exc), EXIT_INVALID)
+        files = params["files"] or ((ps.source,) if ps.source else ())
+        problems = _guest_name_problems(files, params["specs"], kernel)
+        if problems:
+            _fail(problems[0], EXIT_INVALID)
 
 
-def _check_syntax_or_exit(files) -> None:
-    """`ktui vm check`: every syntax error, as `ktui check` prints it, exit 1."""
+def _guest_names(kernel: str | None):
+    from ktui.vm.boot import default_kernel
+    from ktui.vm.guest_btf import guest_names
+
+    return guest_names(kernel or default_kernel())
+
+
+def _guest_name_problems(files, specs, kernel: str | None) -> list[str]:
+    """What binding the probes' names to the guest kernel's BTF refuses, as
+    ktui in the guest would say it. A function its vmlinux BTF does not
+    describe is refused only when it looks like a typo (GuestNames.typo);
+    else it may be a module's, left to the guest."""
+    from ktui.lang.bind import bind_probe
+    from ktui.lang.locate import probe_targets
+    from ktui.lang.model import SpecError
+    from ktui.lang.probeset import check_probeset
+    from ktui.lang.spec import parse_probe_text
+
+    guest = _guest_names(kernel) if files or specs else None
+    if guest is None:
+        return []
+    problems = []
+    for f in files:
+        errors = check_probeset(f, guest)[1]
+        targets = probe_targets(f)
+        problems += [_in_guest(str(e), guest) for e in errors if not _left_to_guest(e, targets, guest)]
+    for i, text in enumerate(specs, 1):
+        probe = parse_probe_text(text)  # (it parsed: load_inputs said so)
+        try:
+            bind_probe(probe, guest, text=text)
+        except SpecError as exc:
+            symbol = probe.target.symbol
+            if f"unknown kernel function {symbol!r}" in exc.message and not guest.typo(symbol):
+                continue
+            problems.append(_in_guest(str(SpecError(exc.message, source=f"-e #{i}", col=exc.col)), guest))
+    return problems
+
+
+def _left_to_guest(error, targets, guest) -> bool:
+    """An error that a function is unknown, about a function the guest's
+    vmlinux BTF does not describe and that may be a module's."""
+    return any(error.line in t.lines and f"unknown kernel function {t.symbol!r}" in error.message
+               and not guest.typo(t.symbol) for t in targets)
+
+
+def _in_guest(problem: str, guest) -> str:
+    """A refusal made here for the guest, saying whose kernel said it (and
+    how to probe a module's function anyway)."""
+    if "unknown kernel function" in problem:
+        return (f"{problem} (in {guest.release}, the kernel ktui vm boots; a function of a module: "
+                "fetch its arguments by position, a1..a6)")
+    return f"{problem} (in {guest.release}, the kernel ktui vm boots)"
+
+
+def _check_syntax_or_exit(files, kernel: str | None = None) -> None:
+    """`ktui vm check`: every error ktui check in the guest would print
+    that can be known here (syntax, and names against the guest kernel's
+    BTF), as `ktui check` prints it, exit 1."""
     from ktui.lang.probeset import check_probeset
 
-    errors = [error for f in files for error in check_probeset(f, None)[1]]
+    errors = [str(error) for f in files for error in check_probeset(f, None)[1]]
+    if not errors:
+        errors = _guest_name_problems(files, (), kernel)
     for error in errors:
-        click.echo(str(error))
+        click.echo(error)
     if errors:
         sys.exit(EXIT_INVALID)
 
