@@ -647,7 +647,7 @@ def _guest_names(kernel: str | None):
     from ktui.vm.boot import default_kernel
     from ktui.vm.guest_btf import guest_names
 
-    return guest_names(kernel or default_kernel())
+    return guest_names(kernel or default_kernel(), say=lambda line: click.echo(f"ktui vm: {line}", err=True))
 
 
 def _guest_name_problems(files, specs, kernel: str | None) -> list[str]:

@@ -21,6 +21,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from ktui.btf.decode import BtfError
 from ktui.btf.image import btf_of_image
@@ -66,20 +67,23 @@ class GuestNames:
                 and bool(self.close_functions(function)))
 
 
-def guest_names(release: str | None, *, boot: Path = BOOT, cache: Path | None = None) -> GuestNames | None:
+def guest_names(release: str | None, *, boot: Path = BOOT, cache: Path | None = None,
+                say: Callable[[str], None] | None = None) -> GuestNames | None:
     """The names of the kernel `ktui vm` boots, or None when its BTF cannot
-    be read here (why is logged; the guest checks the names then)."""
+    be read here (why is logged; the guest checks the names then). `say`
+    is told when the image is read (seconds, once per image)."""
     if not release:
         return None
     try:
-        btf_dir = guest_btf_dir(release, boot=boot, cache=cache)
+        btf_dir = guest_btf_dir(release, boot=boot, cache=cache, say=say)
     except BtfError as exc:
         log.warning("names are checked in the VM: %s", exc)
         return None
     return GuestNames(btf_dir, release)
 
 
-def guest_btf_dir(release: str, *, boot: Path = BOOT, cache: Path | None = None) -> Path:
+def guest_btf_dir(release: str, *, boot: Path = BOOT, cache: Path | None = None,
+                  say: Callable[[str], None] | None = None) -> Path:
     """A directory holding the guest's BTF as `vmlinux` (as /sys/kernel/btf
     does): the copy kept from an earlier check, else read from the image."""
     image = boot / f"vmlinuz-{release}"
@@ -90,6 +94,8 @@ def guest_btf_dir(release: str, *, boot: Path = BOOT, cache: Path | None = None)
     where = (cache if cache is not None else run_dir() / "btf") / f"{release}-{info.st_size}-{int(info.st_mtime)}"
     if (where / "vmlinux").is_file():
         return where
+    if say is not None:
+        say(f"reading {release}'s BTF from {image} to check names before booting it (once)")
     data = btf_of_image(image)
     where.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=where, prefix=".vmlinux.")

@@ -92,14 +92,18 @@ def test_the_btf_read_from_an_image_is_kept_for_the_next_check(tmp_path, btf_blo
     boot, cache = tmp_path / "boot", tmp_path / "cache"
     boot.mkdir()
     (boot / f"vmlinuz-{RELEASE}").write_bytes(bzimage(compressed(elf_module([], btf_blob), "xz")))
-    first = guest_btf_dir(RELEASE, boot=boot, cache=cache)
+    told: list[str] = []
+    first = guest_btf_dir(RELEASE, boot=boot, cache=cache, say=told.append)
     assert (first / "vmlinux").read_bytes() == btf_blob
+    assert told == [f"reading {RELEASE}'s BTF from {boot}/vmlinuz-{RELEASE} to check names before "
+                    "booting it (once)"]
 
     def no_second_read(path):
         raise AssertionError("the image was read again")
 
     monkeypatch.setattr(guest_btf, "btf_of_image", no_second_read)
-    assert guest_btf_dir(RELEASE, boot=boot, cache=cache) == first
+    assert guest_btf_dir(RELEASE, boot=boot, cache=cache, say=told.append) == first
+    assert len(told) == 1  # kept: nothing to say the second time
     assert guest_btf.guest_names(RELEASE, boot=boot, cache=cache) is not None
     assert guest_btf.guest_names("6.9.9-missing", boot=boot, cache=cache) is None  # no image: the guest checks
 
