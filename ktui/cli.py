@@ -109,9 +109,8 @@ def _usage_hint(err: click.ClickException) -> str:
     ctx = getattr(err, "ctx", None)
     if not isinstance(err, (click.MissingParameter, click.NoSuchOption)) or ctx is None:
         return ""
-    name = ctx.command.name if ctx.parent is not None else ""
-    words = " ".join(["ktui", *([name] if name else []), *ctx.command.collect_usage_pieces(ctx)])
-    return f" Usage: {words} ({' '.join(['ktui', *([name] if name else [])])} --help)"
+    prog = "ktui" if ctx.parent is None else f"ktui {ctx.command.name}"
+    return f" Usage: {prog} {' '.join(ctx.command.collect_usage_pieces(ctx))} ({prog} --help)"
 
 
 def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
