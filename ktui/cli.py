@@ -81,7 +81,7 @@ class _DefaultGroup(click.Group):
         except click.exceptions.Abort:  # Ctrl-C (or end of input) outside a command's own handling
             _fail("interrupted", EXIT_INTERRUPTED)
         except click.ClickException as err:
-            _fail(one_line(err), err.exit_code)
+            _fail(one_line(err) + _usage_hint(err), err.exit_code)
         sys.exit(status if isinstance(status, int) else EXIT_OK)
 
     def parse_args(self, ctx, args):
@@ -104,6 +104,17 @@ class _DefaultGroup(click.Group):
         return items
 
 
+def _usage_hint(err: click.ClickException) -> str:
+    """For an argument or option missing or unknown (`ktui check` with no
+    file), what the command takes, on the same line: ` Usage: ktui check
+    [OPTIONS] FILES... (ktui check --help)`."""
+    ctx = getattr(err, "ctx", None)
+    if not isinstance(err, (click.MissingParameter, click.NoSuchOption)) or ctx is None:
+        return ""
+    prog = "ktui" if ctx.parent is None else f"ktui {ctx.command.name}"
+    return f" Usage: {prog} {' '.join(ctx.command.collect_usage_pieces(ctx))} ({prog} --help)"
+
+
 def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
     click.echo(f"ktui: {message}", err=True)
     sys.exit(code)
@@ -116,6 +127,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     With bind=False, names (`count`, `file->f_pos`) are left unbound: what
     can be checked without the running kernel's BTF (`ktui vm`, on a host
     whose kernel is not the guest's)."""
+    from ktui.lang.aggregate import with_position
     from ktui.lang.model import ProbeSetError, SpecError
     from ktui.lang.bind import bind_probe
     from ktui.lang.probeset import load_probeset
@@ -148,6 +160,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
             probe = parse_probe_text(text)
             probes.append(bind_probe(probe, kernel, text=text) if bind else probe)
         except SpecError as exc:  # its column counts in the -e text as typed
+            exc = with_position(exc, kernel)  # `count(count)`: which position `count` is
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
     seen: dict[str, int] = {}
     for i, p in enumerate(probes):
@@ -213,7 +226,9 @@ _buffer_option = click.option(
     help="Event buffer: BPF ring buffer (5.8+) or perf buffers; auto picks by the running kernel.")
 
 _spec_option = click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
-                            help="A probe in the compact form (repeatable): `[LABEL=]SPEC [if FILTER]`.")
+                            help="A probe in the compact form (repeatable): `[LABEL=]SPEC [AGGREGATIONS] "
+                                 "[if FILTER]`; AGGREGATIONS count in the kernel: hist(a3) count(comm) "
+                                 "sum(retval) max_keys(N) stack(kernel|user|both).")
 
 _common_probe_options = [
     _spec_option,
@@ -307,7 +322,9 @@ def check_cmd(files, syntax_only):
 
 
 def _check_files(files, names, syntax_only: bool) -> int:
-    """`ktui check`'s loop; the number of files that failed."""
+    """`ktui check`'s loop; the number of files that failed. Each file's
+    errors and its functions' problems are printed together, in file order:
+    a misspelt function is reported even when another probe has an error."""
     from ktui.lang.bind import needs_binding
     from ktui.lang.probeset import check_probeset
 
@@ -316,15 +333,14 @@ def _check_files(files, names, syntax_only: bool) -> int:
     no_btf = kernel.problem() if kernel is not None else None
     for f in files:
         ps, errors = check_probeset(f, None if no_btf else kernel)
-        for error in errors:
-            click.echo(str(error))
-        if errors:
-            bad += 1
-            continue
-        problems = [] if syntax_only else _name_problems(f, ps, names) + _errno_problems(f, ps)
-        for line, fatal in problems:
-            click.echo(line)
-        if any(fatal for _line, fatal in problems):
+        problems = [] if syntax_only else _name_problems(f, names, ps, errors)
+        if not syntax_only and ps is not None:
+            problems += _errno_problems(f, ps)
+        found = sorted([(e.line or 0, e.col or 0, str(e), True) for e in errors] + problems,
+                       key=lambda p: p[:2])
+        for _line, _col, text, _fatal in found:
+            click.echo(text)
+        if any(fatal for *_where, fatal in found):
             bad += 1
             continue
         unchecked = [] if syntax_only else [names.unchecked()]
@@ -337,32 +353,36 @@ def _check_files(files, names, syntax_only: bool) -> int:
     return bad
 
 
-def _name_problems(path: str, ps, names) -> list[tuple[str, bool]]:
+def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bool]]:
     """`FILE:LINE:COL: probe N (SPEC): message` for each probe whose function
-    the running kernel cannot probe; (line, fatal)."""
-    from ktui.lang.locate import target_positions
+    the running kernel cannot probe, as (line, col, text, fatal). Every
+    probe whose function can be read is asked, whatever else is wrong in
+    the set; not twice where binding its names already found no such
+    function (`errors`, the reader's). A probe is named by its spec, or
+    where the set did not load by what the file says, as those errors do."""
+    from ktui.lang.locate import probe_targets
 
     out = []
-    positions = None
-    for number, probe in enumerate(ps.probes, 1):
-        symbol = probe.target.symbol
-        if symbol is None:
+    for number, target in enumerate(probe_targets(path), 1):
+        if target.symbol is None:
             continue
-        found = names.problem(symbol)
+        found = names.problem(target.symbol)
         if found is None:
             continue
-        if positions is None:
-            positions = target_positions(path)
-        line, col = positions[number - 1] if number <= len(positions) else (None, None)
-        where = ":".join(str(p) for p in (path, line, col) if p is not None)
+        said = f"unknown kernel function {target.symbol!r}"
+        if any(e.line in target.lines and said in e.message for e in errors):
+            continue
         kind = "" if found.fatal else "warning: "
-        out.append((f"{where}: {kind}probe {number} ({probe.spec_text}): {found.message}", found.fatal))
+        spec = ps.probes[number - 1].spec_text if ps is not None else target.written
+        out.append((target.line, target.col,
+                    f"{path}:{target.line}:{target.col}: {kind}probe {number} ({spec}): {found.message}",
+                    found.fatal))
     return out
 
 
-def _errno_problems(path: str, ps) -> list[tuple[str, bool]]:
+def _errno_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
     """A warning for each `errno: on` that counts nothing: BTF says the
-    function returns no errno (void, unsigned...)."""
+    function returns no errno (void, unsigned...), as _name_problems' are."""
     from ktui.lang.errnos import returns_words
     from ktui.lang.locate import target_positions
 
@@ -373,7 +393,8 @@ def _errno_problems(path: str, ps) -> list[tuple[str, bool]]:
         positions = target_positions(path)
         line, col = positions[number - 1] if number <= len(positions) else (None, None)
         where = ":".join(str(p) for p in (path, line, col) if p is not None)
-        out.append((f"{where}: warning: probe {number} ({probe.spec_text}): errno: on counts nothing: "
+        out.append((line or 0, col or 0,
+                    f"{where}: warning: probe {number} ({probe.spec_text}): errno: on counts nothing: "
                     f"BTF says {probe.target.symbol} returns {returns_words(probe.return_class)}", False))
     return out
 
@@ -420,9 +441,11 @@ def list_cmd(patterns, as_json, wide, no_cache):
     loaded or not (xfs:*). No root needed where the files are readable.
     """
     from ktui.listing import run_list
+    from ktui.vm.boot import default_kernel
 
     with _warnings_on_stderr():
-        code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache)
+        code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache,
+                        vm_kernel=default_kernel())
     sys.exit(code)
 
 
@@ -490,7 +513,18 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
-@main.command("stream")
+STREAM_EPILOG = """\b
+Aggregations are counted in the kernel and come in the stats lines
+("top_values", "value_hist", "stacks"), not as one event each:
+  ktui stream -e 'vfs_read:r count(comm) sum(retval)'   bytes read per process
+  ktui stream -e 'vfs_read:c hist(a3)'                  read sizes, a log2 histogram
+  ktui stream -e 'vfs_read:c stack(kernel)' --folded vfs.folded   who calls it
+  ktui stream -e 'vfs_read:c count(a3) max_keys(64)'    the sizes seen, at most 64
+A probe with aggregations and no fetches streams no events: only its counts.
+"""
+
+
+@main.command("stream", epilog=STREAM_EPILOG)
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("--from", "from_rec", type=click.Path(dir_okay=False), default=None,
@@ -626,7 +660,7 @@ def vm_cmd(kernel, no_workload, args):
     from ktui.vm import run_in_vm
 
     argv = _guest_argv(list(args))
-    _check_before_boot(argv)
+    _check_before_boot(argv, kernel)
     sys.exit(run_in_vm(argv, kernel=kernel, workload=not no_workload))
 
 
@@ -638,11 +672,12 @@ def _guest_argv(args: list[str]) -> list[str]:
     return ["run", *args]
 
 
-def _check_before_boot(argv: list[str]) -> None:
+def _check_before_boot(argv: list[str], kernel: str | None = None) -> None:
     """Refuse on the host, before a minute of booting, what ktui in the
     guest would refuse anyway: its command line (one line, exit 2), a probe
-    set or -e spec that does not parse (exit 1). Names (`count`) stay for
-    the guest: this machine's BTF is not the guest kernel's."""
+    set or -e spec that does not parse (exit 1), and names (`count`) the
+    guest kernel does not have: its BTF is read here from its image
+    (vm/guest_btf.py), not this machine's own."""
     from ktui.lang.model import KtuiError
 
     command, rest = argv[0], argv[1:]
@@ -651,22 +686,84 @@ def _check_before_boot(argv: list[str]) -> None:
     # click's own parser for that command: the same errors, the same words
     params = main.commands[command].make_context(command, rest, parent=click.get_current_context()).params
     if command == "check":
-        _check_syntax_or_exit(params["files"])
+        _check_syntax_or_exit(params["files"], kernel)
     elif "specs" in params and not params.get("from_rec"):
         try:
-            load_inputs(params["files"], params["specs"], params.get("pid"), params.get("comm"),
-                        default=command == "run", bind=False)
+            ps = load_inputs(params["files"], params["specs"], params.get("pid"), params.get("comm"),
+                             default=command == "run", bind=False)
         except KtuiError as exc:
             _fail(str(exc), EXIT_INVALID)
+        files = params["files"] or ((ps.source,) if ps.source else ())
+        problems = _guest_name_problems(files, params["specs"], kernel)
+        if problems:
+            _fail(problems[0], EXIT_INVALID)
 
 
-def _check_syntax_or_exit(files) -> None:
-    """`ktui vm check`: every syntax error, as `ktui check` prints it, exit 1."""
+def _guest_names(kernel: str | None):
+    from ktui.vm.boot import default_kernel
+    from ktui.vm.guest_btf import guest_names
+
+    return guest_names(kernel or default_kernel(), say=lambda line: click.echo(f"ktui vm: {line}", err=True))
+
+
+def _guest_name_problems(files, specs, kernel: str | None) -> list[str]:
+    """What binding the probes' names to the guest kernel's BTF refuses, as
+    ktui in the guest would say it. A function its vmlinux BTF does not
+    describe is refused only when it looks like a typo (GuestNames.typo);
+    else it may be a module's, left to the guest."""
+    from ktui.lang.bind import bind_probe
+    from ktui.lang.locate import probe_targets
+    from ktui.lang.model import SpecError
+    from ktui.lang.probeset import check_probeset
+    from ktui.lang.spec import parse_probe_text
+
+    guest = _guest_names(kernel) if files or specs else None
+    if guest is None:
+        return []
+    problems = []
+    for f in files:
+        errors = check_probeset(f, guest)[1]
+        targets = probe_targets(f)
+        problems += [_in_guest(str(e), guest) for e in errors if not _left_to_guest(e, targets, guest)]
+    for i, text in enumerate(specs, 1):
+        probe = parse_probe_text(text)  # (it parsed: load_inputs said so)
+        try:
+            bind_probe(probe, guest, text=text)
+        except SpecError as exc:
+            symbol = probe.target.symbol
+            if f"unknown kernel function {symbol!r}" in exc.message and not guest.typo(symbol):
+                continue
+            problems.append(_in_guest(str(SpecError(exc.message, source=f"-e #{i}", col=exc.col)), guest))
+    return problems
+
+
+def _left_to_guest(error, targets, guest) -> bool:
+    """An error that a function is unknown, about a function the guest's
+    vmlinux BTF does not describe and that may be a module's."""
+    return any(error.line in t.lines and f"unknown kernel function {t.symbol!r}" in error.message
+               and not guest.typo(t.symbol) for t in targets)
+
+
+def _in_guest(problem: str, guest) -> str:
+    """A refusal made here for the guest, saying whose kernel said it (and
+    how to probe a module's function anyway)."""
+    if "unknown kernel function" in problem:
+        return (f"{problem} (in {guest.release}, the kernel ktui vm boots; a function of a module: "
+                "fetch its arguments by position, a1..a6)")
+    return f"{problem} (in {guest.release}, the kernel ktui vm boots)"
+
+
+def _check_syntax_or_exit(files, kernel: str | None = None) -> None:
+    """`ktui vm check`: every error ktui check in the guest would print
+    that can be known here (syntax, and names against the guest kernel's
+    BTF), as `ktui check` prints it, exit 1."""
     from ktui.lang.probeset import check_probeset
 
-    errors = [error for f in files for error in check_probeset(f, None)[1]]
+    errors = [str(error) for f in files for error in check_probeset(f, None)[1]]
+    if not errors:
+        errors = _guest_name_problems(files, (), kernel)
     for error in errors:
-        click.echo(str(error))
+        click.echo(error)
     if errors:
         sys.exit(EXIT_INVALID)
 

@@ -1,14 +1,18 @@
 """`ktui list`: kernel functions, their prototypes and verdicts, on stdout.
 
-Exit status: 0 something matched; 1 nothing matched (or an unknown module),
-with a did-you-mean for a name that looks like a typo; 2 a malformed
-pattern. What could not be checked (no BTF, available_filter_functions or
-the blacklist unreadable without root) is one `ktui: not checked: ...`
-line each on stderr, and a summary line ends the listing there.
+Exit status: 0 every pattern matched; 1 a pattern matched nothing (or an
+unknown module), with a did-you-mean for a name that looks like a typo,
+whatever the other patterns listed; 2 a malformed pattern. On stderr, the
+first line says which kernel is listed (the running one: `ktui vm` runs
+another, whose functions `ktui vm list` lists); then what could not be
+checked (no BTF, available_filter_functions or the blacklist unreadable
+without root), one `ktui: not checked: ...` line each; a summary line
+ends the listing there.
 """
 
 from __future__ import annotations
 
+import platform
 import shutil
 import sys
 from typing import TextIO
@@ -33,9 +37,20 @@ def bad_pattern(pattern: str) -> str | None:
     return None
 
 
+def kernel_line(release: str, vm_kernel: str | None) -> str:
+    """Which kernel a listing is of: the running one, which is not the one
+    `ktui vm` boots (a newcomer on a host lists the host's)."""
+    line = f"functions of the running kernel, {release}"
+    if vm_kernel and vm_kernel != release:
+        line += f" (ktui vm runs {vm_kernel}: `ktui vm list PATTERN` lists its functions)"
+    return line
+
+
 def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, cache: bool = True,
              catalog: Catalog | None = None, out: TextIO | None = None,
-             err: TextIO | None = None) -> int:
+             err: TextIO | None = None, release: str | None = None, vm_kernel: str | None = None) -> int:
+    """`vm_kernel`: the kernel `ktui vm` would boot, if any (the command
+    line finds it); `release`: the running kernel's (uname -r)."""
     out = out or sys.stdout
     err = err or sys.stderr
     for pat in patterns:
@@ -56,6 +71,7 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
     if as_json:
         out.write(entries_json(entries, not_checked, catalog.btf_problem() is None))
     else:
+        err.write(f"ktui: {kernel_line(release or platform.release(), vm_kernel)}\n")
         for line in not_checked:
             err.write(f"ktui: {line}\n")
         out.write(cut(bulk[0], width) if bulk is not None else entry_lines(entries, width))
@@ -64,9 +80,12 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
     if not found:
         err.write(f"ktui: {_nothing(patterns, catalog)}\n")
         return EXIT_NO_MATCH
+    missing = catalog.unmatched(patterns) if len(patterns) > 1 else []
+    for pat in missing:
+        err.write(f"ktui: {_nothing([pat], catalog)}\n")
     if not as_json:
         err.write(f"ktui: {summary(found)}\n")
-    return EXIT_OK
+    return EXIT_NO_MATCH if missing else EXIT_OK
 
 
 def _nothing(patterns: list[str], catalog: Catalog) -> str:

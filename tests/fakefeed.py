@@ -101,6 +101,7 @@ def fake_aggregates(probe: Probe, hits: int) -> dict:
         rows.sort(key=lambda r: -(r[2] if agg.sum is not None else r[1]))
         out["top_values"] = tuple(r for r in rows if r[1])
         out["value_keys"] = len(out["top_values"])
+        out["value_sum"] = sum(r[2] for r in rows)
         out["keys_dropped"] = 0
     if agg.stack is not None:  # two call paths, 3:1 (addresses the tests' symbolize names)
         paths = ((0xffffffff81000100, 0xffffffff81000200, 0xffffffff81000300),
@@ -332,7 +333,9 @@ class FakeFeed:
         reason = self.fail.get(str(probe.target.symbol))
         if reason is not None:
             return ProbeStatus(probe_id, probe, ProbeState.FAILED, reason)
-        return ProbeStatus(probe_id, probe, ProbeState.ATTACHED)
+        # as a kernel session says it: on a kprobe, or a kretprobe for a return probe
+        via = "kretprobe" if probe.kind is Kind.RETURN else "kprobe"
+        return ProbeStatus(probe_id, probe, ProbeState.ATTACHED, via=via)
 
     def _get(self, probe_id: int) -> ProbeStatus:
         try:

@@ -53,6 +53,7 @@ def read_aggregates(bpf, probe: Probe, local: int) -> dict:
             count, total = entries.get(values, (0, 0))  # a comm's stale tail: merged by name
             entries[values] = (count + int(v.count), total + int(v.sum))
         fields["value_keys"] = len(entries)
+        fields["value_sum"] = sum(total for _count, total in entries.values())
         fields["top_values"] = top_entries(probe, entries)
         if fields["values_dropped"]:  # the lost keys' map is read only when there are any
             lost = {key_values(probe, k) for k in bpf[lost_map_name(local).encode()].keys()}

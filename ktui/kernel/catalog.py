@@ -106,6 +106,7 @@ class Catalog:
         self._copies: dict[str, list[str]] | None = None
         self._loaded: set[str] | None = None
         self._notrace: tuple[bool | None, str] | None = None
+        self._names: set[str] | None = None  # _universe, once built
 
     # ------------------------------------------------------------ sources
     def filterable(self) -> frozenset[str] | None:
@@ -152,8 +153,10 @@ class Catalog:
             why = self.src.symbols.error or "no function symbols in it"
             lines.append(f"not checked: which functions have a symbol (kallsyms: {why})")
         if self.filterable() is None:
-            lines.append(f"not checked: fentry, so kprobe-only vs traceable "
-                         f"(available_filter_functions: {self._filter_problem})")
+            problem = self._filter_problem or "?"
+            where = f"available_filter_functions {problem}" if problem.startswith("not found") else problem
+            lines.append(f"not checked: which functions fentry can attach to ({where}); verdicts "
+                         "say unchecked, not traceable or kprobe-only")
         if self.src.symbols.blacklist() is None:
             lines.append(f"not checked: the kprobe blacklist ({self.src.symbols.blacklist_path} "
                          "unreadable: debugfs not mounted, or not root)")
@@ -281,10 +284,30 @@ class Catalog:
 
     def _universe(self) -> set[str]:
         """Symbols, BTF's functions, and originals known only from their copies."""
-        names = set(self.src.symbols.names())
-        names.update(self.table().names())
-        names.update(self.copies())
-        return names
+        if self._names is None:
+            names = set(self.src.symbols.names())
+            names.update(self.table().names())
+            names.update(self.copies())
+            self._names = names
+        return self._names
+
+    def unmatched(self, patterns: list[str] | tuple[str, ...]) -> list[str]:
+        """The plain patterns (not MODULE:GLOB) that name no function: an
+        exact name nothing knows (not even an unloaded module), a glob that
+        matches none. `ktui list vfs_read vfs_raed` must not drop the typo."""
+        universe = self._universe()
+        out = []
+        for pat in patterns:
+            if ":" in pat or not pat:
+                continue
+            if not GLOB_CHARS.search(pat):
+                if pat not in universe and self.entry(pat) is None:
+                    out.append(pat)
+                continue
+            rx = re.compile(fnmatch.translate(pat))
+            if not any(map(rx.match, universe)):
+                out.append(pat)
+        return out
 
     @staticmethod
     def _matching(names, patterns: list[str]) -> list[str]:
@@ -293,14 +316,39 @@ class Catalog:
         rx = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
         return [n for n in names if rx.match(n)]
 
-    def _entries(self, names: list[str]) -> list[Entry]:
+    def symbol_names(self) -> set[str]:
+        """What is known without BTF: every function symbol, and the
+        originals known from their copies (the function browser's first
+        screen, before BTF's prototypes are read)."""
+        names = set(self.src.symbols.names())
+        names.update(self.copies())
+        return names
+
+    def quick_entry(self, name: str) -> Entry | None:
+        """The verdict on one name from kallsyms, ftrace and the blacklist
+        alone (no prototype, nothing BTF would add): cheap once `prepare_quick`
+        has read those files."""
+        found = self._entries([name], FunctionTable({}, {}))
+        return found[0] if found else None
+
+    def prepare_quick(self) -> None:
+        """Read what `quick_entry` needs (off the UI thread)."""
+        self.src.symbols.names()
+        self.src.symbols.blacklist()
+        self.src.symbols.shared()
+        self.filterable()
+        self.notrace_refused()
+        self.copies()
+
+    def _entries(self, names: list[str], table: FunctionTable | None = None) -> list[Entry]:
         """Verdicts for names from kallsyms, BTF or copies: the hot loop of
         `ktui list '*'` (55,000 names on 6.1). The common case, a plain
         symbol, takes the first branch; entries are made with
-        tuple.__new__, a third of what calling the NamedTuple costs."""
+        tuple.__new__, a third of what calling the NamedTuple costs.
+        `table`: BTF's prototypes (default: the kernel's, read now)."""
         symbols = self.src.symbols
         kallsyms = symbols.names()
-        table = self.table()
+        table = self.table() if table is None else table
         vm_protos, mod_protos, ambiguous = table.vmlinux, table.modules, table.ambiguous
         aff = self.filterable()
         blacklist = symbols.blacklist() or frozenset()

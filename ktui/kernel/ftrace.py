@@ -36,4 +36,4 @@ def read_filter_functions(paths: tuple[Path, ...] = FILTER_FUNCTIONS) -> tuple[f
         return frozenset(text.split()), ""
     if refused:
         return None, refused[0]
-    return None, "not found (tracefs not mounted?)"
+    return None, "not found: is tracefs mounted?"

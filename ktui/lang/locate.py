@@ -4,42 +4,96 @@ Checks made after loading (a function name the running kernel does not
 have) must point at the name in the file, as every other error does. The
 probe set is composed again, with the same bounded reader, and the n-th
 entry of `probes:` gives the line and column of its compact spec or of its
-`function:` value. A position is None where the text is not verbatim in the
-file (escapes, folded scalars): the error then points at the probe's entry.
+`function:` value (of the function itself, past a `LABEL=`). A position is
+the entry's own where the text is not verbatim in the file (escapes,
+folded scalars).
+
+`probe_targets` also reads each entry's function name on its own, so that
+`ktui check` can ask the kernel about it even when something else in that
+probe, or in the set, has an error.
 """
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ktui.lang.grammar import Scanner, SpecSpan, scan_probe_label, scan_target
+from ktui.lang.model import KtuiError, SpecError
 from ktui.lang.yamlnodes import compose, content_offset, decode_utf8, read_bounded
 
 
+class ProbeTarget(NamedTuple):
+    """One entry of `probes:`: where its target is written (1-based), the
+    function it names (None: an address, or a target that does not read),
+    the lines the entry spans (an error on them is this probe's), and the
+    text that names it in messages (as the probe set reader's errors do)."""
+
+    line: int
+    col: int
+    symbol: str | None
+    lines: range
+    written: str
+
+
 def target_positions(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
-    """(line, column), 1-based, of each probe's target, in file order. Call
-    it on a file that loaded: it does not report errors of its own."""
+    """(line, column), 1-based, of each probe's target, in file order."""
+    return [(t.line, t.col) for t in probe_targets(path)]
+
+
+def probe_targets(path: str | os.PathLike[str]) -> list[ProbeTarget]:
+    """Each entry of `probes:`, in file order. It does not report errors of
+    its own (the reader does): what does not read has no symbol, and a
+    file that does not compose has no entries."""
     source = os.fspath(path)
-    root = compose(decode_utf8(read_bounded(source), source), source)
+    try:
+        root = compose(decode_utf8(read_bounded(source), source), source)
+    except KtuiError:  # the probe set reader reports it
+        return []
     if not isinstance(root, MappingNode):
         return []
     probes = next((v for k, v in root.value if isinstance(k, ScalarNode) and k.value == "probes"), None)
     if not isinstance(probes, SequenceNode):
         return []
-    return [_position(item) for item in probes.value]
+    starts = [item.start_mark.line + 1 for item in probes.value]
+    ends = starts[1:] + [probes.end_mark.line + 2]  # an entry runs to the next one
+    return [_target(item, range(start, max(end, start + 1))) for item, start, end in zip(probes.value, starts, ends)]
 
 
-def _position(item: Node) -> tuple[int, int]:
-    node = item
+def _target(item: Node, lines: range) -> ProbeTarget:
+    node, form = item, "spec"
     if isinstance(item, MappingNode):
         for key, value in item.value:
             if isinstance(key, ScalarNode) and key.value in ("spec", "function", "address"):
-                node = value
+                node, form = value, key.value
                 break
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
-    if isinstance(node, ScalarNode):
-        offset = content_offset(node)
-        if offset is not None:
-            col += offset + len(node.value) - len(node.value.lstrip())
-    return line, col
+    if not isinstance(node, ScalarNode) or form == "address":
+        return ProbeTarget(line, col, None, lines, _written(node))
+    symbol, at = _symbol(node.value, form)
+    offset = content_offset(node)
+    if offset is not None:
+        col += offset + at
+    return ProbeTarget(line, col, symbol, lines, _written(node))
+
+
+def _written(node: Node) -> str:
+    text = node.value if isinstance(node, ScalarNode) else "?"
+    return text if len(text) <= 48 else text[:45] + "..."
+
+
+def _symbol(text: str, form: str) -> tuple[str | None, int]:
+    """The function a spec (`[LABEL=]TARGET:...`) or a `function:` value
+    names, and where it starts in `text` (0-based)."""
+    sc, span = Scanner(text, form), SpecSpan()
+    sc.skip_ws()
+    start = sc.pos
+    try:
+        if form == "spec":
+            scan_probe_label(sc, span)
+        target = scan_target(sc, span)
+    except SpecError:
+        return None, start
+    return target.symbol, span.target - 1

@@ -258,6 +258,7 @@ def aggregates_from_json(v: dict) -> dict:
         "value_hist": fit(v.get("value_hist", ())),
         "top_values": tuple((tuple(k), int(c), int(s)) for k, c, s in v.get("top_values", ())),
         "value_keys": int(v.get("value_keys", 0)), "values_dropped": int(v.get("values_dropped", 0)),
+        "value_sum": int(v.get("value_sum", 0)),
         "keys_dropped": int(v.get("keys_dropped", 0)),
         "keys_dropped_unknown": int(v.get("keys_dropped_unknown", 0)),
         # a user frame was named when it was read (it is text): kept as such

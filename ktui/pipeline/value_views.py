@@ -71,14 +71,15 @@ def view_tabs(current: str, probe: Probe) -> list[Line]:
 
 
 def view_lines(view: str, probe: Probe, stats: ProbeStats | None, bar_width: int = 30,
-               symbolize: Symbolize | None = None) -> list[Line]:
-    """The body of a view other than counters."""
+               symbolize: Symbolize | None = None, room: int | None = None) -> list[Line]:
+    """The body of a view other than counters; `room`: the pane's width in
+    cells, where a view's rows must fit (None: unknown)."""
     if stats is None:
         return [("no counts yet", "dim")]
     if view == VALUES:
         return value_hist_lines(probe, stats, bar_width)
     if view == TOP:
-        return top_value_lines(probe, stats)
+        return top_value_lines(probe, stats, room)
     if view == STACKS:
         return stack_lines(probe, stats, symbolize)
     return []
@@ -101,21 +102,46 @@ def key_text(key: tuple) -> str:
     return ", ".join(printable(v) if isinstance(v, str) else str(v) for v in key) or "all"
 
 
-def top_value_lines(probe: Probe, stats: ProbeStats) -> list[Line]:
+KEY_WIDTH_MAX = 24  # a key column no wider, however wide the pane
+KEY_WIDTH_MIN = 6
+
+
+def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) -> list[Line]:
+    """`count(comm) sum(retval)`: one row per key, `comm hits sum %`,
+    under a line that names the columns, each row within `room` cells
+    (a narrow pane cuts the key, never wraps the sum onto a line of its
+    own). Ranked by the sum when the probe sums, else by hits; the
+    percentage is the share of that same quantity."""
     agg = probe.agg
     if agg is None:
         return []
     keys = ", ".join(str(k) for k in agg.keys) or "total"
     sums = agg.sum is not None
-    head = f"by {keys}: count" + (f", sum({agg.sum})" if sums else "")
-    out: list[Line] = [(head, "bold")]
+    out: list[Line] = [(f"by {keys}: hits" + (f", sum({agg.sum})" if sums else ""), "bold")]
+    out.append((f"ranked by sum({agg.sum}); % of the sum" if sums else "ranked by hits; % of the hits", "dim"))
     total = sum(c for _, c, _ in stats.top_values)
-    for key, count, summed in stats.top_values:
-        share = f"{100 * count / stats.hits:5.1f}%" if stats.hits else "     -"
-        text = f"  {key_text(key)[:24]:<24} {format_count(count):>8} {share}"
+    rows = [(key_text(key), format_count(count), format_count(summed) if sums else "",
+             _share(count, summed, stats, sums), key) for key, count, summed in stats.top_values]
+    calls_w = max([len("hits")] + [len(r[1]) for r in rows])
+    sum_head = f"sum({agg.sum})" if sums else ""
+    sum_w = max([len(sum_head)] + [len(r[2]) for r in rows]) if sums else 0
+    wanted = max(KEY_WIDTH_MIN, min(KEY_WIDTH_MAX, max([len(keys)] + [len(r[0]) for r in rows])))
+    if sums and room is not None and _fixed(calls_w, sum_w) + wanted > room:
+        sum_head = "sum"  # the keys need the room more; the title line says what is summed
+        sum_w = max([len(sum_head)] + [len(r[2]) for r in rows])
+    fixed = _fixed(calls_w, sum_w)
+    key_w = wanted if room is None else max(KEY_WIDTH_MIN, min(wanted, room - fixed))
+
+    def row(key: str, calls: str, summed: str, share: str) -> str:
+        text = f"  {_cut(key, key_w):<{key_w}} {calls:>{calls_w}}"
         if sums:
-            text += f"  {format_count(summed):>10}"
-        out.append((text, "", Pick(VALUE, tuple(key))))
+            text += f"  {summed:>{sum_w}}"
+        return text + f"  {share:>6}"
+
+    if rows:
+        out.append((row(keys, "hits", sum_head, "%"), "dim"))
+    for key, calls, summed, share, values in rows:
+        out.append((row(key, calls, summed, share), "", Pick(VALUE, tuple(values))))
     if not stats.top_values:
         out.append(("  none yet", "dim"))
     if stats.value_keys > len(stats.top_values):
@@ -128,6 +154,33 @@ def top_value_lines(probe: Probe, stats: ProbeStats) -> list[Line]:
         out.append((f"  {more}{format_count(stats.keys_dropped)} distinct "
                     f"{'key' if stats.keys_dropped == 1 and not more else 'keys'} not counted", "yellow"))
     return out
+
+
+def _fixed(calls_w: int, sum_w: int) -> int:
+    """The cells of a top values row besides its key: the indent, the
+    hits, the sum (when there is one) and the share, with their gaps."""
+    return 2 + 1 + calls_w + (2 + sum_w if sum_w else 0) + 2 + 6
+
+
+def _share(count: int, summed: int, stats: ProbeStats, sums: bool) -> str:
+    """A key's share of what the rows are ranked by: the sum over every key,
+    or the hits. A sum whose total is not known (a recording made before
+    it was kept) is the shown keys' only when they are every key."""
+    if not sums:
+        whole = stats.hits
+        part = count
+    else:
+        whole = stats.value_sum
+        if not whole and stats.value_keys <= len(stats.top_values):
+            whole = sum(s for _, _, s in stats.top_values)
+        part = summed
+    if whole <= 0:
+        return "-"
+    return f"{100 * part / whole:.1f}%"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 STACK_TITLES = {"kernel": "kernel stacks", "user": "user stacks", "both": "kernel + user stacks"}

@@ -158,6 +158,7 @@ class ProbeStats:
     # (ints, comm as str); () as the key of a sum without keys
     top_values: tuple[tuple[tuple, int, int], ...] = ()
     value_keys: int = 0  # distinct keys in the count map (shown or not)
+    value_sum: int = 0  # with sum: the sum over every key (shown or not): a key's share of it
     # hits not counted under their key because the count map was full ...
     values_dropped: int = 0
     # ... the distinct keys they had (a lower bound when keys_dropped_unknown:

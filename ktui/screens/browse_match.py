@@ -40,15 +40,29 @@ class Matches:
 
 class Matcher:
     def __init__(self, names) -> None:
-        """`names`: every name once (duplicates are dropped), any order."""
-        self.names: list[str] = sorted(set(names))
-        lower = [n.lower() for n in self.names]
+        """`names`: every name once (duplicates are dropped), any order.
+
+        Built on the first screen of the function browser, so it must cost
+        little: kernel names are almost all lower case already, and only
+        the few that are not get a Python loop (a loop over all 60,000 took
+        seconds in the emulated VM)."""
+        unique = set(names)
+        self.names: list[str] = sorted(unique)
         # Lower case: one string per name, ranked; mapped back to the
-        # original spellings (a list: `Foo` and `foo` are both kernel names).
-        self._lower = sorted(set(lower))
+        # original spellings (a list: `Foo` and `foo` are both kernel names)
+        # where they differ; a name that is its own lower case maps to itself.
+        mixed = [n for n in self.names if not n.islower() and n.lower() != n]
         self._back: dict[str, list[str]] = {}
-        for low, name in zip(lower, self.names):
-            self._back.setdefault(low, []).append(name)
+        for name in mixed:
+            self._back.setdefault(name.lower(), []).append(name)
+        for low, spellings in self._back.items():
+            if low in unique:
+                spellings.append(low)
+            spellings.sort()
+        self._lower = self.names
+        if mixed:  # two sorted runs, merged by one sort in linear time
+            gone = set(mixed)
+            self._lower = sorted([n for n in self.names if n not in gone] + sorted(set(self._back) - unique))
         self._recent: dict[tuple[str, bool], list[str]] = {}
 
     def __len__(self) -> int:
@@ -68,8 +82,8 @@ class Matcher:
         if exact:
             return Matches(query, tuple(best), len(hits))
         back = self._back
-        shown = [name for low in best for name in back[low]][:cap]
-        total = len(hits) if len(self._lower) == len(self.names) else sum(len(back[h]) for h in hits)
+        shown = [name for low in best for name in back.get(low, (low,))][:cap]
+        total = len(hits) if len(self._lower) == len(self.names) else sum(len(back[h]) if h in back else 1 for h in hits)
         return Matches(query, tuple(shown), total)
 
     def _hits(self, query: str, exact: bool) -> list[str]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Callable
 
 from ktui.btf.access import Access, ArgSlot
@@ -63,6 +64,7 @@ class Choice:
     type_id: int = 0  # a pointer to a struct: what its members are looked up from
     expandable: bool = False  # a parameter pointing to a struct or union with members
     register: str = ""  # `a3`: where the parameter arrives
+    pointee: "Choice | None" = None  # a parameter pointing to a number: the number itself
 
     @property
     def tickable(self) -> bool:
@@ -98,17 +100,60 @@ def verdict_line(entry: Entry) -> str:
     return VERDICT_TEXT.get(entry.verdict, entry.verdict)
 
 
-class Functions:
-    """Every function of one catalog, searchable, with details on demand."""
+class QuickEntries(Mapping[str, Entry]):
+    """Every function symbol's entry, made when first asked for, from
+    kallsyms, ftrace and the blacklist only (Catalog.quick_entry): what the
+    browser's first screen shows while BTF's prototypes are still read."""
 
-    def __init__(self, entries: list[Entry], catalog: Catalog | None, problems: tuple[str, ...],
-                 btf_problem: str | None) -> None:
-        self.entries = {e.name: e for e in entries}
+    def __init__(self, catalog: Catalog, names: set[str]) -> None:
+        self._catalog = catalog
+        self._names = names
+        self._made: dict[str, Entry] = {}
+
+    def __getitem__(self, name: str) -> Entry:
+        found = self._made.get(name)
+        if found is None:
+            if name not in self._names:
+                raise KeyError(name)
+            found = self._catalog.quick_entry(name) or Entry(name, "unchecked", "", "", "", "", 0)
+            self._made[name] = found
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class Functions:
+    """Every function of one catalog, searchable, with details on demand.
+
+    `partial`: the first, quick index (function symbols and their verdicts;
+    no prototypes, no parameters, no functions only BTF knows), shown while
+    the whole one loads: on the emulated VM the catalog took about 20 s,
+    a blank screen that long (issue #29)."""
+
+    def __init__(self, entries: list[Entry] | Mapping[str, Entry], catalog: Catalog | None,
+                 problems: tuple[str, ...], btf_problem: str | None, *, partial: bool = False) -> None:
+        self.entries: Mapping[str, Entry] = (entries if isinstance(entries, Mapping)
+                                             else {e.name: e for e in entries})
         self.matcher = Matcher(self.entries)
         self.catalog = catalog
         self.problems = problems  # what could not be checked, one line each
-        self.btf_problem = btf_problem  # None: BTF is there
+        self.btf_problem = btf_problem  # None: BTF is there (or, partial: not read yet)
+        self.partial = partial
         self._details: dict[str, Detail] = {}
+
+    @classmethod
+    def quick(cls, catalog: Catalog) -> "Functions":
+        """The partial index: a few files read, no BTF (call it off the UI
+        thread)."""
+        catalog.prepare_quick()
+        return cls(QuickEntries(catalog, catalog.symbol_names()), catalog, (), None, partial=True)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -133,6 +178,9 @@ class Functions:
             notes.append(f"module {entry.module}")
         if entry.note:
             notes.append(entry.note)
+        if self.partial:  # BTF is still being read, in the loading thread
+            return Detail(entry, verdict_line(entry), tuple(notes),
+                          "reading the kernel's BTF: its parameters show in a moment", (), None)
         found = self._prototype(entry)
         if isinstance(found, str):
             named = found
@@ -190,11 +238,16 @@ class Functions:
             why = f"a {leaf.kind} passed by value: not fetched by name"
         expandable = False
         target = 0
+        pointee = None
+        ref = param_ref(slot.name) if slot.name else f"a{slot.index + 1}"
         if leaf.kind == "pointer":
-            target = access.btf.resolve(access.btf.head(access.btf.resolve(slot.type_id))[3])
+            pointed = access.btf.head(access.btf.resolve(slot.type_id))[3]
+            target = access.btf.resolve(pointed)
             expandable = access.btf.head(target)[0] in (Kind.STRUCT, Kind.UNION) and not why
-        return Choice(param_ref(slot.name) if slot.name else f"a{slot.index + 1}", shown, why,
-                      text=leaf.text, type_id=target, expandable=expandable, register=register)
+            if not why and not leaf.text:
+                pointee = _pointee(access, pointed, ref, slot.name or ref)
+        return Choice(ref, shown, why, text=leaf.text, type_id=target, expandable=expandable,
+                      register=register, pointee=pointee)
 
     def members(self, detail: Detail, param: Choice) -> tuple[Choice, ...]:
         """The members of what `param` points to, one level, each a choice."""
@@ -225,6 +278,20 @@ class Functions:
                               why, depth=1, text=leaf.text,
                               default_type="string" if leaf.kind == "array" and leaf.text else ""))
         return tuple(out)
+
+
+def _pointee(access: Access, type_id: int, ref: str, name: str) -> Choice | None:
+    """`loff_t *pos`: the loff_t itself, read where pos points, as the
+    language writes it (`+0(pos):s64`); None unless it points to a number
+    (an integer, an enum, a bool) of 1, 2, 4 or 8 bytes."""
+    if type_id == 0:
+        return None  # void *
+    leaf = access.leaf(type_id)
+    if leaf.kind not in ("int", "enum", "bool") or leaf.size not in (1, 2, 4, 8):
+        return None
+    fetch_type = f"{'s' if leaf.signed and leaf.kind != 'bool' else 'u'}{leaf.size * 8}"
+    return Choice(f"+0({ref})", f"*{name}  ({leaf.ctype}: the value {name} points to)", "",
+                  depth=1, default_type=fetch_type)
 
 
 def running_kernel_catalog() -> Catalog:
@@ -264,21 +331,27 @@ class FunctionIndex:
     def loaded(self) -> Functions | None:
         return self._loaded
 
-    def load(self, progress: Callable[[int], None] | None = None) -> Functions:
+    def load(self, progress: Callable[[int], None] | None = None,
+             first: Callable[[Functions], None] | None = None) -> Functions:
         """Blocking; safe from any thread (one load, the others wait for it).
-        `progress(n)` is called once the symbol count is known."""
+        `progress(n)` is called once the symbol count is known, `first`
+        with the partial index (Functions.quick) as soon as it is made,
+        long before the whole one (BTF's prototypes) is."""
         with self._lock:
             if self._loaded is None:
-                self._loaded = self._load(progress)
+                self._loaded = self._load(progress, first)
             return self._loaded
 
-    def _load(self, progress: Callable[[int], None] | None) -> Functions:
+    def _load(self, progress: Callable[[int], None] | None,
+              first: Callable[[Functions], None] | None) -> Functions:
         if self._factory is None:
             return Functions([], None, ("no kernel catalog in this mode",), "no BTF source")
         try:
             catalog = self._factory()
             if progress is not None:
                 progress(len(catalog.src.symbols.names()))
+            if first is not None and catalog.src.symbols.available:
+                first(Functions.quick(catalog))
             entries = catalog.list(["*"])
             if catalog.src.btf is not None and catalog.btf_problem() is None:
                 catalog.src.btf.function("")  # builds its name -> id map here, not on the UI thread

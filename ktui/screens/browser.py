@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Input, OptionList, SelectionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.widgets.selection_list import Selection
 
@@ -33,6 +33,7 @@ from ktui.screens.browse_model import TYPE_CYCLE, Choice, Detail, FunctionIndex,
 from ktui.screens.probe_dialog import FieldProblem, SubmitProbe, build_probe, caret_text
 from ktui.widgets.footer import KtuiFooter
 from ktui.widgets.scrollbars import whole_cell_scrollbars
+from ktui.widgets.tick_list import TickList
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class BrowserScreen(Screen[None]):
                 yield Static(id="verdict")
                 yield Static(id="notes")
                 yield Static(id="kind")
-                yield SelectionList[str](id="choices")
+                yield TickList(id="choices")
         yield Input(placeholder="the spec to add: pick a function and tick what to fetch", id="spec")
         yield Static(id="spec-problem")
         yield KtuiFooter()
@@ -116,7 +117,7 @@ class BrowserScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#query", Input).focus()
         self.query_one("#matches", OptionList).can_focus = True
-        whole_cell_scrollbars(self.query_one("#matches", OptionList), self.query_one("#choices", SelectionList))
+        whole_cell_scrollbars(self.query_one("#matches", OptionList), self.query_one("#choices", TickList))
         if self.functions is not None:
             self._ready(self.functions)
         else:
@@ -125,7 +126,10 @@ class BrowserScreen(Screen[None]):
     # ------------------------------------------------------------ loading
     @work(thread=True, group="browse-load")
     def _load(self) -> None:
-        functions = self.index.load(progress=lambda n: self.post_message(self.Counted(n)))
+        # The names and their verdicts first (a few files), then the whole
+        # catalog (BTF's prototypes: about 20 s in the emulated VM).
+        functions = self.index.load(progress=lambda n: self.post_message(self.Counted(n)),
+                                    first=lambda quick: self.post_message(self.Ready(quick)))
         self.post_message(self.Ready(functions))
 
     @on(Counted)
@@ -138,8 +142,13 @@ class BrowserScreen(Screen[None]):
         self._ready(message.functions)
 
     def _ready(self, functions: Functions) -> None:
+        if functions.partial and self.functions is not None and not self.functions.partial:
+            return  # (the whole index is already here)
         self.functions = functions
-        self.search(self.query_one("#query", Input).value)
+        matches = self.query_one("#matches", OptionList)
+        shown = matches.highlighted
+        name = matches.get_option_at_index(shown).id if shown is not None and matches.option_count else None
+        self.search(self.query_one("#query", Input).value, keep=name)
 
     # ------------------------------------------------------------ searching
     @on(Input.Changed, "#query")
@@ -147,8 +156,9 @@ class BrowserScreen(Screen[None]):
         if self.functions is not None:
             self.search(event.value)
 
-    def search(self, query: str) -> None:
-        """Rank, show the best rows, highlight the first."""
+    def search(self, query: str, keep: str | None = None) -> None:
+        """Rank, show the best rows, highlight the first (or `keep`, the
+        function highlighted before, when it is still among them)."""
         assert self.functions is not None
         found = self.functions.matcher.search(query, DEFAULT_CAP)
         entries = self.functions.entries
@@ -163,7 +173,8 @@ class BrowserScreen(Screen[None]):
             matches.clear_options()
             matches.add_options(options)
             if options:
-                matches.highlighted = 0
+                names = list(found.names)
+                matches.highlighted = names.index(keep) if keep in names else 0
             else:
                 self.show(None)
         self.query_one("#count", Static).update(self._count_line(query, found.total))
@@ -180,6 +191,8 @@ class BrowserScreen(Screen[None]):
                 line.append(f" (best {DEFAULT_CAP} shown)")
         else:
             line.append(f"{len(self.functions):,} functions")
+        if self.functions.partial:
+            line.append(" · reading prototypes and parameters from BTF…", "dim")
         if self.functions.btf_problem:
             line.append(f" · {self.functions.btf_problem}", "yellow")
         if self.read_only:
@@ -200,7 +213,7 @@ class BrowserScreen(Screen[None]):
         self._to_choices()
 
     def _to_choices(self) -> None:
-        choices = self.query_one("#choices", SelectionList)
+        choices = self.query_one("#choices", TickList)
         target = choices if choices.option_count else self.query_one("#spec", Input)
         target.focus()
 
@@ -212,8 +225,10 @@ class BrowserScreen(Screen[None]):
 
     # ------------------------------------------------------------ one function
     def show(self, detail: Detail | None) -> None:
-        """A new function: its prototype, verdict, and nothing ticked."""
-        if detail is not self.detail:
+        """A new function: its prototype, verdict, and nothing ticked (the
+        same function again, as the whole index replaces the first one,
+        keeps what was ticked)."""
+        if detail is None or self.detail is None or detail.name != self.detail.name:
             self.picked.clear()
             self.expanded.clear()
         self.detail = detail
@@ -222,11 +237,13 @@ class BrowserScreen(Screen[None]):
             proto.update("")
             for name in ("verdict", "notes", "kind"):
                 self.query_one(f"#{name}", Static).update("")
-            self.query_one("#choices", SelectionList).clear_options()
+            self.query_one("#choices", TickList).clear_options()
             self._set_spec("")
             return
         entry = detail.entry
-        proto.update(Text(entry.prototype or f"{entry.name}(?)  (no BTF prototype)"))
+        missing = ("(…)  (reading its prototype from BTF)" if self.functions is not None and self.functions.partial
+                   else "(?)  (no BTF prototype)")
+        proto.update(Text(entry.prototype or f"{entry.name}{missing}"))
         self.query_one("#verdict", Static).update(
             Text(detail.verdict_line, VERDICT_STYLE.get(entry.verdict, "red")))
         notes = list(detail.notes) + ([detail.named] if detail.named else [])
@@ -244,6 +261,8 @@ class BrowserScreen(Screen[None]):
             out.append(detail.retval)
         for param in detail.params:
             out.append(param)
+            if param.pointee is not None:
+                out.append(param.pointee)
             if param.ref in self.expanded and self.functions is not None:
                 out.extend(self.functions.members(detail, param))
         return out
@@ -255,14 +274,16 @@ class BrowserScreen(Screen[None]):
         kind.append("● return" if self.kind == "r" else "○ return", "bold" if self.kind == "r" else "dim")
         kind.append("   (ctrl+r)", "dim")
         self.query_one("#kind", Static).update(kind)
-        choices = self.query_one("#choices", SelectionList)
+        choices = self.query_one("#choices", TickList)
         keep = choices.highlighted
         visible = self._visible()
         self.picked = {ref: t for ref, t in self.picked.items() if any(c.ref == ref for c in visible)}
-        selections = [Selection(self._prompt(c), c.ref, c.ref in self.picked, disabled=not c.tickable)
-                      for c in visible]
+        # Rows that cannot be ticked stay in the cursor's way (locked, not
+        # disabled): a user counting rows down to a member must land on it.
+        selections = [Selection(self._prompt(c), c.ref, c.ref in self.picked) for c in visible]
         with self.app.batch_update():
             choices.clear_options()
+            choices.set_locked([c.ref for c in visible if not c.tickable])
             choices.add_options(selections)
             enabled = [i for i, c in enumerate(visible) if c.tickable]
             if enabled:  # where the cursor was, else the first that can be ticked
@@ -286,8 +307,8 @@ class BrowserScreen(Screen[None]):
     def _choice(self, ref: str) -> Choice | None:
         return next((c for c in self._visible() if c.ref == ref), None)
 
-    @on(SelectionList.SelectionToggled, "#choices")
-    def _toggled(self, event: SelectionList.SelectionToggled) -> None:
+    @on(TickList.SelectionToggled, "#choices")
+    def _toggled(self, event: TickList.SelectionToggled) -> None:
         ref = event.selection.value
         if ref in self.picked:
             del self.picked[ref]
@@ -296,13 +317,19 @@ class BrowserScreen(Screen[None]):
             self.picked[ref] = c.default_type if c is not None else ""
         self._update_spec()
 
+    @on(TickList.Refused, "#choices")
+    def _refused(self, event: TickList.Refused) -> None:
+        c = self._choice(event.value)
+        why = c.why_not if c is not None else "it cannot be fetched"
+        self.query_one("#spec-problem", Static).update(Text(f"{event.value} cannot be ticked: {why}", "yellow"))
+
     def action_kind(self) -> None:
         self.kind = "r" if self.kind == "c" else "c"
         if self.detail is not None:
             self._rebuild()
 
     def _highlighted_choice(self) -> Choice | None:
-        choices = self.query_one("#choices", SelectionList)
+        choices = self.query_one("#choices", TickList)
         if choices.highlighted is None or not choices.option_count:
             return None
         return self._choice(choices.get_option_at_index(choices.highlighted).value)
@@ -326,7 +353,7 @@ class BrowserScreen(Screen[None]):
             if c.depth:  # the cursor goes back to the parameter
                 visible = [v.ref for v in self._visible()]
                 self._rebuild()
-                self.query_one("#choices", SelectionList).highlighted = visible.index(parent)
+                self.query_one("#choices", TickList).highlighted = visible.index(parent)
                 return
             self._rebuild()
 

@@ -19,7 +19,7 @@ from ktui.pipeline.format import (
     printable,
 )
 from ktui.lang.model import Fetch, positional
-from ktui.record.feed import ProbeStatus
+from ktui.record.feed import ProbeState, ProbeStatus
 from ktui.screens.modal import ModalFrame
 from ktui.widgets.event_window import EventRow
 
@@ -42,6 +42,22 @@ def _fetch_text(fetch: Fetch | None) -> str:
     return str(fetch.expr) if reads == fetch.expr else f"{fetch.expr} = {reads}"
 
 
+def _kind_text(probe, status: ProbeStatus | None) -> str:
+    """`call (fentry)`: the kind, and what the probe runs on as the probe
+    table says it (a return probe may run on fexit, a call on fentry). The
+    mechanism is the session's choice, known once the probe attached."""
+    kind = "return" if probe.kind.value == "r" else "call"
+    if status is None:
+        return kind
+    if status.via:
+        return f"{kind} ({status.via})"
+    if status.state in (ProbeState.OFF, ProbeState.FAILED):
+        return f"{kind} (not attached)"
+    if status.state is ProbeState.PENDING:
+        return f"{kind} (not attached yet)"
+    return kind  # attached, by a feed that does not say how (an older recording)
+
+
 def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symbolize | None) -> tuple[Table, Table]:
     event, probe = row.event, row.probe
     fields = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
@@ -56,7 +72,7 @@ def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symboliz
     fields.add_row("probe", f"#{event.probe_id}  {probe.name if probe else '(gone)'}")
     if probe is not None:
         fields.add_row("spec", probe.spec_text)
-        fields.add_row("kind", "return (kretprobe)" if probe.kind.value == "r" else "call (kprobe)")
+        fields.add_row("kind", _kind_text(probe, status))
         fields.add_row("filter", str(probe.filter) if probe.filter is not None else Text("none", "dim"))
     if status is not None:
         fields.add_row("state now", status.state.value + (f": {status.reason}" if status.reason else ""))

@@ -73,6 +73,12 @@ def newest_kernel(series: str = MAIN_SERIES) -> str | None:
     return max(versions, key=version_key) if versions else None
 
 
+def default_kernel() -> str | None:
+    """The kernel `ktui vm` boots when none is named, if its image is here."""
+    kernel = os.environ.get("KTUI_VM_KERNEL") or newest_kernel()
+    return kernel if kernel and (BOOT / f"vmlinuz-{kernel}").exists() else None
+
+
 @dataclass(frozen=True)
 class Machine:
     """One throwaway VM: which kernel, where the guest starts, what it may write."""

@@ -168,7 +168,8 @@ class StatsPane(VerticalScroll):
             self._lines = counter_lines(probe, stats, self._bar_width(self.view))
         else:
             width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
-            self._lines = view_lines(shown, probe, stats, width, self.symbolize)
+            self._lines = view_lines(shown, probe, stats, width, self.symbolize,
+                                     room=self.scrollable_content_region.width or None)
         had_picks = bool(self._picks)
         self._picks = [i for i, line in enumerate(self._lines) if pick_of(line) is not None]
         if had_picks != bool(self._picks) and self.has_focus:

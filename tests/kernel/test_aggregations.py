@@ -55,6 +55,8 @@ def test_sum_by_comm_with_and_without_a_filter(workload):
     assert stats[ids["all"]].top_values == ((("agg_b",), 7, 300), (("agg_a",), 10, 70))
     assert stats[ids["ok"]].top_values == ((("agg_b",), 3, 300), (("agg_a",), 10, 70))
     assert stats[ids["total"]].top_values == (((), 17, 370),)
+    # the sum over every key: the top values view's share of the sum (issue #29)
+    assert stats[ids["all"]].value_sum == stats[ids["total"]].value_sum == 370
 
 
 def test_a_full_count_map_counts_its_drops(workload):

@@ -111,8 +111,8 @@ def keys(*names: str) -> None:
 
 
 def downs_to(refs: list[str], start: str, target: str) -> int:
-    """Down presses from `start` to `target` in the browser's choices (a
-    list that skips what cannot be ticked)."""
+    """Down presses from `start` to `target` in the browser's choices (one
+    press per row: the cursor stops on rows that cannot be ticked too)."""
     return refs.index(target) - refs.index(start)
 
 
@@ -132,16 +132,18 @@ def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path
     probeset.write_text("name: pick\n"
                         f"filter:\n  pid: {w.pid}\n"
                         "probes:\n  - spec: vfs_write:c\n    label: writes\n")
-    # What the browser will list for vfs_read on this kernel: the tickable
-    # choices in order (file, then file's members once expanded, buf, count, pos),
+    # What the browser will list for vfs_read on this kernel: every row in
+    # order, those that cannot be ticked too (the cursor stops on each, issue
+    # #29): file, then file's members once expanded, buf, count, pos, *pos;
     # from vfs_read's catalog entry alone (the dashboard lists all 55,000)
     catalog = running_kernel_catalog()
     functions = Functions(catalog.list(["vfs_read"]), catalog, (), catalog.btf_problem())
     detail = functions.detail("vfs_read")
     file_param = detail.params[0]
-    refs = [file_param.ref] + [m.ref for m in functions.members(detail, file_param) if m.tickable]
-    refs += [p.ref for p in detail.params[1:] if p.tickable]
-    assert "file->f_pos" in refs and "count" in refs, refs
+    refs = [file_param.ref] + [m.ref for m in functions.members(detail, file_param)]
+    for param in detail.params[1:]:
+        refs += [param.ref] + ([param.pointee.ref] if param.pointee is not None else [])
+    assert "file->f_pos" in refs and "count" in refs and "+0(pos)" in refs, refs
 
     baseline = len(kprobe_entries())
     tmux("new-session", "-d", "-s", SESSION, "-x", "180", "-y", "50",

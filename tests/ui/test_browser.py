@@ -4,8 +4,11 @@ says without BTF and in a replay; and the add dialog's completion."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
-from textual.widgets import Input, OptionList, SelectionList
+from textual.widgets import Input, OptionList, SelectionList  # (TickList is one)
 
 from ktui.screens.browse_model import FunctionIndex
 from ktui.screens.browser import BrowserScreen
@@ -20,14 +23,20 @@ def fk(tmp_path):
     return FakeKernel(tmp_path)
 
 
-async def open_browser(app, pilot) -> BrowserScreen:
+async def open_browser(app, pilot, *, whole: bool = True) -> BrowserScreen:
+    """Open the browser; wait until the catalog is loaded (`whole`: all of
+    it, BTF's prototypes too; else its first, partial index)."""
     await pilot.pause()
     await pilot.press("b")
-    for _ in range(200):  # the catalog loads in a thread
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the catalog loads in a thread
         await pilot.pause(0.01)
-        if isinstance(app.screen, BrowserScreen) and app.screen.functions is not None:
+        screen = app.screen
+        if isinstance(screen, BrowserScreen) and screen.functions is not None and (
+                not whole or not screen.functions.partial):
             break
     assert isinstance(app.screen, BrowserScreen) and app.screen.functions is not None
+    assert not whole or not app.screen.functions.partial
     await pilot.pause()
     return app.screen
 
@@ -151,7 +160,7 @@ async def test_a_compiler_copy_shows_why_it_is_positional_only(fk):
         assert rows(screen)[0] == "zstd_build.isra.0"
         assert "positional fetches (a1..a6) only" in plain(screen.query_one("#notes"))
         choices = screen.query_one("#choices", SelectionList)
-        assert choices.option_count == 1 and choices.get_option_at_index(0).disabled
+        assert choices.option_count == 1 and choices.get_option_at_index(0).value in choices.locked
 
 
 async def test_without_btf_one_line_says_so_and_names_are_still_listed(fk):
@@ -210,6 +219,114 @@ async def test_the_add_dialog_completes_function_and_parameter_names(fk):
         await pilot.pause(0.05)
         await pilot.press("right")
         assert spec.value == "vfs_read:c:count"
+
+
+async def test_the_first_screen_comes_before_the_prototypes(fk):
+    """Issue #29: the browser spent about 20 s on `loading 55,072
+    functions…` in the VM, most of it reading BTF's prototypes. Names and
+    verdicts come first (kallsyms, ftrace, the blacklist): a user can type
+    and see verdicts while BTF is read; then the prototypes come, and the
+    highlighted function stays."""
+    gate = threading.Event()
+
+    def slow_btf_catalog():
+        catalog = fk.catalog()
+        whole_table = catalog.table
+
+        def table():
+            assert gate.wait(60), "the test never let BTF load"
+            return whole_table()
+
+        catalog.table = table
+        return catalog
+
+    app = make_app(functions=FunctionIndex(slow_btf_catalog))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_browser(app, pilot, whole=False)
+            assert screen.functions.partial
+            await pilot.press(*"vfs_r")
+            assert rows(screen)[0] == "vfs_read"
+            assert "traceable" in str(screen.query_one("#matches").get_option_at_index(0).prompt)
+            assert "reading prototypes and parameters from BTF" in plain(screen.query_one("#count"))
+            assert plain(screen.query_one("#verdict")).startswith("traceable")
+            assert "reading its prototype from BTF" in plain(screen.query_one("#proto"))
+            gate.set()
+            deadline = time.monotonic() + 60
+            while screen.functions.partial and time.monotonic() < deadline:
+                await pilot.pause(0.02)
+            await pilot.pause()
+            assert not screen.functions.partial
+            assert rows(screen)[0] == "vfs_read"
+            assert "vfs_read(struct file *file" in plain(screen.query_one("#proto"))
+            assert "reading prototypes" not in plain(screen.query_one("#count"))
+            await pilot.press("enter")
+            await tick(pilot, screen, "count")
+            assert screen.query_one("#spec", Input).value == "vfs_read:c:count"
+    finally:
+        gate.set()
+
+
+def choice_lines(screen) -> list[str]:
+    """The choices as drawn, colour left out (as NO_COLOR shows them)."""
+    choices = screen.query_one("#choices", SelectionList)
+    choices.scroll_home(animate=False, immediate=True)
+    return ["".join(seg.text for seg in choices.render_line(y)).strip()
+            for y in range(min(choices.option_count, choices.scrollable_content_region.height))]
+
+
+async def test_ticked_and_unticked_boxes_differ_without_colour(fk, monkeypatch):
+    """Issue #29: an unticked box drew as `▐X▌` exactly like a ticked one,
+    told apart only by colour (try NO_COLOR)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"vfs_read", "enter")
+        await tick(pilot, screen, "count")
+        lines = choice_lines(screen)
+        count = next(line for line in lines if "size_t count" in line)
+        file = next(line for line in lines if "struct file *file" in line)
+        assert count[:3] != file[:3], lines  # the box itself says which is ticked
+        assert "X" in count[:3] and "X" not in file[:3], lines
+
+
+async def test_the_cursor_stops_on_every_row_and_a_row_that_cannot_be_ticked_says_why(fk):
+    """Issue #29: the cursor skipped "(a struct inside…)" rows, so counting
+    rows to reach f_pos picked another member. Every row takes the cursor;
+    space on one that cannot be ticked ticks nothing and says why."""
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"vfs_read", "enter", "right")  # file's members under it
+        choices = screen.query_one("#choices", SelectionList)
+        refs = [choices.get_option_at_index(i).value for i in range(choices.option_count)]
+        assert choices.highlighted == 0 and refs[0] == "file"
+        for row in range(1, refs.index("file->f_pos") + 1):  # one key, one row
+            await pilot.press("down")
+            assert choices.highlighted == row, (row, refs)
+        assert refs[choices.highlighted] == "file->f_pos"
+        await pilot.press("up", "up", "up")  # past file->f_mode (a bitfield) to file->f_path (a struct)
+        assert refs[choices.highlighted] == "file->f_path"
+        spec = screen.query_one("#spec", Input)
+        await pilot.press("space")
+        await pilot.pause()
+        assert spec.value == "vfs_read:c" and "file->f_path" not in choices.selected
+        assert "struct inside" in plain(screen.query_one("#spec-problem"))
+
+
+async def test_the_value_a_pointer_parameter_points_to_can_be_ticked(fk):
+    """Issue #29: `*pos` (the position pread uses) could not be ticked.
+    Under `loff_t *pos` a row reads the loff_t itself: `+0(pos):s64`."""
+    app = make_app(functions=FunctionIndex(fk.catalog))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"vfs_read", "enter")
+        await tick(pilot, screen, "+0(pos)")
+        spec = screen.query_one("#spec", Input)
+        assert spec.value == "vfs_read:c:+0(pos):s64"
+        assert any("*pos" in line for line in choice_lines(screen))
+        assert "enter or ctrl+s: add this probe" in plain(screen.query_one("#spec-problem"))
 
 
 def test_the_help_lists_the_browse_key():

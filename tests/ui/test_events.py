@@ -218,3 +218,33 @@ async def test_under_the_help_the_timer_holds_events_and_the_stats_read_shows_th
 
 def feed_probe(feed, probe_id):
     return probe_id, feed.statuses()[probe_id].probe
+
+
+def test_the_detail_names_the_mechanism_the_probe_runs_on():
+    """Issue #29: the probe table said `attached fentry` while the detail
+    said `kind call (kprobe)`. The kind row says what it runs on, as the
+    table does, and names no mechanism before one is known."""
+    from rich.console import Console
+
+    from ktui.record.feed import Event, ProbeState, ProbeStatus
+    from ktui.lang.spec import parse_spec
+    from ktui.screens.event_detail import detail_tables
+    from ktui.widgets.event_window import EventRow
+
+    def kind_row(probe, state, via):
+        row = EventRow(1, Event(0, 1, 0, 7, 7, "dd", None, (5,)), probe)
+        fields, _values = detail_tables(row, ProbeStatus(0, probe, state, via=via), None)
+        console = Console(width=100, color_system=None)
+        with console.capture() as out:
+            console.print(fields)
+        return next(line.split(None, 1)[1].strip() for line in out.get().splitlines()
+                    if line.startswith("kind"))
+
+    call, ret = parse_spec("vfs_read:c:a3"), parse_spec("vfs_read:r:retval")
+    assert kind_row(call, ProbeState.ATTACHED, "fentry") == "call (fentry)"
+    assert kind_row(ret, ProbeState.ATTACHED, "fexit") == "return (fexit)"
+    assert kind_row(call, ProbeState.ATTACHED, "kprobe") == "call (kprobe)"
+    assert kind_row(ret, ProbeState.ATTACHED, "kretprobe") == "return (kretprobe)"
+    assert kind_row(call, ProbeState.PENDING, "") == "call (not attached yet)"
+    assert kind_row(call, ProbeState.OFF, "") == "call (not attached)"
+    assert kind_row(call, ProbeState.ATTACHED, "") == "call"  # a feed that does not say

@@ -4,10 +4,13 @@ in the footer, and a probe without aggregations keeps its counters."""
 
 from __future__ import annotations
 
+import time
+
 from ktui.lang.probeset import loads_probeset
 from ktui.pipeline.value_views import COUNTERS, TOP, VALUES, next_view, views_of
 from ktui.lang.spec import parse_probe_text
 from ktui.widgets.stats_pane import StatsPane
+from textual.geometry import Region
 
 from .conftest import SIZE, make_app, make_feed, polls
 
@@ -41,7 +44,7 @@ async def test_v_cycles_the_views_of_the_selected_probe():
         await pilot.press("v")
         await pilot.pause()
         body = text(pane, "#stats-values")
-        assert "by a3: count" in body and "4096" in body
+        assert "by a3: hits" in body and "4096" in body
         await pilot.press("v")
         await pilot.pause()
         assert "top comms" in text(pane, "#stats-body") and text(pane, "#stats-values") == ""
@@ -53,7 +56,7 @@ async def test_v_cycles_the_views_of_the_selected_probe():
         await pilot.press("v")
         await pilot.pause()
         body = text(pane, "#stats-values")
-        assert "by comm: count, sum(retval)" in body and "bash" in body
+        assert "by comm: hits, sum(retval)" in body and "bash" in body
         # a probe without aggregations: counters only, no view bar
         await pilot.press("down")
         await pilot.pause()
@@ -129,3 +132,31 @@ def test_the_dialog_keeps_aggregations_through_an_edit():
     assert str(probe.agg) == "count(comm) sum(retval)"
     again = build_probe(dialog_spec(probe), str(probe.filter), "bytes", base=probe)
     assert again == probe
+
+
+async def test_bytes_per_process_reads_on_one_line_a_key_at_80_and_50_columns():
+    """Issue #29: at 50 columns the `count(comm) sum(retval)` view wrapped
+    each sum onto its own unlabelled line. Each key's row holds its hits,
+    its sum and its share, under a line naming them."""
+    for size in ((80, 40), (50, 40)):
+        app = make_app(make_feed(loads_probeset(SET), lossy=set(), fail={}))
+        async with app.run_test(size=size) as pilot:
+            polls(app, 4)
+            await pilot.press("s", "down", "v")  # (narrower than 120: the pane folds under the events)
+            await pilot.pause()
+            pane = app.main.query_one(StatsPane)
+            assert pane.view.status.probe.name == "bytes"
+            values = pane.query_one("#stats-values")
+            deadline = time.monotonic() + 30
+            while not values.size.height and time.monotonic() < deadline:  # laid out
+                await pilot.pause(0.05)
+            shown = ["".join(seg.text for seg in strip).rstrip()
+                     for strip in values.render_lines(Region(0, 0, *values.size))]
+            rows = {line.split()[0]: line.split() for line in shown if line.split()}
+            assert rows["comm"] == ["comm", "hits", "sum(retval)", "%"], shown
+            for comm in ("cat", "sshd", "bash"):
+                assert len(rows[comm]) == 4 and rows[comm][3].endswith("%"), shown
+            # cat reads 4096 at a time: the most bytes, so first, and nearly all of them
+            first = next(line.split()[0] for line in shown if line.split()[:1] in (["cat"], ["sshd"], ["bash"]))
+            assert first == "cat" and int(rows["cat"][2]) == 4096 * int(rows["cat"][1])
+            assert float(rows["cat"][3].rstrip("%")) > 90

@@ -43,13 +43,45 @@ def test_the_short_form_parses_and_prints_back():
     ("vfs_read:c count(a9)", 18, "a1..a6"),
     ("vfs_read:c hist(a3) hist(a2)", 21, "twice"),
     ("vfs_read:c count(a1) max_keys(x)", 31, "whole number"),
-    ("vfs_read:c hist(count)", 12, "by position"),
+    ("vfs_read:c hist(count)", 17, "write its position"),
 ])
 def test_short_form_errors_name_the_column(text, col, words):
     with pytest.raises(SpecError) as err:
         parse_probe_text(text)
     assert err.value.col == col, str(err.value)
     assert words in err.value.message
+
+
+def test_a_name_in_an_aggregation_is_pointed_at_and_said_once():
+    """Issue #29: `count(count)` said `count: count: names are not taken…`
+    with the caret on the aggregation. The caret is on the name, the
+    clause is said once, and where to look for its position is said."""
+    with pytest.raises(SpecError) as err:
+        parse_probe_text("vfs_read:c:a1 count(comm, count)")
+    assert err.value.col == 27
+    assert err.value.message == (
+        "count(count): a parameter by name is not taken in an aggregation yet; write its position "
+        "(a1..a6: `ktui list vfs_read` shows vfs_read's parameters in order)")
+
+
+def test_with_btf_the_position_of_the_name_is_suggested(monkeypatch, tmp_path):
+    """... and where the kernel's BTF is at hand, the position itself: `a3`."""
+    from click.testing import CliRunner
+
+    from ktui import cli
+    from tests.unit.namedkernel import kernel_names
+
+    kernel = kernel_names(tmp_path)
+    monkeypatch.setattr(cli, "_kernel_names", lambda: kernel)
+    r = CliRunner().invoke(cli.main, ["compile", "-e", "vfs_read:c count(count)"])
+    assert (r.exit_code, r.output) == (1, "ktui: -e #1:18: count(count): a parameter by name is not "
+                                          "taken in an aggregation yet; write count(a3) (count is vfs_read's a3)\n")
+    for body, where in (("  - spec: vfs_read:r sum(count)\n", "f.yaml:3:26"),
+                        ("  - spec: vfs_read:c\n    count: [comm, count]\n", "f.yaml:4:12")):
+        with pytest.raises(ProbeSetError) as err:
+            loads_probeset("name: x\nprobes:\n" + body, source="f.yaml", kernel=kernel)
+        assert str(err.value).startswith(where), str(err.value)
+        assert "(count is vfs_read's a3)" in str(err.value) and "count: count:" not in str(err.value)
 
 
 SET = """name: agg
@@ -140,6 +172,7 @@ def test_maps_read_back_as_top_values_by_sum_merging_stale_comm_tails():
     assert got["keys_dropped"] == 2  # ("sh", 7) with and without a stale tail is one key
     assert got["keys_dropped_unknown"] == 1
     assert got["value_keys"] == 3
+    assert got["value_sum"] == 100 + 15 + 0  # every key's sum: the top values' shares are of it
     assert got["top_values"] == ((("cat", 100), 1, 100), (("dd", 5), 3, 15), (("cat", -9), 7, 0))
 
 
@@ -171,7 +204,7 @@ def test_a_recording_keeps_the_aggregations():
     from ktui.record.feed import StatsSnapshot
 
     stats = ProbeStats(3, hits=9, value_hist=(0, 2) + (0,) * 63, top_values=((("dd", 7), 2, 14),),
-                       value_keys=1, values_dropped=1, keys_dropped=1, keys_dropped_unknown=3, stacks=(((0xffff1, 0xffff2), 9),),
+                       value_keys=1, value_sum=14, values_dropped=1, keys_dropped=1, keys_dropped_unknown=3, stacks=(((0xffff1, 0xffff2), 9),),
                        stack_count=1, stacks_dropped=2)
     back = stats_from_json(json.loads(json.dumps(stats_to_json(StatsSnapshot(1.0, {3: stats})))))
     assert back.probes[3] == stats

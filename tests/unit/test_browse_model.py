@@ -156,3 +156,24 @@ def test_no_catalog_at_all_is_an_empty_index():
 ])
 def test_completion(functions, typed, completed):
     assert complete(functions, typed) == completed
+
+
+def test_a_pointer_to_a_number_offers_the_number_it_points_to(fk, functions):
+    """Issue #29: `*pos` (loff_t *pos, the position pread uses) could not be
+    ticked. The parameter offers what it points to, as the language reads
+    it: `+0(pos)` with the pointee's width and sign, and it binds to a4."""
+    from ktui.lang.bind import bind_probe
+    from ktui.lang.kernel_names import KernelNames
+    from ktui.lang.model import positional
+    from ktui.lang.spec import parse_probe_text
+
+    d = functions.detail("vfs_read")
+    pos = d.params[3]
+    assert pos.pointee is not None and pos.pointee.tickable
+    assert (pos.pointee.ref, pos.pointee.default_type, pos.pointee.depth) == ("+0(pos)", "s64", 1)
+    assert "*pos" in pos.pointee.shown and "loff_t" in pos.pointee.shown
+    assert d.params[1].pointee is None  # char *buf: a text, read with :string
+    assert d.params[0].pointee is None  # struct file *: its members instead
+    text = spec_text("vfs_read", "c", [(pos.pointee.ref, pos.pointee.default_type)])
+    probe = bind_probe(parse_probe_text(text), KernelNames(fk.btf()), text=text)
+    assert text == "vfs_read:c:+0(pos):s64" and str(positional(probe.fetches[0].expr)) == "+0(a4)"

@@ -163,8 +163,8 @@ def test_without_root_the_unreadable_files_are_named_and_verdicts_say_unchecked(
     assert e["do_int3"].verdict == "unchecked"  # no blacklist to say otherwise
     assert e["zstd_build"].verdict == "copy-only"  # known from kallsyms alone
     lines = cat.not_checked()
-    assert lines[0] == ("not checked: fentry, so kprobe-only vs traceable (available_filter_functions: "
-                        "not found (tracefs not mounted?))")
+    assert lines[0] == ("not checked: which functions fentry can attach to (available_filter_functions "
+                        "not found: is tracefs mounted?); verdicts say unchecked, not traceable or kprobe-only")
     assert lines[1].startswith("not checked: the kprobe blacklist (")
     assert len(lines) == 2
 

@@ -434,6 +434,16 @@ def test_every_usage_error_is_one_line_exit_2(nothing_runs, args, start):
     assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.startswith(start), r.output
 
 
+def test_a_missing_or_unknown_argument_says_what_the_command_takes(nothing_runs):
+    """Issue #29: `ktui check` with no file printed no usage."""
+    r = run("check")
+    assert (r.exit_code, r.output) == (2, "ktui: Missing argument 'FILES...'. Usage: ktui check [OPTIONS] "
+                                          "FILES... (ktui check --help)\n")
+    r = run("record", "-e", "vfs_read:c")
+    assert r.output.endswith(" Usage: ktui record [OPTIONS] [FILES]... (ktui record --help)\n")
+    assert "Usage:" not in run("stream", "--pid", "x").output  # a bad value says what is wrong with it
+
+
 def test_help_and_version_still_work():
     for args in (["--help"], ["-h"], ["stream", "--help"], ["--version"]):
         r = run(*args)

@@ -47,3 +47,14 @@ def test_shell_completion_offers_the_commands():
     assert complete([], "probesets/vf") == [("file", "probesets/vf")]  # the dashboard's files still
     assert ("plain", "--speed") in complete(["replay"], "--sp")
     assert complete(["replay"], "x") == [("file", "x")]
+
+
+def test_stream_help_says_what_aggregations_are_and_where_they_go():
+    """Issue #29: `stream --help` never mentioned aggregations."""
+    from click.testing import CliRunner
+
+    out = CliRunner().invoke(main, ["stream", "--help"]).output
+    flat = " ".join(out.split())
+    assert "count(comm) sum(retval)" in flat and "hist(a3)" in flat
+    assert "stats lines" in flat and "top_values" in flat
+    assert "AGGREGATIONS" in flat  # the -e option's form names them

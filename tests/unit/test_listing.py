@@ -25,8 +25,12 @@ def fk(tmp_path):
     return FakeKernel(tmp_path)
 
 
+KERNEL = "ktui: functions of the running kernel, 6.1.0-test\n"  # the first line on stderr
+
+
 def listing(fk, patterns, **kw):
     out, err = kw.pop("out", io.StringIO()), io.StringIO()
+    kw.setdefault("release", "6.1.0-test")
     code = run_list(patterns, catalog=kw.pop("catalog", None) or fk.catalog(), out=out, err=err, **kw)
     return code, out.getvalue(), err.getvalue()
 
@@ -43,7 +47,7 @@ def test_one_line_per_function_verdict_first(fk):
         "traceable   zstd_build.isra.0(int x) -> int  # copy of zstd_build: BTF shows its "
         "arguments; positional fetches only",
     ]
-    assert err == "ktui: 6 functions: 3 traceable, 1 notrace, 1 copy-only, 1 not-loaded\n"
+    assert err == KERNEL + "ktui: 6 functions: 3 traceable, 1 notrace, 1 copy-only, 1 not-loaded\n"
 
 
 def test_lines_are_cut_to_a_terminal_but_not_to_a_pipe(fk, monkeypatch):
@@ -95,13 +99,48 @@ def test_no_btf_is_one_line_and_names_still_listed(fk):
     code, out, err = listing(fk, ["vfs_read"])
     assert code == 0 and out == "traceable   vfs_read\n"
     lines = err.splitlines()
-    assert len(lines) == 2 and lines[0].startswith("ktui: no BTF: ") and lines[1] == "ktui: 1 function: 1 traceable"
+    assert len(lines) == 3 and lines[1].startswith("ktui: no BTF: ") and lines[2] == "ktui: 1 function: 1 traceable"
 
 
 def test_nothing_matching_is_exit_1_with_close_names(fk):
-    assert listing(fk, ["vfs_raed"]) == (1, "", "ktui: no kernel function 'vfs_raed' (did you mean vfs_read?)\n")
-    assert listing(fk, ["zzz*", "yyy"]) == (1, "", "ktui: no kernel function matches 'zzz*', 'yyy'\n")
+    assert listing(fk, ["vfs_raed"]) == (1, "", KERNEL + "ktui: no kernel function 'vfs_raed' (did you mean vfs_read?)\n")
+    assert listing(fk, ["zzz*", "yyy"]) == (1, "", KERNEL + "ktui: no kernel function matches 'zzz*', 'yyy'\n")
     assert listing(fk, ["xsf:*"])[0] == 1
+
+
+def test_a_pattern_that_matches_nothing_is_said_beside_those_that_do(fk):
+    """Issue #29: `ktui list vfs_read vfs_raed` listed vfs_read, dropped the
+    typo silently and exited 0."""
+    code, out, err = listing(fk, ["vfs_read", "vfs_raed", "zzz*", "mymod_*"])
+    assert code == 1
+    assert [line.split()[1].split("(")[0] for line in out.splitlines()] == [
+        "mymod:mymod_helper", "mymod:mymod_open", "vfs_read"]
+    assert err.splitlines()[-3:] == ["ktui: no kernel function 'vfs_raed' (did you mean vfs_read?)",
+                                     "ktui: no kernel function matches 'zzz*'",
+                                     "ktui: 3 functions: 2 traceable, 1 notrace"]
+    # an unloaded module's function is known by name: not a typo
+    assert listing(fk, ["vfs_read", "tcp_vegas_init"])[0] == 0
+
+
+def test_the_first_line_says_which_kernel_is_listed(fk):
+    """Issue #29: on the host, `ktui list` listed the host's kernel without
+    saying so, while `ktui vm` runs another."""
+    _code, _out, err = listing(fk, ["vfs_read"], release="6.18.4-host", vm_kernel="6.1.0-57-amd64")
+    assert err.splitlines()[0] == ("ktui: functions of the running kernel, 6.18.4-host (ktui vm runs "
+                                   "6.1.0-57-amd64: `ktui vm list PATTERN` lists its functions)")
+    _code, _out, err = listing(fk, ["vfs_read"], release="6.1.0-57-amd64", vm_kernel="6.1.0-57-amd64")
+    assert err.splitlines()[0] == "ktui: functions of the running kernel, 6.1.0-57-amd64"
+
+
+def test_what_was_not_checked_reads_as_a_sentence(fk):
+    """Issue #29: the first stderr line was `not checked: fentry, so
+    kprobe-only vs traceable (available_filter_functions: not found
+    (tracefs not mounted?))`: hard to parse."""
+    fk.filter_functions.unlink()
+    _code, _out, err = listing(fk, ["vfs_read"])
+    assert err.splitlines()[1] == (
+        "ktui: not checked: which functions fentry can attach to (available_filter_functions not "
+        "found: is tracefs mounted?); verdicts say unchecked, not traceable or kprobe-only")
 
 
 @pytest.mark.parametrize("args, code, message", [

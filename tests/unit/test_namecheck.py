@@ -139,3 +139,33 @@ def test_a_typo_on_this_machine_is_caught_if_it_has_kallsyms(tmp_path):
     assert r.exit_code == 1
     assert r.output.startswith(f"{f}:3:5: probe 1 (vfs_raed:c:size=a3): unknown kernel function "
                                "'vfs_raed' (did you mean vfs_read")
+
+
+def test_check_reports_a_misspelt_function_beside_other_errors_in_the_set(tmp_path, fake_check, monkeypatch):
+    """Issue #29: a set with `vfs_raed:c:a3`, `vfs_read:c:cuont` and a filter
+    `sise > 4096` got the two name errors and not the misspelt function
+    (reported only when checked alone). `ktui check` prints every error,
+    in file order, and the function's once, even where binding says it too."""
+    from ktui.lang.kernel_names import KernelNames
+
+    monkeypatch.setattr(cli, "_kernel_names", lambda: KernelNames(fake_check.btf()))
+    f = tmp_path / "s.yaml"
+    f.write_text("name: t\nprobes:\n"
+                 "  - spec: vfs_raed:c:a3\n"
+                 "  - spec: vfs_read:c:cuont\n"
+                 "  - spec: vfs_read:c:a3\n"
+                 "    label: big\n"
+                 "    filter: sise > 4096\n"
+                 "  - spec: rd=vfs_raed:c:count\n"
+                 "  - spec: zstd_build:c:a1\n"
+                 "    sample: 0\n")
+    r = CliRunner().invoke(cli.main, ["check", str(f)])
+    assert r.exit_code == 1
+    lines = r.output.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [
+        f"{f}:3:11", f"{f}:4:22", f"{f}:7:13", f"{f}:8:14", f"{f}:9:11", f"{f}:10:13"], lines
+    assert lines[0].endswith("probe 1 (vfs_raed:c:a3): unknown kernel function 'vfs_raed' "
+                             "(did you mean vfs_read?)"), lines[0]
+    assert "no parameter 'cuont'" in lines[1] and "no parameter 'sise'" in lines[2]
+    assert "unknown kernel function 'vfs_raed'" in lines[3]  # once: binding said it first
+    assert "zstd_build has no symbol of its own" in lines[4] and "sample" in lines[5]
