@@ -13,7 +13,8 @@
 # (bookworm backports), whose compiles take twice as long under emulation,
 # what the kernel version changes: the pipeline's core tests on the ring
 # buffer, the generic engine's, missed returns', each probe's cost,
-# fentry/fexit's, the aggregations', names' and ktui list's. Not there: what
+# fentry/fexit's, the aggregations', names', ktui list's and issue 28's
+# (pairing, nesting, record bytes, own processes, features). Not there: what
 # only exercises ktui's own code (next_skip), the perf buffer with the
 # compiled engine (what kernels without a ring buffer use: `auto` never
 # takes it on 6.12), and the dashboard's browser (its data, BTF names and
@@ -39,6 +40,10 @@ pytest="$python -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning"
 next_tests="tests/kernel/test_pipeline.py tests/kernel/test_generic.py tests/kernel/test_missed_returns.py"
 next_tests+=" tests/kernel/test_cost.py tests/kernel/test_fentry.py tests/kernel/test_aggregations.py"
 next_tests+=" tests/kernel/test_list.py tests/kernel/test_names.py"
+# issue 28's numbers on a busy machine, where 6.12's kernel differs (fentry
+# nesting under preemption, its own pcpu_hot, the probed features)
+next_tests+=" tests/kernel/test_pairing.py tests/kernel/test_nesting.py tests/kernel/test_record_bytes.py"
+next_tests+=" tests/kernel/test_own_processes.py tests/kernel/test_features.py"
 next_filter="not test_pipeline or ((values or toggle or flood or shipped) and not memory and not perf)"
 # What 6.1 proves for both: paths in ktui's own code (the cache's checksum,
 # `auto` while the fentry/fexit variant first compiles, a graceful end; the

@@ -35,7 +35,9 @@ def reader():
     p.wait()
 
 
-SUMMARY_LINE = re.compile(r"ktui:   (.+): hits (\d+), emitted (\d+), lost (\d+)(?:, counted while loading \d+)?(?:, via \w+)?$")
+# after `lost`: what the kernel saw and could not count (unpaired 1: the
+# call in flight when the return probe attached), counted while loading, via
+SUMMARY_LINE = re.compile(r"ktui:   (.+): hits (\d+), emitted (\d+), lost (\d+)(?:, [^,]+)*$")
 
 
 def summary_from_stderr(err: str) -> dict[str, tuple[int, int, int]]:
