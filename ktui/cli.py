@@ -313,7 +313,7 @@ def check_cmd(files, syntax_only):
     Function names are checked against the running kernel's symbols where
     /proc/kallsyms is readable; a function in a module that is not loaded
     is a warning."""
-    from ktui.kernel.namecheck import FunctionCheck
+    from ktui.kernel.symbols.namecheck import FunctionCheck
 
     names = FunctionCheck()
     with _warnings_on_stderr():

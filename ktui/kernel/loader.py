@@ -124,7 +124,7 @@ class BccLoader:
     """The real kernel side: bcc compiles and loads, the PMU attaches."""
 
     def __init__(self) -> None:
-        from ktui.kernel.usyms import UserSymbols
+        from ktui.kernel.symbols.usyms import UserSymbols
 
         self.user_symbols = UserSymbols()  # its caches live as long as the session
 

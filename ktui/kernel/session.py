@@ -47,7 +47,7 @@ from ktui.kernel import kprobe_pmu
 from ktui.kernel.attach import attach_probe
 from ktui.kernel.buffer_choice import resolve_buffer
 from ktui.kernel.codegen import PERF, generate
-from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.symbols.ksyms import KernelSymbols
 from ktui.kernel.loader import BccLoader, Loader
 from ktui.kernel.quiet import log_line, open_log
 from ktui.kernel.unit import Unit, compile_unit, start_reading

@@ -13,7 +13,7 @@ import logging
 from typing import NamedTuple
 
 from ktui.btf.decode import BtfError
-from ktui.kernel.ksyms import close_names
+from ktui.kernel.symbols.ksyms import close_names
 from ktui.lang.bind import bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.kernel_names import KernelNames

@@ -38,11 +38,11 @@ def _new_module(path: str):
 
 BREAKS = {
     "textual in lang": (_append("ktui/lang/model.py", "import textual"), "no-ui-below-the-ui"),
-    "rich in kernel": (_append("ktui/kernel/ksyms.py", "from rich.text import Text"), "no-ui-below-the-ui"),
+    "rich in kernel": (_append("ktui/kernel/symbols/ksyms.py", "from rich.text import Text"), "no-ui-below-the-ui"),
     "textual in headless": (_append("ktui/headless.py", "import textual.app"), "no-ui-below-the-ui"),
     "record imports pipeline": (_append("ktui/record/layout.py", "import ktui.pipeline.rates"), "layers"),
     "lang imports record": (_append("ktui/lang/spec.py", "from ktui.record import decode"), "layers"),
-    "pipeline imports its sibling kernel": (_append("ktui/pipeline/format.py", "import ktui.kernel.ksyms"),
+    "pipeline imports its sibling kernel": (_append("ktui/pipeline/format.py", "import ktui.kernel.symbols.ksyms"),
                                             "layers"),
     "widgets import screens": (_append("ktui/widgets/stats_pane.py", "import ktui.screens.help"), "layers"),
     "a module outside the layers": (_new_module("ktui/stray.py"), "layers"),

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel.elfsyms import ElfError, read_elf
-from ktui.kernel.usyms import GONE, UserSymbols, find_mapping, parse_maps
+from ktui.kernel.symbols.elfsyms import ElfError, read_elf
+from ktui.kernel.symbols.usyms import GONE, UserSymbols, find_mapping, parse_maps
 
 TARGET_C = Path(__file__).parents[1] / "kernel" / "ustack_target.c"
 
