@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from ktui.kernel.bpfsys import ProgRun
+from ktui.kernel.maps.bpfsys import ProgRun
 from ktui.kernel.features import given
 from ktui.record.feed import ProbeStats
 

@@ -31,13 +31,14 @@ import threading
 from contextlib import ExitStack
 from typing import Callable
 
-from ktui.kernel import bpfsys, kprobe_pmu
-from ktui.kernel.bpfasm import (
+from ktui.kernel.maps import bpfsys
+from ktui.kernel import kprobe_pmu
+from ktui.kernel.maps.bpfasm import (
     GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, GET_CURRENT_TASK_BTF, GET_FUNC_ARG, GET_FUNC_RET,
     JEQ_K, JNE_K, MAP_LOOKUP_ELEM, MOV32_X, R0, R1, R2, R3, R4, R6, R8, R10, RINGBUF_OUTPUT,
     TASK_STORAGE_GET, Asm, insn, return_zero,
 )
-from ktui.kernel.bpfsys import BpfError
+from ktui.kernel.maps.bpfsys import BpfError
 from ktui.kernel.features import NAMES, Finding
 
 TRIGGER = "__x64_sys_getppid"

@@ -23,7 +23,7 @@ from ktui.record.feed import ProbeStats
 if TYPE_CHECKING:
     import numpy as np
 
-    from ktui.kernel.bpfsys import ProgRun
+    from ktui.kernel.maps.bpfsys import ProgRun
     from ktui.kernel.unit import Unit
 
 BPF_PROG_TYPE_KPROBE = 2
@@ -166,7 +166,7 @@ class BccLoader:
         return PerfBufReader(bpf, b"ktui_events", size, options.perf_pages)
 
     def read_stats(self, unit: "Unit") -> dict[int, ProbeStats]:
-        from ktui.kernel.statmaps import read_unit_stats
+        from ktui.kernel.maps.statmaps import read_unit_stats
 
         return read_unit_stats(unit, self.user_symbols)
 
@@ -175,12 +175,12 @@ class BccLoader:
             bpf.cleanup()
 
     def prog_runs(self, prog_fds: list[int]) -> list["ProgRun"]:
-        from ktui.kernel.bpfsys import prog_run
+        from ktui.kernel.maps.bpfsys import prog_run
 
         return [prog_run(fd) for fd in prog_fds]
 
     def enable_run_stats(self) -> int:
-        from ktui.kernel.bpfsys import enable_stats
+        from ktui.kernel.maps.bpfsys import enable_stats
 
         return enable_stats()
 

@@ -141,7 +141,7 @@ class Session:
         # as ktui itself is (_own_pids)
         self._helper = None
         self._helper_lock = threading.Lock()
-        from ktui.kernel.runstats import RunTimeStats
+        from ktui.kernel.maps.runstats import RunTimeStats
 
         self._timing = RunTimeStats(self.loader.enable_run_stats)
 
@@ -922,7 +922,7 @@ def _first_line(exc: OSError) -> str:
 
 
 def _possible_cpus() -> int:
-    from ktui.kernel import bpfsys
+    from ktui.kernel.maps import bpfsys
 
     return bpfsys.possible_cpus()
 

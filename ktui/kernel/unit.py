@@ -69,7 +69,7 @@ class Unit:
         (run time and runs only while `timed`); nothing once closed."""
         import dataclasses
 
-        from ktui.kernel.runstats import probe_runs
+        from ktui.kernel.maps.runstats import probe_runs
 
         with self.lock:
             if self.closed:

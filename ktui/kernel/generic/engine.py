@@ -26,8 +26,9 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
-from ktui.kernel import bpfsys, kprobe_pmu
-from ktui.kernel.runstats import probe_runs
+from ktui.kernel.maps import bpfsys
+from ktui.kernel import kprobe_pmu
+from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Callable
 
 from ktui import __version__
-from ktui.kernel import bpfsys
+from ktui.kernel.maps import bpfsys
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
 from ktui.kernel.codegen.runtime import entry_stack_c
