@@ -471,7 +471,7 @@ def doctor_cmd(as_json, no_cache):
 @_buffer_option
 def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
-    from ktui.kernel.buffer_choice import resolve_buffer
+    from ktui.kernel.buffers.buffer_choice import resolve_buffer
     from ktui.kernel.codegen import generate
     from ktui.lang.model import KtuiError
 

@@ -157,11 +157,11 @@ class BccLoader:
     def open_reader(self, bpf, program: Program, options) -> Reader:
         size = program.layout.record_size
         if program.buffer == RINGBUF:
-            from ktui.kernel.ringbuf import RingBufReader
+            from ktui.kernel.buffers.ringbuf import RingBufReader
 
             table = bpf[b"ktui_events"]
             return RingBufReader(table.map_fd, options.ringbuf_pages * mmap.PAGESIZE, size)
-        from ktui.kernel.perfbuf import PerfBufReader
+        from ktui.kernel.buffers.perfbuf import PerfBufReader
 
         return PerfBufReader(bpf, b"ktui_events", size, options.perf_pages)
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from ktui.kernel import kprobe_pmu
 from ktui.kernel.attach import attach_probe
-from ktui.kernel.buffer_choice import resolve_buffer
+from ktui.kernel.buffers.buffer_choice import resolve_buffer
 from ktui.kernel.codegen import PERF, generate
 from ktui.kernel.symbols.ksyms import KernelSymbols
 from ktui.kernel.loader import BccLoader, Loader

@@ -256,7 +256,7 @@ class GenericEngine:
     def install_program(self, program: LoadedProgram) -> None:
         """The generic program is loaded: configure it and route every slot
         to it (each slot's early count stops as its route goes in)."""
-        from ktui.kernel.ringbuf import RingBufReader
+        from ktui.kernel.buffers.ringbuf import RingBufReader
 
         with self._lock:
             self.program = program
