@@ -40,7 +40,7 @@ def gather(*, use_cache: bool = True) -> Checkup:
     """The running kernel's checkup: features (cached or probed now), the
     preflight's findings, tracefs."""
     from ktui.kernel.features import kernel_features
-    from ktui.kernel.kretprobe_events import find_root
+    from ktui.kernel.attach.kretprobe_events import find_root
     from ktui.kernel.preflight import check_environment
 
     return Checkup(release=os.uname().release, features=kernel_features(use_cache=use_cache),

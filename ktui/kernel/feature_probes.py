@@ -32,7 +32,7 @@ from contextlib import ExitStack
 from typing import Callable
 
 from ktui.kernel.maps import bpfsys
-from ktui.kernel import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.maps.bpfasm import (
     GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, GET_CURRENT_TASK_BTF, GET_FUNC_ARG, GET_FUNC_RET,
     JEQ_K, JNE_K, MAP_LOOKUP_ELEM, MOV32_X, R0, R1, R2, R3, R4, R6, R8, R10, RINGBUF_OUTPUT,
@@ -354,7 +354,7 @@ class Prober:
         btf = self._btf()
         if btf is None or btf.problem():
             raise No(f"fentry/fexit need the kernel's BTF: {btf.problem() if btf is not None else 'no BTF'}")
-        from ktui.kernel.attach_choice import many_args_target
+        from ktui.kernel.attach.attach_choice import many_args_target
 
         target = many_args_target(btf, MAX_TRACE_ARGS)
         if target is None:

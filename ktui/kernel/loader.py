@@ -14,7 +14,7 @@ from __future__ import annotations
 import mmap
 from typing import TYPE_CHECKING, Protocol
 
-from ktui.kernel import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.codegen import RINGBUF, Program
 from ktui.kernel.quiet import captured_stderr, log_line
 from ktui.lang.model import KtuiError
@@ -149,7 +149,7 @@ class BccLoader:
         kprobe_pmu.detach_all(fds)
 
     def return_events(self):
-        from ktui.kernel.kretprobe_events import ReturnEvents, find_root
+        from ktui.kernel.attach.kretprobe_events import ReturnEvents, find_root
 
         root = find_root()
         return None if root is None else ReturnEvents(root)

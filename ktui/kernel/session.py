@@ -43,8 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktui.kernel import kprobe_pmu
-from ktui.kernel.attach import attach_probe
+from ktui.kernel.attach import kprobe_pmu
+from ktui.kernel.unit_attach import attach_probe
 from ktui.kernel.buffers.buffer_choice import resolve_buffer
 from ktui.kernel.codegen import PERF, generate
 from ktui.kernel.symbols.ksyms import KernelSymbols
@@ -264,7 +264,7 @@ class Session:
         may compile (a variant not in the cache): its pid is known, and left
         out, from the first hit on. Without one, a compile starts a helper
         when it must (`_compile`)."""
-        from ktui.kernel.attach_choice import fentry_possible
+        from ktui.kernel.attach.attach_choice import fentry_possible
 
         try:
             tracing = fentry_possible(features=self.features, btf=self._kernel_btf())
@@ -529,8 +529,8 @@ class Session:
             return self._set_status(pid_, ProbeState.ATTACHED, via="kretprobe" if ret else "kprobe")
 
     def _attach_generic(self, pid_: int) -> ProbeStatus:
-        from ktui.kernel.attach import location, precheck
-        from ktui.kernel.explain import explain_attach_error
+        from ktui.kernel.unit_attach import location, precheck
+        from ktui.kernel.attach.explain import explain_attach_error
 
         slot, probe = self._slots[pid_], self._probes[pid_]
         if slot.fds:
@@ -561,7 +561,7 @@ class Session:
     def _choose(self, probe: Probe, generic: bool):
         """fentry/fexit or kprobe for `probe` (kernel/attach_choice), the
         reason logged in one line where fentry was wanted and is not had."""
-        from ktui.kernel.attach_choice import KPROBE, Choice, choose, without_compile
+        from ktui.kernel.attach.attach_choice import KPROBE, Choice, choose, without_compile
         from ktui.lang.attach_rules import effective_mode
 
         mode = effective_mode(probe, self.probeset.attach, self.options.attach)
@@ -643,9 +643,9 @@ class Session:
         """For a return probe: ((attach(prog_fd) -> perf fd, open() -> perf
         fd) of its tracefs kretprobe, made on first use, ""), or (None, why
         not). (None, "") for a call probe, or when return probes take the PMU."""
-        from ktui.kernel.attach import precheck
-        from ktui.kernel.explain import explain_attach_error
-        from ktui.kernel.kretprobe_events import default_maxactive
+        from ktui.kernel.unit_attach import precheck
+        from ktui.kernel.attach.explain import explain_attach_error
+        from ktui.kernel.attach.kretprobe_events import default_maxactive
 
         probe = self._probes[pid_]
         if probe.kind is not Kind.RETURN or precheck(probe):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.symbols.ftrace import read_filter_functions
 
 from .conftest import kprobe_entries

@@ -41,7 +41,7 @@ import struct
 
 import numpy as np
 
-from ktui.kernel.kprobe_pmu import PerfEventAttr, perf_event_open
+from ktui.kernel.attach.kprobe_pmu import PerfEventAttr, perf_event_open
 from ktui.kernel.buffers.ringbuf import follow_chain, shared_u64
 from ktui.record.raw import RawRecords
 

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ktui.kernel.maps import bpfsys
-from ktui.kernel import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.dispatch import Dispatcher
