@@ -207,7 +207,7 @@ def _preflight_or_exit(print_warnings: bool = False) -> None:
 
     Warnings go to stderr only for headless commands: the dashboard shows
     them in its status line instead (preflight_warnings -> SystemInfo.notes)."""
-    from ktui.kernel.preflight import check_environment
+    from ktui.kernel.machine.preflight import check_environment
 
     findings = check_environment()
     problems = [p for p in findings if p.fatal]
@@ -478,7 +478,7 @@ def compile_cmd(files, specs, buffer):
     ps = _inputs_or_exit(files, specs)
     has_ringbuf = None
     if buffer == "auto":
-        from ktui.kernel.features import kernel_features
+        from ktui.kernel.machine.features import kernel_features
 
         has_ringbuf = kernel_features().has("ringbuf")
     try:

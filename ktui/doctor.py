@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ktui.kernel.features import DESCRIPTIONS, NAMES, Features
+from ktui.kernel.machine.features import DESCRIPTIONS, NAMES, Features
 
 WIDTH = 80
 HEIGHT = 24
@@ -39,9 +39,9 @@ class Checkup:
 def gather(*, use_cache: bool = True) -> Checkup:
     """The running kernel's checkup: features (cached or probed now), the
     preflight's findings, tracefs."""
-    from ktui.kernel.features import kernel_features
+    from ktui.kernel.machine.features import kernel_features
     from ktui.kernel.attach.kretprobe_events import find_root
-    from ktui.kernel.preflight import check_environment
+    from ktui.kernel.machine.preflight import check_environment
 
     return Checkup(release=os.uname().release, features=kernel_features(use_cache=use_cache),
                    environment=check_environment(), tracefs=find_root() is not None,

@@ -185,7 +185,7 @@ class BccLoader:
         return enable_stats()
 
     def features(self, cache_dir, use_cache: bool):
-        from ktui.kernel.features import kernel_features
+        from ktui.kernel.machine.features import kernel_features
 
         return kernel_features(directory=cache_dir, use_cache=use_cache)
 

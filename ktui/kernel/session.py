@@ -701,7 +701,7 @@ class Session:
         return dict(self._status)
 
     def system_info(self) -> SystemInfo:
-        from ktui.kernel.preflight import preflight_warnings
+        from ktui.kernel.machine.preflight import preflight_warnings
 
         return SystemInfo(
             notes=tuple(p.message for p in preflight_warnings()),

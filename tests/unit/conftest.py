@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ktui.kernel import features
+from ktui.kernel.machine import features
 from tests.fakekernel import HAS_EVERYTHING
 
 
@@ -16,5 +16,5 @@ def no_kernel_probes(monkeypatch):
     def refuse(names=None, **kwargs):
         raise AssertionError("a host test probed the kernel's features (give it features instead)")
 
-    monkeypatch.setattr("ktui.kernel.feature_probes.probe_all", refuse)
+    monkeypatch.setattr("ktui.kernel.machine.feature_probes.probe_all", refuse)
     monkeypatch.setattr(features, "_memo", HAS_EVERYTHING)

@@ -9,7 +9,7 @@ import pytest
 
 from ktui.btf.index import KernelBtf
 from ktui.kernel.attach.attach_choice import FENTRY, KPROBE, choose, many_args_target, max_args
-from ktui.kernel.features import Finding, given
+from ktui.kernel.machine.features import Finding, given
 from ktui.lang.spec import parse_spec
 from tests.btfbuild import BtfBuilder, vfs_like
 

@@ -54,7 +54,7 @@ def _probed_func_arg(func_arg_helpers: bool | None) -> bool:
     """`func_arg_helpers`, or where None, what the kernel was probed to have."""
     if func_arg_helpers is not None:
         return func_arg_helpers
-    from ktui.kernel.features import kernel_features
+    from ktui.kernel.machine.features import kernel_features
 
     return kernel_features().func_arg_helpers
 

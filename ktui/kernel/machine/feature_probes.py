@@ -39,7 +39,7 @@ from ktui.kernel.maps.bpfasm import (
     TASK_STORAGE_GET, Asm, insn, return_zero,
 )
 from ktui.kernel.maps.bpfsys import BpfError
-from ktui.kernel.features import NAMES, Finding
+from ktui.kernel.machine.features import NAMES, Finding
 
 TRIGGER = "__x64_sys_getppid"
 TEST_TARGET = "bpf_fentry_test1"
