@@ -44,13 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.kernel.attach import kprobe_pmu
-from ktui.kernel.unit_attach import attach_probe
+from ktui.kernel.session.unit_attach import attach_probe
 from ktui.kernel.buffers.buffer_choice import resolve_buffer
 from ktui.kernel.codegen import PERF, generate
 from ktui.kernel.symbols.ksyms import KernelSymbols
-from ktui.kernel.loader import BccLoader, Loader
+from ktui.kernel.session.loader import BccLoader, Loader
 from ktui.kernel.quiet import log_line, open_log
-from ktui.kernel.unit import Unit, compile_unit, start_reading
+from ktui.kernel.session.unit import Unit, compile_unit, start_reading
 from ktui.lang.bind import Kernel, bind_probe, needs_binding
 from ktui.lang.model import Kind, KtuiError, Probe, ProbeSet
 from ktui.record.feed import (
@@ -529,7 +529,7 @@ class Session:
             return self._set_status(pid_, ProbeState.ATTACHED, via="kretprobe" if ret else "kprobe")
 
     def _attach_generic(self, pid_: int) -> ProbeStatus:
-        from ktui.kernel.unit_attach import location, precheck
+        from ktui.kernel.session.unit_attach import location, precheck
         from ktui.kernel.attach.explain import explain_attach_error
 
         slot, probe = self._slots[pid_], self._probes[pid_]
@@ -643,7 +643,7 @@ class Session:
         """For a return probe: ((attach(prog_fd) -> perf fd, open() -> perf
         fd) of its tracefs kretprobe, made on first use, ""), or (None, why
         not). (None, "") for a call probe, or when return probes take the PMU."""
-        from ktui.kernel.unit_attach import precheck
+        from ktui.kernel.session.unit_attach import precheck
         from ktui.kernel.attach.explain import explain_attach_error
         from ktui.kernel.attach.kretprobe_events import default_maxactive
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ktui.kernel.maps.bpfsys import ProgRun
-    from ktui.kernel.unit import Unit
+    from ktui.kernel.session.unit import Unit
 
 BPF_PROG_TYPE_KPROBE = 2
 

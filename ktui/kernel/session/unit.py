@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from ktui.kernel.codegen import Program
-from ktui.kernel.loader import Loader
+from ktui.kernel.session.loader import Loader
 from ktui.kernel.quiet import log_line
 from ktui.lang.model import Probe
 
