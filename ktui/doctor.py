@@ -1,7 +1,7 @@
 """`ktui doctor`: what this kernel has, and what ktui does with it.
 
 Three parts, one screen at 80 columns: the kernel's features as the
-kernel answered them (kernel/features.py: probed once per kernel, then
+kernel answered them (kernel/machine/features.py: probed once per kernel, then
 cached), what follows for ktui (engine, fentry or kprobes, which losses
 are counted), and what could not be checked and why (not root, lockdown,
 no tracefs). `--json` gives the same for scripts. Always exit 0: a
@@ -30,7 +30,7 @@ class Checkup:
 
     release: str
     features: Features
-    # preflight findings (kernel/preflight.Problem): key, message, fatal
+    # preflight findings (kernel/machine/preflight.Problem): key, message, fatal
     environment: list = field(default_factory=list)
     tracefs: bool = True  # kprobe_events can be written (kretprobe_events.find_root)
     root: bool = True

@@ -22,7 +22,7 @@ from ktui.screens.browse_model import FunctionIndex
 
 log = logging.getLogger(__name__)
 
-# Verdicts of `ktui list` a probe cannot attach with (kernel/catalog.py).
+# Verdicts of `ktui list` a probe cannot attach with (kernel/symbols/catalog.py).
 REFUSED = {
     "notrace": "is notrace (not in available_filter_functions): this kernel's kprobe events refuse it",
     "blacklisted": "is on the kernel's kprobe blacklist: it cannot be probed",

@@ -1,5 +1,5 @@
 """Kernel features probed, not guessed (issue 28): on Debian's 6.1 and 6.12,
-the probes (kernel/feature_probes.py) find what those kernels are known to
+the probes (kernel/machine/feature_probes.py) find what those kernels are known to
 have, leave nothing attached, cannot say "no" for want of privilege, and a
 later start reads them from the cache; `ktui doctor` says them in one
 screen, and with --json."""

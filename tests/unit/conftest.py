@@ -1,5 +1,5 @@
 """Host tests never ask the host's kernel anything: the kernel's features
-(kernel/features.py) are the fake kernel's, every feature there, unless a
+(kernel/machine/features.py) are the fake kernel's, every feature there, unless a
 test gives its own. A probe that ran here would load BPF programs into
 the machine the tests run on (as root, often)."""
 

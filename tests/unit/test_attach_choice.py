@@ -13,7 +13,7 @@ from ktui.kernel.machine.features import Finding, given
 from ktui.lang.spec import parse_spec
 from tests.btfbuild import BtfBuilder, vfs_like
 
-# what the probes find on Debian's 6.1 and 6.12 (kernel/features; tests/kernel/test_features)
+# what the probes find on Debian's 6.1 and 6.12 (kernel/machine/features; tests/kernel/test_features)
 ON_6_1 = given(fentry=True, trace_args=6)
 ON_6_12 = given(fentry=True, trace_args=12)
 

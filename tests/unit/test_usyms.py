@@ -1,4 +1,4 @@
-"""User frames named on the host (kernel/elfsyms.py, kernel/usyms.py): the
+"""User frames named on the host (kernel/symbols/elfsyms.py, kernel/symbols/usyms.py): the
 ELF reader on real binaries (one gcc builds here, this Python, the C
 library), /proc/PID/maps parsed, and the per-process cache: maps read
 again for a new library, names kept after the process exits, `[gone]`

@@ -19,7 +19,7 @@ class FentryMixin:
     """Session's fentry methods (state: Session.__init__)."""
 
     def _choose(self, probe: Probe, generic: bool):
-        """fentry/fexit or kprobe for `probe` (kernel/attach_choice), the
+        """fentry/fexit or kprobe for `probe` (kernel/attach/attach_choice), the
         reason logged in one line where fentry was wanted and is not had."""
         from ktui.kernel.attach.attach_choice import KPROBE, Choice, choose, without_compile
         from ktui.lang.attach_rules import effective_mode

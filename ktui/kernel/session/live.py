@@ -90,7 +90,7 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self._lock = threading.RLock()
         self._closed = False
         self._detached = False  # detach_all() ran: nothing attaches again
-        # what this kernel can do (kernel/features): cached per kernel, probed once
+        # what this kernel can do (kernel/machine/features): cached per kernel, probed once
         self.features = self.loader.features(self.options.cache_dir, self.options.cache)
         self.buffer = self._pick_buffer()
         self._engine = None  # the GenericEngine, where the session uses one

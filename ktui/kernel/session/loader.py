@@ -83,7 +83,7 @@ class Loader(Protocol):
         ...
 
     def features(self, cache_dir, use_cache: bool):
-        """This kernel's features (kernel/features.Features): from the cache,
+        """This kernel's features (kernel/machine/features.Features): from the cache,
         or probed once (and cached, unless not `use_cache`)."""
         ...
 

@@ -25,7 +25,7 @@ class SessionOptions:
     timing: bool = False
     # how probes enter the kernel where neither they nor their set say
     # (`attach:`): "auto" (fentry/fexit where the kernel allows, the
-    # default), "kprobe" or "fentry" (see kernel/attach_choice)
+    # default), "kprobe" or "fentry" (see kernel/attach/attach_choice)
     attach: str = "auto"
 
 
