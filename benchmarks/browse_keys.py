@@ -28,7 +28,7 @@ import json
 import random
 import time
 
-from ktui.kernel.catalog import Entry
+from ktui.kernel.symbols.catalog import Entry
 from ktui.screens.browse_match import Matcher
 from ktui.screens.browse_model import FunctionIndex, Functions
 

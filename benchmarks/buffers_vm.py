@@ -1,4 +1,4 @@
-"""Perf buffers (ktui.kernel.perfbuf) vs the BPF ring buffer (ktui.kernel.ringbuf), batch-read.
+"""Perf buffers (ktui.kernel.buffers.perfbuf) vs the BPF ring buffer (ktui.kernel.buffers.ringbuf), batch-read.
 
 Run inside the VM, as root:
 
@@ -46,8 +46,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ktui.kernel.perfbuf import PerfBufReader, sample_size  # noqa: E402
-from ktui.kernel.ringbuf import RingBufReader  # noqa: E402
+from ktui.kernel.buffers.perfbuf import PerfBufReader, sample_size  # noqa: E402
+from ktui.kernel.buffers.ringbuf import RingBufReader  # noqa: E402
 
 RECORD_SIZE = 48
 SEQ_VIEW = np.dtype([("head", "V40"), ("seq", "<u8")])  # the record's last field

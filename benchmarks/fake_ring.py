@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ktui.kernel.ringbuf import RECORD_HEADER, RingBufReader, shared_u64
+from ktui.kernel.buffers.ringbuf import RECORD_HEADER, RingBufReader, shared_u64
 from ktui.record.raw import RawRecords
 
 

@@ -102,7 +102,7 @@ def warm_cache() -> None:
     """Both variants of the generic program in the cache (XDG_CACHE_HOME),
     as on any start after a machine's first: the rounds then time adds,
     not a compile."""
-    from ktui.kernel.loader import BccLoader
+    from ktui.kernel.session.loader import BccLoader
 
     loader = BccLoader()
     helpers = loader.features(None, True).func_arg_helpers  # the text a session compiles

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from ktui.kernel.generic.engine import GenericEngine
-from ktui.kernel.ringbuf import RingBufReader, shared_u64
+from ktui.kernel.buffers.ringbuf import RingBufReader, shared_u64
 from ktui.lang.spec import parse_spec
 from ktui.record.layout import HEADER_SIZE, probe_layout
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from benchmarks.fake_ring import FakeRing
 from ktui.kernel.generic.engine import GenericEngine
-from ktui.kernel.ringbuf import RECORD_HEADER
+from ktui.kernel.buffers.ringbuf import RECORD_HEADER
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
 from ktui.pipeline.recording import Recorder

@@ -207,7 +207,7 @@ def _preflight_or_exit(print_warnings: bool = False) -> None:
 
     Warnings go to stderr only for headless commands: the dashboard shows
     them in its status line instead (preflight_warnings -> SystemInfo.notes)."""
-    from ktui.kernel.preflight import check_environment
+    from ktui.kernel.machine.preflight import check_environment
 
     findings = check_environment()
     problems = [p for p in findings if p.fatal]
@@ -313,7 +313,7 @@ def check_cmd(files, syntax_only):
     Function names are checked against the running kernel's symbols where
     /proc/kallsyms is readable; a function in a module that is not loaded
     is a warning."""
-    from ktui.kernel.namecheck import FunctionCheck
+    from ktui.kernel.symbols.namecheck import FunctionCheck
 
     names = FunctionCheck()
     with _warnings_on_stderr():
@@ -471,14 +471,14 @@ def doctor_cmd(as_json, no_cache):
 @_buffer_option
 def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
-    from ktui.kernel.buffer_choice import resolve_buffer
+    from ktui.kernel.buffers.buffer_choice import resolve_buffer
     from ktui.kernel.codegen import generate
     from ktui.lang.model import KtuiError
 
     ps = _inputs_or_exit(files, specs)
     has_ringbuf = None
     if buffer == "auto":
-        from ktui.kernel.features import kernel_features
+        from ktui.kernel.machine.features import kernel_features
 
         has_ringbuf = kernel_features().has("ringbuf")
     try:

@@ -1,7 +1,7 @@
 """`ktui doctor`: what this kernel has, and what ktui does with it.
 
 Three parts, one screen at 80 columns: the kernel's features as the
-kernel answered them (kernel/features.py: probed once per kernel, then
+kernel answered them (kernel/machine/features.py: probed once per kernel, then
 cached), what follows for ktui (engine, fentry or kprobes, which losses
 are counted), and what could not be checked and why (not root, lockdown,
 no tracefs). `--json` gives the same for scripts. Always exit 0: a
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ktui.kernel.features import DESCRIPTIONS, NAMES, Features
+from ktui.kernel.machine.features import DESCRIPTIONS, NAMES, Features
 
 WIDTH = 80
 HEIGHT = 24
@@ -30,7 +30,7 @@ class Checkup:
 
     release: str
     features: Features
-    # preflight findings (kernel/preflight.Problem): key, message, fatal
+    # preflight findings (kernel/machine/preflight.Problem): key, message, fatal
     environment: list = field(default_factory=list)
     tracefs: bool = True  # kprobe_events can be written (kretprobe_events.find_root)
     root: bool = True
@@ -39,9 +39,9 @@ class Checkup:
 def gather(*, use_cache: bool = True) -> Checkup:
     """The running kernel's checkup: features (cached or probed now), the
     preflight's findings, tracefs."""
-    from ktui.kernel.features import kernel_features
-    from ktui.kernel.kretprobe_events import find_root
-    from ktui.kernel.preflight import check_environment
+    from ktui.kernel.machine.features import kernel_features
+    from ktui.kernel.attach.kretprobe_events import find_root
+    from ktui.kernel.machine.preflight import check_environment
 
     return Checkup(release=os.uname().release, features=kernel_features(use_cache=use_cache),
                    environment=check_environment(), tracefs=find_root() is not None,

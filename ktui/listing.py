@@ -19,9 +19,9 @@ from typing import TextIO
 
 from ktui.btf.cache import FunctionCache
 from ktui.btf.index import KernelBtf
-from ktui.kernel.catalog import Catalog, CatalogError, Sources, GLOB_CHARS
-from ktui.kernel.catalog_text import cut, entries_json, entry_lines, summary
-from ktui.kernel.ksyms import close_names
+from ktui.kernel.symbols.catalog import Catalog, CatalogError, Sources, GLOB_CHARS
+from ktui.kernel.symbols.catalog_text import cut, entries_json, entry_lines, summary
+from ktui.kernel.symbols.ksyms import close_names
 
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
 

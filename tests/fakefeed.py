@@ -107,7 +107,7 @@ def fake_aggregates(probe: Probe, hits: int) -> dict:
         paths = ((0xffffffff81000100, 0xffffffff81000200, 0xffffffff81000300),
                  (0xffffffff81000100, 0xffffffff81000400, 0xffffffff81000300))
         counts = spread(hits, (3, 1))
-        if agg.stack in ("user", "both"):  # user frames come named (kernel/usyms.py)
+        if agg.stack in ("user", "both"):  # user frames come named (kernel/symbols/usyms.py)
             user = ("leaf+0x4", "main+0x10")
             paths = tuple((p if agg.stack == "both" else ()) + user for p in paths[:1]) + (
                 (paths[1] if agg.stack == "both" else ()) + ("read+0x12",),)

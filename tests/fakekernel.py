@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from ktui.kernel.bpfsys import ProgRun
-from ktui.kernel.features import given
+from ktui.kernel.maps.bpfsys import ProgRun
+from ktui.kernel.machine.features import given
 from ktui.record.feed import ProbeStats
 
 # A kernel with every feature ktui uses, as Debian's 6.12 has them.

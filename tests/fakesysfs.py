@@ -22,9 +22,9 @@ from pathlib import Path
 
 from ktui.btf.cache import FunctionCache
 from ktui.btf.index import KernelBtf
-from ktui.kernel.catalog import Catalog, Sources
-from ktui.kernel.ksyms import KernelSymbols
-from ktui.kernel.modules import ModuleTree
+from ktui.kernel.symbols.catalog import Catalog, Sources
+from ktui.kernel.symbols.ksyms import KernelSymbols
+from ktui.kernel.symbols.modules import ModuleTree
 from tests.btfbuild import BtfBuilder, elf_module, vfs_like
 
 BUILD_ID = bytes(range(20))

@@ -4,7 +4,7 @@ fentry/fexit programs get the function's arguments as an array of u64 (the
 trampoline saved them), not the registers: a probe that reads a register,
 or sits at an offset or a raw address (no BTF function there), needs an
 int3 kprobe. The kernel's own reasons (no BTF, too many arguments, the BTF
-deny list, a module function) are the kernel layer's (kernel/attach_choice).
+deny list, a module function) are the kernel layer's (kernel/attach/attach_choice).
 `attach: fentry` on a probe with one of these reasons is an error when the
 probe set is read; with `auto` the probe goes by kprobe.
 """

@@ -4,7 +4,7 @@ graphs.
 
 A stack arrives innermost frame first: kernel frames as addresses (named
 here through kallsyms), then, for `user`/`both`, user frames already named
-when they were read (kernel/usyms.py: `function+0xoff`, `binary+0xaddr`,
+when they were read (kernel/symbols/usyms.py: `function+0xoff`, `binary+0xaddr`,
 or a raw address, `0x...[gone]` when the process had exited).
 
 User frames come from a frame-pointer walk, and Debian's userland is

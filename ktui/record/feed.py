@@ -169,7 +169,7 @@ class ProbeStats:
     # most first (at most aggmaps.STACKS_KEPT). A kernel frame is its
     # return address, symbolized by the consumer (Feed.symbolize,
     # pipeline.stacks); a user frame (`stack: user`/`both`, after the kernel
-    # frames) is text, named when read (kernel/usyms.py)
+    # frames) is text, named when read (kernel/symbols/usyms.py)
     stacks: tuple[tuple[tuple[int | str, ...], int], ...] = ()
     stack_count: int = 0  # distinct stacks counted
     stacks_dropped: int = 0  # hits whose stack could not be taken or stored (map full)

@@ -28,7 +28,7 @@ from typing import Callable
 from ktui.btf.access import Access, ArgSlot
 from ktui.btf.decode import BtfError
 from ktui.btf.types import Kind
-from ktui.kernel.catalog import Catalog, CatalogError, Entry
+from ktui.kernel.symbols.catalog import Catalog, CatalogError, Entry
 from ktui.lang.names import is_reserved
 from ktui.screens.browse_match import Matcher
 
@@ -298,7 +298,7 @@ def running_kernel_catalog() -> Catalog:
     """The catalog `ktui list` uses, with its build-id keyed cache."""
     from ktui.btf.cache import FunctionCache
     from ktui.btf.index import KernelBtf
-    from ktui.kernel.catalog import Sources
+    from ktui.kernel.symbols.catalog import Sources
 
     return Catalog(Sources(btf=KernelBtf(cache=FunctionCache())))
 

@@ -13,7 +13,7 @@ import logging
 from typing import NamedTuple
 
 from ktui.btf.decode import BtfError
-from ktui.kernel.ksyms import close_names
+from ktui.kernel.symbols.ksyms import close_names
 from ktui.lang.bind import bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.kernel_names import KernelNames
@@ -22,7 +22,7 @@ from ktui.screens.browse_model import FunctionIndex
 
 log = logging.getLogger(__name__)
 
-# Verdicts of `ktui list` a probe cannot attach with (kernel/catalog.py).
+# Verdicts of `ktui list` a probe cannot attach with (kernel/symbols/catalog.py).
 REFUSED = {
     "notrace": "is notrace (not in available_filter_functions): this kernel's kprobe events refuse it",
     "blacklisted": "is on the kernel's kprobe blacklist: it cannot be probed",

@@ -26,7 +26,7 @@ from typing import Callable
 from ktui.btf.decode import BtfError
 from ktui.btf.image import btf_of_image
 from ktui.btf.index import KernelBtf
-from ktui.kernel.modules import LIB_MODULES, ModuleTree
+from ktui.kernel.symbols.modules import LIB_MODULES, ModuleTree
 from ktui.lang.bind import NoPrototype
 from ktui.lang.kernel_names import FoundPrototype, KernelNames
 from ktui.vm.boot import BOOT

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.symbols.ksyms import KernelSymbols
 from ktui.kernel.session import Session
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from ktui.kernel import bpfsys
+from ktui.kernel.maps import bpfsys
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 

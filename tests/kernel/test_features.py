@@ -1,5 +1,5 @@
 """Kernel features probed, not guessed (issue 28): on Debian's 6.1 and 6.12,
-the probes (kernel/feature_probes.py) find what those kernels are known to
+the probes (kernel/machine/feature_probes.py) find what those kernels are known to
 have, leave nothing attached, cannot say "no" for want of privilege, and a
 later start reads them from the cache; `ktui doctor` says them in one
 screen, and with --json."""
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from ktui.kernel.feature_probes import probe_all
-from ktui.kernel.features import NAMES, detect
+from ktui.kernel.machine.feature_probes import probe_all
+from ktui.kernel.machine.features import NAMES, detect
 
 from .conftest import bpftool, kprobe_entries
 
@@ -72,7 +72,7 @@ NOBODY = 65534
 def test_without_privilege_nothing_is_a_no(tmp_path):
     """A probe that cannot run is unknown, never no: as nobody, every
     feature the kernel has comes back unknown (fentry too: BTF is there)."""
-    code = ("import json; from ktui.kernel.feature_probes import probe_all; "
+    code = ("import json; from ktui.kernel.machine.feature_probes import probe_all; "
             "print(json.dumps({n: [f.have, f.detail] for n, f in probe_all().items()}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          user=NOBODY, group=NOBODY, extra_groups=[], cwd=tmp_path,

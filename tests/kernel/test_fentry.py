@@ -17,8 +17,8 @@ import pytest
 
 from ktui import __version__
 from ktui.btf.index import KernelBtf
-from ktui.kernel.attach_choice import choose, max_args
-from ktui.kernel.features import kernel_features
+from ktui.kernel.attach.attach_choice import choose, max_args
+from ktui.kernel.machine.features import kernel_features
 from ktui.kernel.generic.cache import ProgramCache, cache_key
 from ktui.kernel.generic.loader import program_text
 from ktui.kernel.session import Session, SessionOptions

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ktui import __version__
 from ktui.kernel.generic.cache import SUFFIX, ProgramCache, cache_key
-from ktui.kernel.features import kernel_features
+from ktui.kernel.machine.features import kernel_features
 from ktui.kernel.generic.engine import GenericEngine
 from ktui.kernel.generic.loader import load_generic, program_text
 from ktui.kernel.session import Session, SessionOptions

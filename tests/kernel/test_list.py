@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel import kprobe_pmu
-from ktui.kernel.ftrace import read_filter_functions
+from ktui.kernel.attach import kprobe_pmu
+from ktui.kernel.symbols.ftrace import read_filter_functions
 
 from .conftest import kprobe_entries
 
@@ -244,8 +244,8 @@ def test_the_text_listing_says_what_the_json_says():
     from collections import Counter
 
     from ktui.btf.index import KernelBtf
-    from ktui.kernel.catalog import Catalog, Sources
-    from ktui.kernel.catalog_text import entry_line
+    from ktui.kernel.symbols.catalog import Catalog, Sources
+    from ktui.kernel.symbols.catalog_text import entry_line
 
     catalog = Catalog(Sources(btf=KernelBtf()))
     lines, counts = catalog.text(["*"])

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel import bpfsys
-from ktui.kernel.kretprobe_events import default_maxactive, find_root
+from ktui.kernel.maps import bpfsys
+from ktui.kernel.attach.kretprobe_events import default_maxactive, find_root
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 

@@ -28,7 +28,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from ktui.kernel import bpfsys
+from ktui.kernel.maps import bpfsys
 
 from .conftest import HERE
 

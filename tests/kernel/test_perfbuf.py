@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from ktui.kernel.perfbuf import PerfBufReader, sample_size
+from ktui.kernel.buffers.perfbuf import PerfBufReader, sample_size
 
 pytestmark = [
     pytest.mark.kernel,

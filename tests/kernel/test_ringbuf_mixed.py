@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pytest
 
-from ktui.kernel.ringbuf import RingBufReader
+from ktui.kernel.buffers.ringbuf import RingBufReader
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:bcc")]
 

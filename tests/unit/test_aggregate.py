@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ktui.kernel.aggmaps import read_aggregates
+from ktui.kernel.maps.aggmaps import read_aggregates
 from ktui.kernel.codegen import generate
 from ktui.kernel.generic.plan import NotGeneric, build_plan
 from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, ProbeSetError, SpecError

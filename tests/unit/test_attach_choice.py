@@ -8,12 +8,12 @@ import dataclasses
 import pytest
 
 from ktui.btf.index import KernelBtf
-from ktui.kernel.attach_choice import FENTRY, KPROBE, choose, many_args_target, max_args
-from ktui.kernel.features import Finding, given
+from ktui.kernel.attach.attach_choice import FENTRY, KPROBE, choose, many_args_target, max_args
+from ktui.kernel.machine.features import Finding, given
 from ktui.lang.spec import parse_spec
 from tests.btfbuild import BtfBuilder, vfs_like
 
-# what the probes find on Debian's 6.1 and 6.12 (kernel/features; tests/kernel/test_features)
+# what the probes find on Debian's 6.1 and 6.12 (kernel/machine/features; tests/kernel/test_features)
 ON_6_1 = given(fentry=True, trace_args=6)
 ON_6_12 = given(fentry=True, trace_args=12)
 
@@ -111,7 +111,7 @@ def test_auto_takes_a_kprobe_rather_than_wait_for_a_compile(btf):
     tracing variant would have to be compiled first, a kprobe (counting
     through the dispatcher at once), saying why; `attach: fentry` asked
     for fentry and waits for it."""
-    from ktui.kernel.attach_choice import NO_CACHE, NOT_COMPILED, without_compile
+    from ktui.kernel.attach.attach_choice import NO_CACHE, NOT_COMPILED, without_compile
 
     fentry = pick("vfs_read:c:a3", btf)
     assert without_compile(fentry, "auto", variant_ready=True, cache=True) is fentry
@@ -127,7 +127,7 @@ def test_auto_takes_a_kprobe_rather_than_wait_for_a_compile(btf):
 def test_the_many_arguments_probe_takes_a_plain_function(btf, monkeypatch):
     """feature_probes tries a trampoline on a function of 7..12 plain
     arguments: the first candidate in that shape, none when none is."""
-    from ktui.kernel import attach_choice
+    from ktui.kernel.attach import attach_choice
 
     monkeypatch.setattr(attach_choice, "MANY_ARGS_CANDIDATES", ("by_value", "twice", "vfs_read", "seven_args"))
     name, btf_id, nargs = many_args_target(btf, 12)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ktui.btf.index import KernelBtf
-from ktui.kernel.catalog import CatalogError
-from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.symbols.catalog import CatalogError
+from ktui.kernel.symbols.ksyms import KernelSymbols
 from tests.fakesysfs import FakeKernel
 
 

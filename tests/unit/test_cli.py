@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from ktui import cli
-from ktui.kernel import preflight
+from ktui.kernel.machine import preflight
 
 KTUI = [sys.executable, "-m", "ktui"]
 REPO = Path(__file__).resolve().parents[2]
@@ -308,7 +308,8 @@ def test_compile_takes_buffer_auto_and_resolves_it_as_a_session_would(monkeypatc
     """`auto` is the ring buffer where the kernel was probed to have one,
     perf buffers where it has none, the ring buffer where the probe could
     not tell (`ktui compile` needs no root)."""
-    from ktui.kernel import buffer_choice, features
+    from ktui.kernel.buffers import buffer_choice
+    from ktui.kernel.machine import features
     from ktui.kernel.codegen import generate
     from ktui.lang.spec import parse_spec
 

@@ -95,7 +95,7 @@ def test_what_the_helper_imports_starts_no_program():
         "    if event in ('subprocess.Popen', 'os.posix_spawn', 'os.system', 'os.fork', 'os.exec'):\n"
         "        raise SystemExit(f'started a program: {event} {args!r:.200}')\n"
         "sys.addaudithook(hook)\n"
-        "import ktui.kernel.generic.compile_child, ktui.kernel.generic.loader, ktui.kernel.kprobe_pmu\n"
+        "import ktui.kernel.generic.compile_child, ktui.kernel.generic.loader, ktui.kernel.attach.kprobe_pmu\n"
         "import bcc\n"
         "print('ok')\n"
     )

@@ -12,8 +12,8 @@ import struct
 
 import pytest
 
-from ktui.kernel.bpfsys import PROG_INFO_SIZE, ProgRun, parse_prog_run
-from ktui.kernel.runstats import RunTimeStats, probe_runs
+from ktui.kernel.maps.bpfsys import PROG_INFO_SIZE, ProgRun, parse_prog_run
+from ktui.kernel.maps.runstats import RunTimeStats, probe_runs
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
@@ -207,7 +207,7 @@ def test_a_tracing_probes_recursion_misses_are_its_own_copies(monkeypatch):
     (its dispatcher programs stay idle): the trampoline counts the runs it
     skipped on those copies (bpf_prog_info.recursion_misses, 5.12+), so
     that is where they are read, both halves of a return probe."""
-    from ktui.kernel import bpfsys
+    from ktui.kernel.maps import bpfsys
     from ktui.kernel.generic.engine import GenericEngine, Slot
 
     runs = {10: ProgRun(0, 0, 100), 11: ProgRun(0, 0, 200),  # dispatcher programs

@@ -13,8 +13,8 @@ import ktui.doctor
 import ktui.vm
 from ktui import cli
 from ktui.doctor import Checkup, render, to_json
-from ktui.kernel.features import NAMES, Finding, given
-from ktui.kernel.preflight import Problem
+from ktui.kernel.machine.features import NAMES, Finding, given
+from ktui.kernel.machine.preflight import Problem
 
 SCREEN = (80, 24)
 

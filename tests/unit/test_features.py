@@ -13,10 +13,11 @@ import stat
 
 import pytest
 
-from ktui.kernel import bpfsys, feature_probes, features
-from ktui.kernel.bpfasm import JNE_K, R0, Asm
-from ktui.kernel.bpfsys import BpfError
-from ktui.kernel.features import NAMES, Finding, detect, given
+from ktui.kernel.maps import bpfsys
+from ktui.kernel.machine import feature_probes, features
+from ktui.kernel.maps.bpfasm import JNE_K, R0, Asm
+from ktui.kernel.maps.bpfsys import BpfError
+from ktui.kernel.machine.features import NAMES, Finding, detect, given
 from ktui.kernel.generic.loader import program_text
 
 # the real probes, with bpf(2) stubbed out below (conftest refuses any other use here)

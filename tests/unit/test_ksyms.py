@@ -1,4 +1,4 @@
-from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.symbols.ksyms import KernelSymbols
 
 
 def symbols(tmp_path, names):

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ktui import cli
-from ktui.kernel.catalog_text import VERDICT_WIDTH, entry_line, entry_lines, fit
+from ktui.kernel.symbols.catalog_text import VERDICT_WIDTH, entry_line, entry_lines, fit
 from ktui.listing import run_list
 from tests.fakesysfs import FakeKernel
 
@@ -197,7 +197,7 @@ def test_the_bulk_text_says_what_the_entries_say_on_this_machine():
     is readable here), where the numbers are real."""
     from collections import Counter
 
-    from ktui.kernel.catalog import Catalog, Sources
+    from ktui.kernel.symbols.catalog import Catalog, Sources
     from ktui.btf.index import KernelBtf
 
     cat = Catalog(Sources(btf=KernelBtf()))

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ktui.kernel.kretprobe_events import parse_events, parse_profile
+from ktui.kernel.attach.kretprobe_events import parse_events, parse_profile
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.model import ProbeSetError
 from ktui.lang.probeset import loads_probeset

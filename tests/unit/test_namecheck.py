@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from ktui import cli
-from ktui.kernel import namecheck
-from ktui.kernel.namecheck import FunctionCheck
+from ktui.kernel.symbols import namecheck
+from ktui.kernel.symbols.namecheck import FunctionCheck
 from ktui.lang.locate import target_positions
 from tests.fakesysfs import FakeKernel
 
@@ -129,7 +129,7 @@ def test_without_kallsyms_check_says_what_it_did_not_check(tmp_path, fake_check)
 def test_a_typo_on_this_machine_is_caught_if_it_has_kallsyms(tmp_path):
     """The real thing, where /proc/kallsyms lists vfs_read (any Linux with
     CONFIG_KALLSYMS): the bug this check was made for."""
-    from ktui.kernel.ksyms import KernelSymbols
+    from ktui.kernel.symbols.ksyms import KernelSymbols
 
     if not KernelSymbols().exists("vfs_read"):
         pytest.skip("this machine's /proc/kallsyms has no vfs_read")

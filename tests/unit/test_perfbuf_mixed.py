@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktui.kernel.perfbuf import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PerfBufReader, _CpuRing, sample_size
+from ktui.kernel.buffers.perfbuf import PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PerfBufReader, _CpuRing, sample_size
 
 DATA = 1 << 13
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel.preflight import (
+from ktui.kernel.machine.preflight import (
     CAP_BPF,
     CAP_PERFMON,
     CAP_SYS_ADMIN,

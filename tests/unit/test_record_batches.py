@@ -14,7 +14,7 @@ import pytest
 from benchmarks.fake_ring import FakeRing
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.engine import GenericEngine
-from ktui.kernel.ringbuf import BUSY_BIT, DISCARD_BIT
+from ktui.kernel.buffers.ringbuf import BUSY_BIT, DISCARD_BIT
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
 from ktui.pipeline.recording import Recorder, RecordingReader

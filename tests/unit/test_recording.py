@@ -149,7 +149,7 @@ def test_record_refuses_an_existing_file_in_one_line_exit_1(tmp_path, monkeypatc
     from click.testing import CliRunner
 
     from ktui import cli
-    from ktui.kernel import preflight
+    from ktui.kernel.machine import preflight
 
     monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
     path = tmp_path / "r.ktrec"
@@ -166,7 +166,7 @@ def test_record_force_flag_reaches_run_record(tmp_path, monkeypatch, flag):
 
     import ktui.headless as headless
     from ktui import cli
-    from ktui.kernel import preflight
+    from ktui.kernel.machine import preflight
 
     monkeypatch.setattr(preflight, "check_environment", lambda **kw: [])
     seen = {}

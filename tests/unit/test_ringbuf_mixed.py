@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.fake_ring import FakeRing
-from ktui.kernel.ringbuf import BUSY_BIT, DISCARD_BIT, SIZE_MASK, follow_chain
+from ktui.kernel.buffers.ringbuf import BUSY_BIT, DISCARD_BIT, SIZE_MASK, follow_chain
 from ktui.record.raw import RawRecords
 
 

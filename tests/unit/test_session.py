@@ -177,9 +177,9 @@ def test_drain_capacity_is_the_smallest_buffer_that_says(tmp_path):
 
 def test_the_session_goes_by_the_kernels_probed_features(tmp_path):
     """The buffer and the engine come from the kernel's features (probed,
-    kernel/features), never its version; how they were had, and what could
+    kernel/machine/features), never its version; how they were had, and what could
     not be checked, is in the log."""
-    from ktui.kernel.features import Finding, given
+    from ktui.kernel.machine.features import Finding, given
     from ktui.lang.model import KtuiError
 
     loader = FakeLoader()

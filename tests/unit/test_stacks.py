@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ktui.kernel.aggmaps import read_stacks, stack_fields
+from ktui.kernel.maps.aggmaps import read_stacks, stack_fields
 from ktui.kernel.codegen import generate
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.probeset_write import dumps_probeset

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ktui.kernel import bpfsys
+from ktui.kernel.maps import bpfsys
 from ktui.kernel.codegen import COMM_EXACT, generate
 from ktui.kernel.returns import ERRNO_BUCKETS
-from ktui.kernel.statmaps import read_unit_stats
+from ktui.kernel.maps.statmaps import read_unit_stats
 from ktui.lang.spec import parse_spec
 from ktui.record.histogram import HIST_SLOTS
 

@@ -1,4 +1,4 @@
-"""User frames named on the host (kernel/elfsyms.py, kernel/usyms.py): the
+"""User frames named on the host (kernel/symbols/elfsyms.py, kernel/symbols/usyms.py): the
 ELF reader on real binaries (one gcc builds here, this Python, the C
 library), /proc/PID/maps parsed, and the per-process cache: maps read
 again for a new library, names kept after the process exits, `[gone]`
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ktui.kernel.elfsyms import ElfError, read_elf
-from ktui.kernel.usyms import GONE, UserSymbols, find_mapping, parse_maps
+from ktui.kernel.symbols.elfsyms import ElfError, read_elf
+from ktui.kernel.symbols.usyms import GONE, UserSymbols, find_mapping, parse_maps
 
 TARGET_C = Path(__file__).parents[1] / "kernel" / "ustack_target.c"
 

@@ -42,7 +42,7 @@ import sys
 import threading
 
 from ktui.exits import EXIT_OK, EXIT_RUNTIME
-from ktui.kernel.bpfsys import BpfError
+from ktui.kernel.maps.bpfsys import BpfError
 from ktui.kernel.generic.cache import CompiledProgram, decode_entry, encode_entry
 
 NICE = 10

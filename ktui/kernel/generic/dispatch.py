@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 
-from ktui.kernel import bpfsys
+from ktui.kernel.maps import bpfsys
 from ktui.kernel.generic.abi import COOKIE_SLOT_MASK, EXCLUDED_PIDS, MAX_PROBES
 
 # instruction classes and codes (include/uapi/linux/bpf.h)

@@ -26,8 +26,9 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
-from ktui.kernel import bpfsys, kprobe_pmu
-from ktui.kernel.runstats import probe_runs
+from ktui.kernel.maps import bpfsys
+from ktui.kernel.attach import kprobe_pmu
+from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
@@ -255,7 +256,7 @@ class GenericEngine:
     def install_program(self, program: LoadedProgram) -> None:
         """The generic program is loaded: configure it and route every slot
         to it (each slot's early count stops as its route goes in)."""
-        from ktui.kernel.ringbuf import RingBufReader
+        from ktui.kernel.buffers.ringbuf import RingBufReader
 
         with self._lock:
             self.program = program

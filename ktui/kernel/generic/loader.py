@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Callable
 
 from ktui import __version__
-from ktui.kernel import bpfsys
+from ktui.kernel.maps import bpfsys
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
 from ktui.kernel.codegen.runtime import entry_stack_c
@@ -54,7 +54,7 @@ def _probed_func_arg(func_arg_helpers: bool | None) -> bool:
     """`func_arg_helpers`, or where None, what the kernel was probed to have."""
     if func_arg_helpers is not None:
         return func_arg_helpers
-    from ktui.kernel.features import kernel_features
+    from ktui.kernel.machine.features import kernel_features
 
     return kernel_features().func_arg_helpers
 

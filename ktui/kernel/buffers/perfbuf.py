@@ -6,7 +6,7 @@ reader is for kernels without the BPF ring buffer (< 5.8): it opens one perf
 event per online CPU itself, stores the fds into the BPF_PERF_OUTPUT map,
 maps each ring and, on a timer, copies out every record in one numpy
 operation per CPU (and per record size: each probe's records are as long as
-its own fields). Same interface as ktui.kernel.ringbuf.RingBufReader.
+its own fields). Same interface as ktui.kernel.buffers.ringbuf.RingBufReader.
 
 Per-CPU ring layout (include/uapi/linux/perf_event.h): page 0 is struct
 perf_event_mmap_page (data_head at byte 1024, data_tail at 1032, data_offset
@@ -41,8 +41,8 @@ import struct
 
 import numpy as np
 
-from ktui.kernel.kprobe_pmu import PerfEventAttr, perf_event_open
-from ktui.kernel.ringbuf import follow_chain, shared_u64
+from ktui.kernel.attach.kprobe_pmu import PerfEventAttr, perf_event_open
+from ktui.kernel.buffers.ringbuf import follow_chain, shared_u64
 from ktui.record.raw import RawRecords
 
 PERF_TYPE_SOFTWARE = 1

@@ -3,7 +3,7 @@ for `ktui compile`, so the program compile prints is the one ktui would
 load here.
 
 The BPF ring buffer where the kernel has one (the `ringbuf` feature,
-probed: kernel/features.py), perf buffers where it has none. Where the
+probed: kernel/machine/features.py), perf buffers where it has none. Where the
 probe could not tell (no privilege: `ktui compile` needs none), ktui
 picks the ring buffer: every kernel ktui is tested on has it, and a
 kernel without it refuses the program with a clear error rather than

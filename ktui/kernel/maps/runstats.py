@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
-from ktui.kernel.bpfsys import ProgRun
+from ktui.kernel.maps.bpfsys import ProgRun
 
 
 def probe_runs(runs: Sequence[ProgRun], timed: bool) -> dict[str, int]:
@@ -44,7 +44,7 @@ class RunTimeStats:
 
     def __init__(self, enable: Callable[[], int] | None = None) -> None:
         if enable is None:
-            from ktui.kernel.bpfsys import enable_stats as enable
+            from ktui.kernel.maps.bpfsys import enable_stats as enable
         self._enable = enable
         self._fd = -1
 

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ktui.kernel.elfsyms import ElfError, ElfSymbols, read_elf
+from ktui.kernel.symbols.elfsyms import ElfError, ElfSymbols, read_elf
 
 MAX_PIDS = 1024
 MAX_FILES = 128

@@ -251,7 +251,7 @@ def detect(*, directory: Path | None = None, use_cache: bool = True,
     (all of them with `use_cache` False: then nothing is written).
     `probe(names) -> findings`: feature_probes.probe_all by default."""
     if probe is None:
-        from ktui.kernel.feature_probes import probe_all as probe
+        from ktui.kernel.machine.feature_probes import probe_all as probe
     directory = directory or cache_dir()
     key = kernel_key()
     cached = read_cache(directory, key, log) if use_cache else {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ktui.kernel.ksyms import KernelSymbols
+from ktui.kernel.symbols.ksyms import KernelSymbols
 from ktui.kernel.quiet import Captured
 from ktui.lang.model import Probe
 

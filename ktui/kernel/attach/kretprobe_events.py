@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from ktui.kernel import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu
 from ktui.lang.limits import MAXACTIVE_MAX
 
 TRACEFS_ROOTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))

@@ -8,7 +8,7 @@ they need what a kprobe does not:
   kernel/generic/loader.py: bcc 0.26 would attach every kfunc__ function of
   a program inside BPF(), switched-off probes too);
 - a kernel whose fentry/fexit work (the `fentry` feature, probed: see
-  kernel/features.py) and its BTF, with the function in vmlinux's BTF (a
+  kernel/machine/features.py) and its BTF, with the function in vmlinux's BTF (a
   module's function, a compiler copy `.isra.N` or an inlined one is not)
   and only once there (static functions sharing a name: kprobes take
   kallsyms' first, the BTF id could be another);
@@ -99,7 +99,7 @@ def max_args(features) -> int:
 
 def choose(probe: Probe, mode: str, *, features, btf, generic: bool) -> Choice:
     """How `probe` (its effective `attach:` mode) should enter the kernel.
-    `features`: the kernel's (kernel/features.Features); `btf`: a
+    `features`: the kernel's (kernel/machine/features.Features); `btf`: a
     ktui.btf.index.KernelBtf (None: none could be opened); `generic`: the
     probe runs in the generic engine."""
     if mode == KPROBE:

@@ -8,7 +8,7 @@ import ctypes
 
 from ktui.kernel.codegen.aggregate import agg_map_name, lost_map_name
 from ktui.lang.aggregate import is_comm
-from ktui.kernel.percpu import percpu_hist, percpu_sum
+from ktui.kernel.maps.percpu import percpu_hist, percpu_sum
 from ktui.lang.model import Probe
 
 TOP_VALUES = 10

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from ktui.kernel.catalog import VERDICTS, Entry
+from ktui.kernel.symbols.catalog import VERDICTS, Entry
 
 VERDICT_WIDTH = max(len(v) for v in VERDICTS)
 JSON_VERSION = 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import mmap
 from typing import TYPE_CHECKING, Protocol
 
-from ktui.kernel import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.codegen import RINGBUF, Program
 from ktui.kernel.quiet import captured_stderr, log_line
 from ktui.lang.model import KtuiError
@@ -23,8 +23,8 @@ from ktui.record.feed import ProbeStats
 if TYPE_CHECKING:
     import numpy as np
 
-    from ktui.kernel.bpfsys import ProgRun
-    from ktui.kernel.unit import Unit
+    from ktui.kernel.maps.bpfsys import ProgRun
+    from ktui.kernel.session.unit import Unit
 
 BPF_PROG_TYPE_KPROBE = 2
 
@@ -83,7 +83,7 @@ class Loader(Protocol):
         ...
 
     def features(self, cache_dir, use_cache: bool):
-        """This kernel's features (kernel/features.Features): from the cache,
+        """This kernel's features (kernel/machine/features.Features): from the cache,
         or probed once (and cached, unless not `use_cache`)."""
         ...
 
@@ -124,7 +124,7 @@ class BccLoader:
     """The real kernel side: bcc compiles and loads, the PMU attaches."""
 
     def __init__(self) -> None:
-        from ktui.kernel.usyms import UserSymbols
+        from ktui.kernel.symbols.usyms import UserSymbols
 
         self.user_symbols = UserSymbols()  # its caches live as long as the session
 
@@ -149,7 +149,7 @@ class BccLoader:
         kprobe_pmu.detach_all(fds)
 
     def return_events(self):
-        from ktui.kernel.kretprobe_events import ReturnEvents, find_root
+        from ktui.kernel.attach.kretprobe_events import ReturnEvents, find_root
 
         root = find_root()
         return None if root is None else ReturnEvents(root)
@@ -157,16 +157,16 @@ class BccLoader:
     def open_reader(self, bpf, program: Program, options) -> Reader:
         size = program.layout.record_size
         if program.buffer == RINGBUF:
-            from ktui.kernel.ringbuf import RingBufReader
+            from ktui.kernel.buffers.ringbuf import RingBufReader
 
             table = bpf[b"ktui_events"]
             return RingBufReader(table.map_fd, options.ringbuf_pages * mmap.PAGESIZE, size)
-        from ktui.kernel.perfbuf import PerfBufReader
+        from ktui.kernel.buffers.perfbuf import PerfBufReader
 
         return PerfBufReader(bpf, b"ktui_events", size, options.perf_pages)
 
     def read_stats(self, unit: "Unit") -> dict[int, ProbeStats]:
-        from ktui.kernel.statmaps import read_unit_stats
+        from ktui.kernel.maps.statmaps import read_unit_stats
 
         return read_unit_stats(unit, self.user_symbols)
 
@@ -175,17 +175,17 @@ class BccLoader:
             bpf.cleanup()
 
     def prog_runs(self, prog_fds: list[int]) -> list["ProgRun"]:
-        from ktui.kernel.bpfsys import prog_run
+        from ktui.kernel.maps.bpfsys import prog_run
 
         return [prog_run(fd) for fd in prog_fds]
 
     def enable_run_stats(self) -> int:
-        from ktui.kernel.bpfsys import enable_stats
+        from ktui.kernel.maps.bpfsys import enable_stats
 
         return enable_stats()
 
     def features(self, cache_dir, use_cache: bool):
-        from ktui.kernel.features import kernel_features
+        from ktui.kernel.machine.features import kernel_features
 
         return kernel_features(directory=cache_dir, use_cache=use_cache)
 

@@ -31,14 +31,15 @@ import threading
 from contextlib import ExitStack
 from typing import Callable
 
-from ktui.kernel import bpfsys, kprobe_pmu
-from ktui.kernel.bpfasm import (
+from ktui.kernel.maps import bpfsys
+from ktui.kernel.attach import kprobe_pmu
+from ktui.kernel.maps.bpfasm import (
     GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, GET_CURRENT_TASK_BTF, GET_FUNC_ARG, GET_FUNC_RET,
     JEQ_K, JNE_K, MAP_LOOKUP_ELEM, MOV32_X, R0, R1, R2, R3, R4, R6, R8, R10, RINGBUF_OUTPUT,
     TASK_STORAGE_GET, Asm, insn, return_zero,
 )
-from ktui.kernel.bpfsys import BpfError
-from ktui.kernel.features import NAMES, Finding
+from ktui.kernel.maps.bpfsys import BpfError
+from ktui.kernel.machine.features import NAMES, Finding
 
 TRIGGER = "__x64_sys_getppid"
 TEST_TARGET = "bpf_fentry_test1"
@@ -353,7 +354,7 @@ class Prober:
         btf = self._btf()
         if btf is None or btf.problem():
             raise No(f"fentry/fexit need the kernel's BTF: {btf.problem() if btf is not None else 'no BTF'}")
-        from ktui.kernel.attach_choice import many_args_target
+        from ktui.kernel.attach.attach_choice import many_args_target
 
         target = many_args_target(btf, MAX_TRACE_ARGS)
         if target is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from ktui.kernel.bpfsys import BPF_PSEUDO_MAP_FD
+from ktui.kernel.maps.bpfsys import BPF_PSEUDO_MAP_FD
 
 R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10 = range(11)
 

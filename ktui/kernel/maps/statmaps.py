@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ctypes
 
-from ktui.kernel.aggmaps import read_aggregates, read_stacks, stack_fields
+from ktui.kernel.maps.aggmaps import read_aggregates, read_stacks, stack_fields
 from ktui.kernel.codegen import COMM_EXACT
-from ktui.kernel.percpu import percpu_hist, percpu_sum, percpu_values
+from ktui.kernel.maps.percpu import percpu_hist, percpu_sum, percpu_values
 from ktui.kernel.returns import ERRNO_BUCKETS, bucket_errno, errno_check
 from ktui.lang.model import Kind
 from ktui.record.feed import ProbeStats
@@ -88,7 +88,7 @@ def _batch(table, start: int) -> list[int] | None:
     fd = getattr(table, "map_fd", None)
     if fd is None:
         return None
-    from ktui.kernel import bpfsys
+    from ktui.kernel.maps import bpfsys
 
     try:
         raw = bpfsys.array_lookup_all(fd, ERRNO_BUCKETS, 8, start=start)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ktui.kernel.catalog import Catalog, Sources
-from ktui.kernel.ksyms import KernelSymbols, copy_of
+from ktui.kernel.symbols.catalog import Catalog, Sources
+from ktui.kernel.symbols.ksyms import KernelSymbols, copy_of
 
 
 class NameProblem(NamedTuple):
@@ -79,7 +79,7 @@ class FunctionCheck:
 
     def _notrace(self, name: str) -> NameProblem | None:
         """A symbol ftrace does not know, on a kernel whose kprobe events
-        refuse those (see ktui/kernel/kconfig.py)."""
+        refuse those (see ktui/kernel/symbols/kconfig.py)."""
         catalog = self.catalog()
         traced = catalog.filterable()
         if traced is None or name in traced:

@@ -8,7 +8,7 @@ Every function comes with one verdict, from the files that decide it:
                  kernel's kprobe events refuse such functions (built with
                  CONFIG_KPROBES_ON_FTRACE and without
                  CONFIG_KPROBE_EVENTS_ON_NOTRACE, as Debian's are: see
-                 ktui/kernel/kconfig.py); also when the config is unknown
+                 ktui/kernel/symbols/kconfig.py); also when the config is unknown
     kprobe-only  the same, on a kernel whose kprobe events take notrace
                  functions: an int3 kprobe works, fentry does not
     blacklisted  on the kprobe blacklist: the kernel refuses kprobes there
@@ -46,10 +46,10 @@ from typing import NamedTuple
 from ktui.btf.decode import BtfError, RawBtf
 from ktui.btf.index import FunctionTable, KernelBtf
 from ktui.btf.render import Renderer
-from ktui.kernel.ftrace import FILTER_FUNCTIONS, read_filter_functions
-from ktui.kernel.kconfig import config_paths, kprobe_events_refuse_notrace, read_config
-from ktui.kernel.ksyms import NOT_FUNCTIONS, KernelSymbols, close_names, copy_of
-from ktui.kernel.modules import (
+from ktui.kernel.symbols.ftrace import FILTER_FUNCTIONS, read_filter_functions
+from ktui.kernel.symbols.kconfig import config_paths, kprobe_events_refuse_notrace, read_config
+from ktui.kernel.symbols.ksyms import NOT_FUNCTIONS, KernelSymbols, close_names, copy_of
+from ktui.kernel.symbols.modules import (
     SYS_MODULE, ModuleFileError, ModuleTree, loaded_modules, read_module_file,
 )
 
@@ -239,7 +239,7 @@ class Catalog:
         Entries one by one cost 2.7 s of the listing in the VM. None for
         patterns this does not cover (MODULE:GLOB, a name only an unloaded
         module knows): then use list()."""
-        from ktui.kernel.catalog_text import VERDICT_WIDTH, entry_line
+        from ktui.kernel.symbols.catalog_text import VERDICT_WIDTH, entry_line
 
         if any(":" in p or not p for p in patterns):
             return None

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from ktui.kernel.codegen import Program
-from ktui.kernel.loader import Loader
+from ktui.kernel.session.loader import Loader
 from ktui.kernel.quiet import log_line
 from ktui.lang.model import Probe
 
@@ -69,7 +69,7 @@ class Unit:
         (run time and runs only while `timed`); nothing once closed."""
         import dataclasses
 
-        from ktui.kernel.runstats import probe_runs
+        from ktui.kernel.maps.runstats import probe_runs
 
         with self.lock:
             if self.closed:

@@ -8,11 +8,11 @@ attached: the fds it got before the failure are closed again.
 
 from __future__ import annotations
 
-from ktui.kernel.explain import explain_attach_error
-from ktui.kernel.ksyms import KernelSymbols
-from ktui.kernel.loader import Loader
+from ktui.kernel.attach.explain import explain_attach_error
+from ktui.kernel.symbols.ksyms import KernelSymbols
+from ktui.kernel.session.loader import Loader
 from ktui.kernel.quiet import captured_stderr, log_line
-from ktui.kernel.unit import Unit
+from ktui.kernel.session.unit import Unit
 from ktui.lang.model import Kind, Probe
 
 

@@ -1,0 +1,102 @@
+"""Session: a probe in and out of the kernel, by either engine.
+
+A compiled unit is generated and compiled (one clang run for its probes)
+and its reader started; a probe is attached through its unit
+(unit_attach) or its generic engine slot, and detached again by closing
+its fds (the kernel drops the probe; the loaded program stays).
+"""
+
+from __future__ import annotations
+
+from ktui.kernel.session.unit_attach import attach_probe
+from ktui.kernel.codegen import generate
+from ktui.kernel.quiet import log_line
+from ktui.kernel.session.unit import Unit, compile_unit, start_reading
+from ktui.lang.model import Kind, Probe
+from ktui.record.feed import FeedError, ProbeState, ProbeStatus
+
+
+class AttachingMixin:
+    """Session's attaching methods (state: Session.__init__)."""
+
+    def _compile_unit(self, probes: list[Probe], ids: list[int], read_now: bool = True) -> Unit:
+        program = generate(
+            probes,
+            buffer=self.buffer,
+            ringbuf_pages=self.options.ringbuf_pages,
+            pid=self.probeset.pid,
+            comm=self.probeset.comm,
+            exclude_pids=self._own_pids(),
+        )
+        unit = compile_unit(self.loader, program, ids, self._log_fd)
+        if read_now:
+            try:
+                self._start_reading(unit)
+            except Exception:
+                self.loader.free(unit.bpf, self._log_fd)
+                raise
+        with self._lock:
+            self._units = (*self._units, unit)
+            for local, pid_ in enumerate(ids):
+                self._where[pid_] = (unit, local)
+        return unit
+
+    def _start_reading(self, unit: Unit) -> None:
+        start_reading(unit, self.loader, [self._probes[i] for i in unit.ids], self.options)
+
+    def _attach(self, pid_: int) -> ProbeStatus:
+        with self._lock:
+            if pid_ in self._fds:
+                return self._status[pid_]
+            if self._detached:
+                raise FeedError("the probes were detached: the session is ending")
+            if pid_ in self._refused:
+                return self._set_status(pid_, ProbeState.FAILED, self._refused[pid_])
+            if pid_ in self._slots:
+                return self._attach_generic(pid_)
+            unit, local = self._where[pid_]
+            attach_return, reason = self._return_event(pid_)
+            if not reason:
+                fds, reason = attach_probe(self.loader, unit, local, self._probes[pid_], self.symbols,
+                                           self._log_fd, attach_return and attach_return[0])
+            if reason:
+                return self._set_status(pid_, ProbeState.FAILED, reason)
+            self._fds[pid_] = fds
+            ret = self._probes[pid_].kind is Kind.RETURN
+            return self._set_status(pid_, ProbeState.ATTACHED, via="kretprobe" if ret else "kprobe")
+
+    def _attach_generic(self, pid_: int) -> ProbeStatus:
+        from ktui.kernel.session.unit_attach import location, precheck
+        from ktui.kernel.attach.explain import explain_attach_error
+
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        if slot.fds:
+            return self._status[pid_]
+        if slot.tracing:
+            return self._attach_fentry(pid_)
+        reason = precheck(probe)
+        opener = None
+        if not reason:
+            opener, reason = self._return_event(pid_)
+        if not reason:
+            symbol, offset, address = location(probe, self.symbols)
+            try:
+                self._engine.attach(slot, symbol, offset, address, opener and opener[1])
+            except OSError as exc:
+                reason = explain_attach_error(probe, exc, None, self.symbols)
+        if reason:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
+            return self._set_status(pid_, ProbeState.FAILED, reason)
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is None:
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _detach(self, pid_: int) -> None:
+        if pid_ in self._slots:
+            self._engine.detach(self._slots[pid_])
+            return
+        fds = self._fds.pop(pid_, [])
+        if fds:
+            self.loader.detach(fds)  # closing a perf fd removes its kprobe

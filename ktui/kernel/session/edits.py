@@ -1,0 +1,119 @@
+"""Session: the user's edits while it runs: add, remove, switch a probe.
+
+An added probe goes to the generic engine where it can run there (nothing
+compiles), else into a unit of its own, so adding never disturbs what is
+running; switching a probe off closes its fds and keeps its program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ktui.kernel.quiet import log_line
+from ktui.lang.bind import bind_probe, needs_binding
+from ktui.lang.model import Kind, KtuiError, Probe
+from ktui.record.feed import FeedError, ProbeState, ProbeStatus
+
+
+class EditsMixin:
+    """Session's edits methods (state: Session.__init__)."""
+
+    def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
+        with self._lock:
+            if probe_id not in self._probes or (probe_id not in self._where and probe_id not in self._slots):
+                raise FeedError(f"no probe {probe_id}")
+            probe = dataclasses.replace(self._probes[probe_id], enabled=enabled)
+            self._probes[probe_id] = probe
+            self._sync_probeset()
+            if enabled:
+                return self._attach(probe_id)
+            self._detach(probe_id)
+            self._retire_return_event(probe_id)
+            return self._set_status(probe_id, ProbeState.OFF)
+
+    def _bind(self, probe: Probe) -> Probe:
+        """`probe` with its parameter names bound to the kernel's BTF: codegen
+        and the generic program read what the binding says (a name the
+        kernel does not know is the user's error, one line). A return probe
+        also learns what its function returns (errno counting, lang.errnos)."""
+        if not needs_binding(probe) and (probe.kind is not Kind.RETURN or probe.errno_width is not None):
+            return probe
+        if self._names is None:
+            from ktui.lang.kernel_names import KernelNames
+
+            self._names = KernelNames()
+        return bind_probe(probe, self._names)
+
+    def add_probe_now(self, probe: Probe) -> ProbeStatus:
+        try:
+            probe = self._bind(probe)
+        except KtuiError as exc:
+            raise FeedError(str(exc)) from exc
+        with self._lock:
+            pid_ = self._new_id(probe)
+            if self._engine is not None and self._add_generic(pid_, probe):
+                self._sync_probeset()
+                if probe.enabled:
+                    return self._attach(pid_)
+                return self._set_status(pid_, ProbeState.OFF)
+        if self._engine is None:
+            self._note_compiled(pid_, probe)
+        try:
+            self._compile_unit([probe], [pid_])
+        except KtuiError as exc:
+            with self._lock:
+                del self._probes[pid_]
+                del self._status[pid_]
+            raise FeedError(str(exc)) from exc
+        self._sync_probeset()
+        if probe.enabled:
+            return self._attach(pid_)
+        return self._set_status(pid_, ProbeState.OFF)
+
+    def _add_generic(self, pid_: int, probe: Probe) -> bool:
+        """Give the probe to the generic engine: False if it cannot run it."""
+        from ktui.kernel.generic.engine import NotGeneric
+
+        choice = self._choose(probe, generic=True)
+        if choice.refused:
+            self._refused[pid_] = f"attach: fentry: {choice.reason}"
+        try:
+            self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs)
+        except NotGeneric as why:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
+            self._refused.pop(pid_, None)
+            self._note_compiled(pid_, probe)
+            return False
+        return True
+
+    def _note_compiled(self, pid_: int, probe: Probe) -> None:
+        """A compiled probe goes by kprobe: one told `attach: fentry` fails."""
+        choice = self._choose(probe, generic=False)
+        if choice.refused:
+            self._refused[pid_] = f"attach: fentry: {choice.reason}"
+
+    def remove_probe_now(self, probe_id: int) -> None:
+        with self._lock:
+            if probe_id in self._slots:
+                self._engine.remove(self._slots.pop(probe_id))
+                self._drop_return_event(probe_id)
+                del self._probes[probe_id]
+                del self._status[probe_id]
+                self._sync_probeset()
+                return
+            if probe_id not in self._where:
+                raise FeedError(f"no probe {probe_id}")
+            self._detach(probe_id)
+            self._drop_return_event(probe_id)
+            unit, local = self._where.pop(probe_id)
+            del self._probes[probe_id]
+            del self._status[probe_id]
+            if unit.drop(local):
+                self._units = tuple(u for u in self._units if u is not unit)
+                unit.close(self.loader, self._log_fd)
+            self._sync_probeset()
+
+    def _sync_probeset(self) -> None:
+        self.probeset = dataclasses.replace(
+            self.probeset, probes=tuple(self._probes[i] for i in sorted(self._probes))
+        )
