@@ -50,6 +50,16 @@ def test_probed_once_then_from_the_cache(tmp_path):
     assert second.source == "cache" and second.findings == first.findings
 
 
+def test_a_cache_directory_given_as_a_str_is_a_path(tmp_path):
+    """SessionOptions.cache_dir may be a str (the kernel tests' child, an
+    embedding script): detect took `directory / name` and raised TypeError
+    at the session's start (6.12's test_sigkill_leaves_a_disarmed_event...)."""
+    probe = FakeProber()
+    found = detect(directory=str(tmp_path / "ktui"), probe=probe)
+    assert found.source == "probed" and found.path.parent == tmp_path / "ktui"
+    assert detect(directory=str(tmp_path / "ktui"), probe=probe).source == "cache"
+
+
 def test_unknown_answers_are_never_cached_and_asked_again(tmp_path):
     """No privilege now says nothing about the next start: an unknown is
     asked again, and never read back as a no."""

@@ -252,7 +252,8 @@ def detect(*, directory: Path | None = None, use_cache: bool = True,
     `probe(names) -> findings`: feature_probes.probe_all by default."""
     if probe is None:
         from ktui.kernel.machine.feature_probes import probe_all as probe
-    directory = directory or cache_dir()
+    # a SessionOptions.cache_dir may be a str (an embedding script, the kernel tests)
+    directory = Path(directory) if directory else cache_dir()
     key = kernel_key()
     cached = read_cache(directory, key, log) if use_cache else {}
     missing = {n for n in NAMES if n not in cached}
