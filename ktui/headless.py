@@ -138,13 +138,49 @@ async def _collect(collector: Collector, sink, duration: float | None,
 
     loop = asyncio.get_running_loop()
     if duration is not None:
-        loop.call_later(duration, collector.stop)
+        _stop_after(loop, collector, duration, _waiting_for_program(getattr(collector, "feed", None)))
     watcher = loop.create_task(_watch_reader(*reader_gone)) if reader_gone else None
     try:
         await collector.run(sink)
     finally:
         if watcher is not None:
             watcher.cancel()
+
+
+def _waiting_for_program(session):
+    """The event a session sets once its generic program is in, when some
+    probe counts nothing until then (fentry/fexit probes have no dispatcher
+    to count through while their program loads); else None."""
+    from ktui.record.feed import ProbeState
+
+    loaded = getattr(session, "loaded", None)
+    if loaded is None or loaded.is_set():
+        return None
+    statuses = session.statuses().values()
+    if any(st.state is ProbeState.LOADING and st.via in ("fentry", "fexit") for st in statuses):
+        return loaded
+    return None
+
+
+def _stop_after(loop, collector, duration: float, waiting) -> None:
+    """Stop the collector `duration` seconds after every probe counts: at
+    once, or once `waiting` (a threading.Event) is set. A fentry probe's
+    program loads for seconds on a busy machine; counted from the start, a
+    `--duration 3` could end before it counted a hit."""
+    if waiting is None:
+        loop.call_later(duration, collector.stop)
+        return
+
+    def wait_then_start() -> None:
+        waiting.wait()
+        try:
+            loop.call_soon_threadsafe(loop.call_later, duration, collector.stop)
+        except RuntimeError:  # the loop already ended (a signal stopped the run first)
+            pass
+
+    import threading
+
+    threading.Thread(target=wait_then_start, name="ktui-duration", daemon=True).start()
 
 
 def _interrupt(signum, frame) -> None:

@@ -141,3 +141,58 @@ def test_stream_stops_when_no_probe_could_attach(monkeypatch, capsys):
     assert status == 1 and failed.closed
     err = capsys.readouterr().err
     assert "unknown kernel function 'nonexistent_fn'" in err and "no probe could attach" in err
+
+
+class _Status:
+    def __init__(self, state, via):
+        self.state, self.via = state, via
+
+
+class _WaitingSession:
+    """A session whose fentry probe waits for its program (`loaded`)."""
+
+    def __init__(self, via: str) -> None:
+        import threading
+
+        from ktui.record.feed import ProbeState
+
+        self.loaded = threading.Event()
+        self._statuses = {0: _Status(ProbeState.LOADING, via)}
+
+    def statuses(self):
+        return self._statuses
+
+
+def test_duration_counts_from_when_a_waiting_fentry_probe_is_live():
+    """Seen in the VM: `ktui stream -e vfs_read:r:retval --duration 3` on a
+    busy machine spent its 3 s while the fentry/fexit copy loaded, and
+    summed up 0 hits. The duration now starts once the program is in; a
+    kprobe probe counting meanwhile (through the dispatcher) does not wait."""
+    import asyncio
+
+    from ktui.headless import _stop_after, _waiting_for_program
+
+    session = _WaitingSession("fexit")
+    assert _waiting_for_program(session) is session.loaded
+    assert _waiting_for_program(_WaitingSession("kprobe")) is None
+
+    class Collector:
+        stopped = None
+
+        def stop(self):
+            self.stopped = time.monotonic()
+
+    async def run(collector):
+        loop = asyncio.get_running_loop()
+        _stop_after(loop, collector, 0.2, _waiting_for_program(session))
+        await asyncio.sleep(1.0)  # five durations: a lower bound, never a deadline
+        assert collector.stopped is None, "stopped while the probe was still waiting for its program"
+        set_at = time.monotonic()
+        session.loaded.set()
+        deadline = time.monotonic() + NOTICE_WITHIN
+        while collector.stopped is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert collector.stopped is not None, "never stopped after the program was in"
+        assert collector.stopped - set_at >= 0.2  # the whole duration, counted from then
+
+    asyncio.run(run(Collector()))
