@@ -745,7 +745,7 @@ class Suite:
                                       "kretprobe:vfs_read /pid == {P}/ { @b = count(); }"), 2, kprobe_count),
             ],
             "hist": [
-                # an aggregation puts the probe on the compiled path (README)
+                # an aggregation puts the probe on the compiled path (docs/probe-language.md)
                 ("ktui_hist", stream("h=vfs_read:c hist(a3)"), 1, kprobe_count),
                 ("argdist_hist", tool("argdist-bpfcc", "-p", "{P}", "-H",
                                       "p::vfs_read(void *a, void *b, u64 c):u64:c"), 1, kprobe_count),

@@ -196,7 +196,7 @@ class KtuiApp(App[None]):
     def _help_screen(self) -> HelpScreen:
         """One help screen for the run, installed so that closing it keeps
         it: composing it and laying out its table again on every `?` was
-        most of the key's latency (docs/benchmarks.md, "Responsive under
+        most of the key's latency (docs/benchmarks-history.md, "Responsive under
         load"). Its keys are the classes' bindings: fixed for a run."""
         if not self.is_screen_installed("help"):
             self.install_screen(HelpScreen(self.help_sections()), name="help")

@@ -613,8 +613,7 @@ def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 
     Each scrape of http://ADDR:PORT/metrics reads the BPF maps once: hits,
     emitted and lost events, missed returns, errno counts, the latency
-    histogram of return probes and the top task names (README: "Exporting
-    to Prometheus"). SIGTERM or SIGINT detach every probe and exit 0;
+    histogram of return probes and the top task names (docs/export.md). SIGTERM or SIGINT detach every probe and exit 0;
     SIGHUP reloads the files (a file that does not load keeps the running
     set and logs why)."""
     from ktui.exporter import run_export

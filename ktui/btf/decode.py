@@ -3,7 +3,7 @@
 BTF records have no index: the n-th type starts where the (n-1)-th ends,
 and a record's length depends on its kind and its `vlen`. `walk()` finds
 every start in one pass over the type section, kept as 32-bit words in an
-`array`. Measured before choosing (docs/benchmarks.md, "BTF decoding"):
+`array`. Measured before choosing (docs/benchmarks-history.md, "BTF decoding"):
 this plain loop walks the 6.1 kernel's 100,810 types in about 1 s in the
 emulated VM, as fast as calling libbpf's btf__type_by_id() through ctypes
 once per type, while numpy's import alone costs 4.5 s there and its

@@ -4,7 +4,7 @@ Each drain has a fixed cost besides the per-event copy: the event loop's
 wake-up, the readers' and decoders' Python calls, one write system call.
 Tens of microseconds on real hardware, about 0.1 ms under emulation (the
 TCG guest of the benchmarks: 0.1 us an event at a flood's 1,000 events per
-10 ms drain; docs/benchmarks.md, boot C).
+10 ms drain; docs/benchmarks-history.md, boot C).
 
 So under a flood the collector drains less often, in bigger batches, and
 never so rarely that a buffer could fill (a full buffer loses events):

@@ -4,7 +4,7 @@ While the help or a dialog covers the dashboard, the app still drains the
 feed on every tick (the kernel's buffers must not fill), but repaints the
 dimmed dashboard behind it only once a second: each repaint of a covered
 screen makes Textual draw the whole screen again as the modal's background
-(docs/benchmarks.md, "Responsive under load"). What is drained in between
+(docs/benchmarks-history.md, "Responsive under load"). What is drained in between
 waits here, bounded: the newest `keep` events at least (the event pane
 decodes no more than its window of a batch) and the count of the rest, so
 the pane's meter still counts every event that arrived.

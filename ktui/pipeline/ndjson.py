@@ -61,8 +61,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   errnos keys are errno names, as the dashboard shows them (format.errno_name):
   "EBADF"; a number the C library has no name for is "E" and the number, "E200".
 
-  A probe with aggregations (hist/count/sum, "The probe language" in the
-  README) also has, in stats: "values_dropped" (hits not counted under
+  A probe with aggregations (hist/count/sum, docs/probe-language.md) also has, in stats: "values_dropped" (hits not counted under
   their key: the count map was full, max_keys), with count: or sum:
   "keys_dropped" (the distinct keys of those hits) and
   "keys_dropped_unknown" (hits whose key could not be remembered either:

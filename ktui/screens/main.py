@@ -250,7 +250,7 @@ class MainScreen(Screen[None]):
         """Refresh the footer's keys only when what check_action answers has
         changed: each refresh recomposes the footer, and doing it on every
         stats update (once a second) grew memory without bound (the bench's
-        host flood, docs/benchmarks.md)."""
+        host flood, docs/benchmarks-history.md)."""
         state = (self.table.selected_id is not None, bool(self.order), self.events.paused,
                  self._has_views(), self.events.drill is not None, self._ended)
         if state != self._binding_state:

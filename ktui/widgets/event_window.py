@@ -6,7 +6,7 @@ filter, ever become text. And under a flood they are decoded lazily too:
 at 100k events/s every poll brings more than the window holds, and the
 whole window is replaced before the next one; decoding all of it (~9 ms
 per 2000 records, every poll) was most of a poll's time for the ~40 rows on
-screen (docs/benchmarks.md, "Responsive under load"). So a large slice of a
+screen (docs/benchmarks-history.md, "Responsive under load"). So a large slice of a
 batch becomes rows that keep only their place in it; each block of BLOCK
 rows is decoded, by the batch itself, when one of its rows is first needed.
 """

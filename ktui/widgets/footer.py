@@ -23,7 +23,7 @@ columns they were the ones left out), which go last, the last named first.
 And it recomposes only when what it shows would change: Textual's footer
 recomposes (7 keys unmounted, 7 mounted, a layout) on every bindings signal,
 so each open and close of the help or a dialog rebuilt the dashboard's
-footer, under the modal, for the same keys (docs/benchmarks.md,
+footer, under the modal, for the same keys (docs/benchmarks-history.md,
 "Responsive under load").
 """
 

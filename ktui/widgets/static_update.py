@@ -4,7 +4,7 @@ Textual's Static.update lays out the whole screen (`refresh(layout=True)`)
 even when the content is the same or keeps its one line. The stats pane
 updates five Statics on every stats read, once a second, and each asked for
 a layout: ~40 ms of the dashboard at 140x40, the longest wait a key had at
-idle (docs/benchmarks.md, "Responsive under load"). Here an unchanged
+idle (docs/benchmarks-history.md, "Responsive under load"). Here an unchanged
 content is not set again, and a content that stays one line within the
 widget's width is set without a layout (its height cannot change).
 """

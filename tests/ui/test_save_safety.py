@@ -169,7 +169,7 @@ async def test_a_link_to_a_shipped_set_or_a_recording_is_not_proposed_nor_writte
 
 
 async def test_the_shipped_default_proposes_a_new_file_in_the_current_directory(tmp_path, monkeypatch):
-    """README: `w` on the shipped set proposes ./default.yaml; once that
+    """docs/dashboard.md: `w` on the shipped set proposes ./default.yaml; once that
     exists (an earlier save), Enter asks before replacing it."""
     from ktui.lang.shipped import default_set
 

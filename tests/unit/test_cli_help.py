@@ -31,7 +31,7 @@ def test_every_command_has_a_summary():
 
 
 def test_shell_completion_offers_the_commands():
-    """README documents click's completion. Every word went to the
+    """docs/dashboard.md documents click's completion. Every word went to the
     dashboard's probe-set files (`ktui rep<TAB>` offered files, never
     `replay`): the default command swallowed the command names."""
     from click.shell_completion import BashComplete
