@@ -2,26 +2,26 @@
 engine's) is one batch whose events go forward in time, however it is
 sliced (issues 28 "one frame to explain", 29 "the event pane").
 
-Session.drain puts the buffers' batches one after the other (MultiBatch):
-every unit's events, then the engine's. Over the same interval, a row of
-the last unit's newest events came before the engine's older ones: time
-went backwards in the event pane (`363.770 ... read retval=8192`, then
-`362.477 ... read size=8192`, after a probe was added). MultiBatch then
-sorted each slice it was asked for, so the pane's blocks (event_window:
-a large batch decoded 64 rows at a time) each went forward while the
-window did not, and the newest rows of the window were not the newest
-events. Records are not mixed up (each unit decodes its own); their order
-is. Owned by the record/decode rework (branch mixedrec): strict xfail until
-a drain's parts are merged by time."""
+Session.drain used to put the buffers' batches one after the other
+(MultiBatch): every unit's events, then the engine's. Over the same
+interval, a row of the last unit's newest events came before the engine's
+older ones: time went backwards in the event pane (`363.770 ... read
+retval=8192`, then `362.477 ... read size=8192`, after a probe was added).
+MultiBatch then sorted each slice it was asked for, so the pane's blocks
+(event_window: a large batch decoded 64 rows at a time) each went forward
+while the window did not, and the newest rows of the window were not the
+newest events. Records were not mixed up (each unit decodes its own); their
+order was. Session.drain now merges a drain's parts by time
+(record.decode.merged_by_time), each buffer's own order kept."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
+from ktui.record.raw import RawRecords
 from tests.fakekernel import FakeLoader, FakeReader
 
 
@@ -33,11 +33,11 @@ class TimedReader(FakeReader):
         self.first = first
         self.size = record_size
 
-    def drain(self) -> np.ndarray:
+    def drain(self) -> RawRecords:
         super().drain()
         records = np.zeros(3, dtype=[("ts", "<u8"), ("rest", f"V{self.size - 8}")])
         records["ts"] = [self.first + 1, self.first + 3, self.first + 5]
-        return records.view(f"V{self.size}")
+        return RawRecords([records.view(f"V{self.size}")])
 
 
 class TimedLoader(FakeLoader):
@@ -54,8 +54,6 @@ class TimedLoader(FakeLoader):
         return TimedReader(bpf, program.layout.record_size, first)
 
 
-@pytest.mark.xfail(strict=True, reason="a drain's buffers are put one after the other, not merged by "
-                   "time (record.decode.MultiBatch, Session.drain): for the lead / mixedrec")
 def test_one_drain_of_two_buffers_goes_forward_in_time_however_sliced(tmp_path):
     loader = TimedLoader()
     ps = ProbeSet("two", probes=(parse_spec("vfs_read:c:a3"),))
