@@ -42,12 +42,14 @@ def layout_of(line: str) -> tuple[int, int, int]:
 
 
 def check(app, seen: list) -> None:
+    """Each frame's event rows: one layout, no row twice, time going forward."""
     def on_frame(terminal: Terminal) -> None:
         if app.screen is not app.main:
             return  # a dialog on top
         rows = [line for line in terminal.lines(app.main.events.log_view.content_region) if TIME.match(line)]
         layouts = {layout_of(line) for line in rows}
-        if len(layouts) > 1 or len(set(rows)) < len(rows):
+        times = [float(TIME.match(line).group(0)) for line in rows]
+        if len(layouts) > 1 or len(set(rows)) < len(rows) or times != sorted(times):
             seen.append((terminal.frames, rows))
     return on_frame
 
@@ -68,4 +70,28 @@ async def test_every_frame_draws_the_event_rows_in_one_layout():
             app.poll()
             await pilot.pause()
         assert any("a_rather_long_label" in line for line in app.main.events.log_view.lines())
+    assert not bad, bad[0]
+
+
+async def test_every_frame_after_s_draws_the_newest_rows_once_and_in_order():
+    """`s` folds the stats pane under the events (a narrow window) and back:
+    the event pane shrinks and grows while it follows its tail. No frame
+    between may show a row twice, rows out of order, or two layouts."""
+    feed = FakeFeed(probeset(), events_per_drain=5)
+    app = make_app(feed)
+    bad: list = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        Terminal(app, (80, 24), check(app, bad))
+        log = app.main.events.log_view
+        for _ in range(6):
+            app.poll()
+            await pilot.pause()
+        heights = set()
+        for _ in range(4):
+            await pilot.press("s")
+            for _ in range(3):
+                app.poll()
+                await pilot.pause()
+                heights.add(log.size.height)
+        assert len(heights) > 1, "s neither folded nor unfolded the stats pane"
     assert not bad, bad[0]

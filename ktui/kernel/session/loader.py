@@ -21,10 +21,9 @@ from ktui.lang.model import KtuiError
 from ktui.record.feed import ProbeStats
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ktui.kernel.maps.bpfsys import ProgRun
     from ktui.kernel.session.unit import Unit
+    from ktui.record.raw import RawRecords
 
 BPF_PROG_TYPE_KPROBE = 2
 
@@ -33,7 +32,9 @@ class Reader(Protocol):
     """A batch reader of a unit's event buffer (ringbuf.RingBufReader,
     perfbuf.PerfBufReader)."""
 
-    def drain(self) -> "np.ndarray": ...
+    def drain(self) -> "RawRecords":
+        """Every record in the buffer, in arrival order, grouped by size."""
+        ...
 
     def close(self) -> None: ...
 
