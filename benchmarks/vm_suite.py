@@ -430,8 +430,12 @@ class Suite:
     def stats_only(self) -> None:
         n, rounds = self.args.n, self.args.rounds
         tools = [
-            ("ktui_c", lambda p: self.ktui("stream", "vfs_read:c", pid=p, extra=["--no-stats"]), 1),
-            ("ktui_r", lambda p: self.ktui("stream", "vfs_read:r", pid=p, extra=["--no-stats"]), 2),
+            # by kprobe, as funccount and bpftrace's rows: `auto` would take
+            # fentry, which kprobes/list (wait_live's count) never shows
+            ("ktui_c", lambda p: self.ktui("stream", "vfs_read:c", pid=p,
+                                           extra=["--no-stats", "--attach", "kprobe"]), 1),
+            ("ktui_r", lambda p: self.ktui("stream", "vfs_read:r", pid=p,
+                                           extra=["--no-stats", "--attach", "kprobe"]), 2),
             # the same probes as one compiled program each: what the generic
             # program's interpretation costs per hit is the difference
             ("ktui_c_compiled", lambda p: self.ktui("stream", "vfs_read:c", pid=p,
@@ -452,8 +456,8 @@ class Suite:
             # the same return probes run by an older revision's ktui (its
             # generic program compiled in warm_up): before/after in one run
             tools += [
-                ("ktui_r_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, extra=["--no-stats"],
-                                                    base=True), 2),
+                ("ktui_r_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, base=True,
+                                                    extra=["--no-stats", "--attach", "kprobe"]), 2),
                 ("ktui_r_fexit_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, base=True,
                                                           extra=["--no-stats", "--attach", "fentry"]), 2),
             ]
