@@ -171,11 +171,7 @@ class InterleavedBatch:
         return len(self.order)
 
     def probe_counts(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for p in self.parts:
-            for k, v in p.probe_counts().items():
-                out[k] = out.get(k, 0) + v
-        return out
+        return _summed_probe_counts(self.parts)
 
     def ranks(self) -> np.ndarray:
         """Each event's row in its part."""
@@ -407,11 +403,7 @@ class MultiBatch:
         return sum(len(p) for p in self.parts)
 
     def probe_counts(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for p in self.parts:
-            for k, v in p.probe_counts().items():
-                out[k] = out.get(k, 0) + v
-        return out
+        return _summed_probe_counts(self.parts)
 
     def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
         """The slice of the parts one after the other, each in its own order."""
@@ -426,3 +418,13 @@ class MultiBatch:
                 out.extend(p.events(lo, hi))
             base += n
         return out
+
+
+def _summed_probe_counts(parts) -> dict[int, int]:
+    """Events per probe id over several batches (MultiBatch's and
+    InterleavedBatch's parts)."""
+    out: dict[int, int] = {}
+    for p in parts:
+        for k, v in p.probe_counts().items():
+            out[k] = out.get(k, 0) + v
+    return out
