@@ -159,6 +159,45 @@ def test_the_compile_helper_starts_before_the_first_probe_and_is_left_out(tmp_pa
     assert f"(pid_tgid >> 32) == {os.getpid()}U" in text and "4242" not in text
 
 
+def test_a_session_closed_during_the_background_compile_leaves_it_its_helper(tmp_path):
+    """An `auto` probe counts by kprobe while the fentry/fexit variant
+    compiles in the background for later starts. A session that ends
+    meanwhile (a short `stream --duration`) must not take the compile
+    helper from under that compile: the compile finishes and fills the
+    cache, and the helper is stopped after it, not before (CI on 6.1 saw
+    "the variant did not compile: ... the session has ended")."""
+    entered, asked, calls = threading.Event(), threading.Event(), []
+
+    class Helper:
+        pid = 4242
+
+        def compile(self, text, key):
+            calls.append("compiled")
+            return "the tracing variant"
+
+        def close(self):
+            calls.append("helper closed")
+
+    class Loader(FakeLoader):
+        def tracing_variant(self, log_fd, cache_dir, use_cache, compiler=None, *, func_arg_helpers):
+            entered.set()
+            assert asked.wait(10)  # the session closes between the claim and the compile request
+            return compiler("text", "key")
+
+    s = session(tmp_path, Loader(), "vfs_read:c:a3")
+    s.open()
+    s._helper = Helper()  # the fake has no generic engine, which would start it
+    compiling = threading.Thread(target=s._compile_tracing_variant)
+    compiling.start()
+    assert entered.wait(10)
+    s.close()
+    assert calls == []  # the helper outlives the session while the compile needs it
+    asked.set()
+    compiling.join(10)
+    assert calls == ["compiled", "helper closed"]
+    assert "fentry/fexit variant compiled and cached" in (tmp_path / "ktui.log").read_text()
+
+
 def test_drain_capacity_is_the_smallest_buffer_that_says(tmp_path):
     """What the collector paces a flood by (drain_pacing): the fewest records
     any live unit's buffer holds; None while no reader can say."""

@@ -119,26 +119,44 @@ class EngineStartMixin:
     def _load_generic(self) -> None:
         """In the background: the generic program, then every slot routed to
         it; then the fentry/fexit variant, where a probe goes that way, or
-        (after `loaded`: nothing waits for it) compiled for later starts."""
+        (after `loaded`: nothing waits for it) compiled for later starts.
+        That compile is claimed before `loaded` is set: a session closed
+        the moment it is loaded leaves the helper to the compile (which
+        fills the cache), not the compile without a helper."""
         self._load_kprobe_variant()
+        log_fd = -1
         try:
             if any(slot.tracing for slot in list(self._slots.values())) and not self.load_error:
                 self._attach_waiting_fentry()
+            if self._compile_tracing_later and not self.load_error:
+                log_fd = self._claim_tracing_compile()
         finally:
             self.loaded.set()
-        if self._compile_tracing_later and not self.load_error:
-            self._compile_tracing_variant()
+        if log_fd >= 0:
+            self._run_tracing_compile(log_fd)
 
     def _compile_tracing_variant(self) -> None:
         """The tracing variant compiled into the cache (an `auto` probe went
         by kprobe for want of it): later starts, and probes added from now
-        on, go by fentry. The log gets its own fd: the session may close
-        meanwhile, and its fd number be reused."""
+        on, go by fentry. Once per session."""
+        log_fd = self._claim_tracing_compile()
+        if log_fd >= 0:
+            self._run_tracing_compile(log_fd)
+
+    def _claim_tracing_compile(self) -> int:
+        """Claim the session's one compile of the tracing variant: its own
+        dup of the log fd (the session may close meanwhile, and its fd
+        number be reused), or -1 where it is claimed already or the session
+        has ended. From the claim on, close() leaves the compile helper to
+        the compile, which stops it when done."""
         with self._lock:
             if self._closed or self._log_fd < 0 or self._tracing_compiling:
-                return
+                return -1
             self._tracing_compiling = True
-            log_fd = os.dup(self._log_fd)
+            self._tracing_compile_running = True
+            return os.dup(self._log_fd)
+
+    def _run_tracing_compile(self, log_fd: int) -> None:
         try:
             try:
                 tracing = self.loader.tracing_variant(log_fd, self.options.cache_dir, True, self._compile,
@@ -153,6 +171,11 @@ class EngineStartMixin:
                      "and later starts go by fentry/fexit where `attach: auto` allows")
         finally:
             os.close(log_fd)
+            with self._lock:
+                self._tracing_compile_running = False
+                ended = self._closed
+            if ended:  # close() left the helper to this compile
+                self._stop_helper()
 
     def _attach_waiting_fentry(self) -> None:
         """The tracing variant (compiled or from the cache), then every

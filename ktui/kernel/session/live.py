@@ -110,6 +110,7 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         # compiled: it compiles in the background once the kprobe variant is in
         self._compile_tracing_later = False
         self._tracing_compiling = False  # that compile is under way (or done): once per session
+        self._tracing_compile_running = False  # under way now: close() leaves the helper to it
         # ktui's compile helper (generic/compile_child.py), started before
         # the first probe where a start may compile: left out of the counts
         # as ktui itself is (_own_pids)
@@ -224,7 +225,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
                 unit.close(self.loader, self._log_fd)
             if self._engine is not None:
                 self._engine.close()
-            self._stop_helper()  # once a compile under way is done (it fills the cache)
+            if not self._tracing_compile_running:  # else that compile stops the helper when done
+                self._stop_helper()  # it ends once a compile asked for is done (it fills the cache)
             self._timing.close()
             if self._log_fd >= 0:  # not opened when open() was never called
                 log_line(self._log_fd, f"ktui: freed the programs in {time.monotonic() - started:.2f} s "
