@@ -148,9 +148,15 @@ class FakeLoader:
     def compile_helper(self, log_fd, cache_dir, use_cache, tracing, *, func_arg_helpers):
         return None  # no generic program to compile
 
+    def context_addresses(self, btf):
+        from ktui.kernel.symbols.interrupt_context import NOT_KNOWN
+
+        return self.context if self.context is not None else NOT_KNOWN
+
     def __init__(self, per_drain: int = 0, tracefs: bool = True) -> None:
         self.returns = FakeReturnEvents(self) if tracefs else None
         self.kernel_features = HAS_EVERYTHING
+        self.context = None  # where a hit's context is read (ContextAddresses): not known
         self.per_drain = per_drain
         self.compiled: list[FakeBPF] = []
         self.attached: dict[int, int] = {}  # perf fd -> program fd

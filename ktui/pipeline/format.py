@@ -202,6 +202,8 @@ def event_columns(
     label, else `target:kind`: the fetches are named in the details already."""
     name = short_name(probe) if probe is not None else f"#{event.probe_id}"
     details = [f"{k}={v}" for k, v in fetch_pairs(probe, event.values, symbolize)]
+    if event.in_interrupt:  # pid and comm are the interrupted task's: said first
+        details.insert(0, f"[{event.context}]")
     if event.latency_ns is not None:
         details.append(f"lat={format_latency(event.latency_ns)}")
     comm = printable(event.comm)

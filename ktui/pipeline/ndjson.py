@@ -5,6 +5,9 @@ Schema, version 2 (every object has "v": 2 and a "type"):
             "pid":N,"tid":N,"comm":S,"latency_ns":N|null,"values":{FETCH: VALUE}}
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
+           "context": "task"|"softirq"|"hardirq"|"nmi" where the kernel lets
+           the program tell (absent where not): in an interrupt, pid and
+           comm are the task it interrupted.
   stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
             "lost","recursion_misses","counted_only","missed_returns","maxactive",
             "unpaired","entries_unstored","nest_dropped","errnos":{"EBADF":N},
@@ -146,6 +149,7 @@ class NdjsonSink:
                 "v": SCHEMA_VERSION, "type": "event", "probe": name, "probe_id": e.probe_id,
                 "ts_ns": e.ts_ns, "cpu": e.cpu, "pid": e.pid, "tid": e.tid, "comm": e.comm,
                 "latency_ns": e.latency_ns, "values": values,
+                **({"context": e.context} if e.context else {}),
             }, ensure_ascii=False))
         self.events += len(lines)
         if lines:

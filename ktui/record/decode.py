@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ktui.lang.model import Kind, Probe
-from ktui.record.feed import Event
+from ktui.record.feed import CONTEXT_SHIFT, CPU_MASK, Event, context_name
 from ktui.record.layout import HEADER_FIELDS, HEADER_SIZE, RecordLayout, probe_record_size, sized_layout
 from ktui.record.raw import RawRecords
 
@@ -119,6 +119,8 @@ class RecordBatch:
                     col = recs[slot.header_field][rows]
                     if slot.header_field == "comm":
                         columns.append([_text(b) for b in col.tolist()])
+                    elif slot.header_field == "cpu":  # its top bits are the context
+                        columns.append((col & CPU_MASK).tolist())
                     else:
                         columns.append(col.tolist())
                 elif slot.kind == "str":
@@ -130,7 +132,9 @@ class RecordBatch:
         out: list[Event | None] = []
         ts = recs["ts"].tolist()
         lat = recs["latency"].tolist()
-        cpu = recs["cpu"].tolist()
+        cpu_field = recs["cpu"]
+        cpu = (cpu_field & CPU_MASK).tolist()
+        context = (cpu_field >> CONTEXT_SHIFT).tolist()
         pid = recs["pid"].tolist()
         tid = recs["tid"].tolist()
         comm = recs["comm"].tolist()
@@ -150,6 +154,7 @@ class RecordBatch:
                     comm=_text(comm[k]),
                     latency_ns=lat[k] if dec.probes[index].kind is Kind.RETURN else None,
                     values=values_by_row[k],
+                    context=context_name(context[k]),
                 )
             )
         return out

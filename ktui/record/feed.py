@@ -44,6 +44,18 @@ class ProbeStatus:
         return self.state is ProbeState.ATTACHED
 
 
+# The context a hit ran in (the top 8 bits of its record's cpu field,
+# kernel/codegen/interrupt_context.c), by its number: "" where the kernel
+# did not let the program tell (and in recordings made before it did).
+CONTEXTS = ("", "task", "softirq", "hardirq", "nmi")
+CONTEXT_SHIFT = 24
+CPU_MASK = (1 << CONTEXT_SHIFT) - 1
+
+
+def context_name(number: int) -> str:
+    return CONTEXTS[number] if 0 <= number < len(CONTEXTS) else ""
+
+
 @dataclass(frozen=True)
 class Event:
     """One kernel event, built only for events that are shown or written."""
@@ -56,6 +68,13 @@ class Event:
     comm: str
     latency_ns: int | None  # return probes: time since the matching entry
     values: tuple  # one per fetch of the probe, typed (int or str)
+    # where it ran (CONTEXTS): a hit in an interrupt shows the task it
+    # interrupted as pid and comm; "" where the kernel does not say
+    context: str = ""
+
+    @property
+    def in_interrupt(self) -> bool:
+        return self.context in ("softirq", "hardirq", "nmi")
 
 
 class EventBatch(Protocol):

@@ -58,6 +58,12 @@ def _kind_text(probe, status: ProbeStatus | None) -> str:
     return kind  # attached, by a feed that does not say how (an older recording)
 
 
+def _context_text(context: str) -> str:
+    if context == "task":
+        return "task (process context)"
+    return f"{context}: comm and pid are the task it interrupted"
+
+
 def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symbolize | None) -> tuple[Table, Table]:
     event, probe = row.event, row.probe
     fields = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
@@ -65,6 +71,8 @@ def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symboliz
     fields.add_column()
     fields.add_row("time", f"{format_ts(event.ts_ns)} s  ({event.ts_ns} ns, CLOCK_MONOTONIC)")
     fields.add_row("cpu", str(event.cpu))
+    if event.context:
+        fields.add_row("context", _context_text(event.context))
     fields.add_row("comm", printable(event.comm))
     fields.add_row("pid / tid", f"{event.pid} / {event.tid}")
     if event.latency_ns is not None:

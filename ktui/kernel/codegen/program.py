@@ -65,9 +65,12 @@ def generate(
     pid: int | None = None,
     comm: str | None = None,
     exclude_pids: Sequence[int] = (),
+    context: Sequence[int] = (0, 0, 0),
 ) -> Program:
     """Generate the C program for `probes` (indexed 0..n-1 in the records).
-    `exclude_pids`: ktui's own processes, whose hits no probe counts."""
+    `exclude_pids`: ktui's own processes, whose hits no probe counts.
+    `context`: where a hit's context is read (ContextAddresses' three
+    addresses, kernel/symbols/interrupt_context), 0s: not known."""
     if isinstance(probes, ProbeSet):
         pid = probes.pid if pid is None else pid
         comm = probes.comm if comm is None else comm
@@ -83,7 +86,7 @@ def generate(
     returns = any(p.kind is Kind.RETURN for p in probes)
     out: list[str] = []
     out += prelude(len(probes), layout, buffer, ringbuf_pages, returns)
-    out += helpers(buffer, pid, comm, exclude_pids, returns)
+    out += helpers(buffer, pid, comm, exclude_pids, returns, context)
     out += aggregate_maps(probes)
     for index, (probe, probe_layout) in enumerate(zip(probes, layout.probes)):
         out.append("")

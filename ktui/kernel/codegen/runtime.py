@@ -35,6 +35,15 @@ def entry_stack_c() -> str:
     return resources.files("ktui.kernel.codegen").joinpath("entry_stack.c").read_text(encoding="utf-8")
 
 
+def interrupt_context_c() -> str:
+    """ktui_context_of(): the context a hit ran in, from the CPU's preempt
+    count (interrupt_context.c), for the generic program and the compiled
+    ones alike."""
+    from importlib import resources
+
+    return resources.files("ktui.kernel.codegen").joinpath("interrupt_context.c").read_text(encoding="utf-8")
+
+
 def comment_safe(text: str) -> str:
     # The spec was parsed, so it is made of a small alphabet; still, never let
     # anything close the comment early.
@@ -132,8 +141,15 @@ def prelude(n: int, layout: RecordLayout, buffer: str, ringbuf_pages: int, retur
 
 
 def helpers(buffer: str, pid: int | None, comm: str | None, exclude_pids: Sequence[int],
-            returns: bool) -> list[str]:
+            returns: bool, context: Sequence[int] = (0, 0, 0)) -> list[str]:
+    """`context`: where the preempt count is read (the addresses of
+    kernel/symbols/interrupt_context.ContextAddresses), 0s: not known."""
     lines = [
+        "/* where a hit's context is read: __per_cpu_offset, the preempt count,",
+        " * nmi_state (0: not known on this kernel) */",
+        "#define KTUI_CONTEXT_ADDRS " + ", ".join(f"{int(a)}ULL" for a in context),
+        *interrupt_context_c().rstrip("\n").split("\n"),
+        "",
         "/* A per-CPU counter: kprobe hits never nest on a CPU, so a plain",
         " * increment is never interleaved with another. */",
         "static __always_inline void ktui_bump(void *map_lookup_result)",

@@ -145,6 +145,12 @@ class Config(ctypes.Structure):
         ("has_comm", ctypes.c_uint32),
         ("comm_words", ctypes.c_uint64 * 2),  # the comm, NUL-padded
         ("comm_mask", ctypes.c_uint64 * 2),  # the bytes that count: the name and its NUL
+        # where a hit's context is read (codegen/interrupt_context.c): the
+        # address of __per_cpu_offset, the per-CPU offsets of the preempt
+        # count and of x86's nmi_state; 0: not known on this kernel
+        ("context_cpu_offsets", ctypes.c_uint64),
+        ("context_preempt_count", ctypes.c_uint64),
+        ("context_nmi_state", ctypes.c_uint64),
     ]
 
 

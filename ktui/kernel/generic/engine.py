@@ -97,6 +97,8 @@ class GenericEngine:
         self.pid = pid
         self.comm = comm
         self.exclude_pids = tuple(exclude_pids)
+        # where a hit's context is read (kernel/symbols/interrupt_context): 0s, not known
+        self.context: tuple[int, int, int] = (0, 0, 0)
         self.dispatcher = Dispatcher(self.exclude_pids, pid)
         self.program: LoadedProgram | None = None
         self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
@@ -279,6 +281,7 @@ class GenericEngine:
         config = abi.Config()
         config.pid = self.pid or 0
         config.exclude_pids[:len(self.exclude_pids)] = self.exclude_pids
+        config.context_cpu_offsets, config.context_preempt_count, config.context_nmi_state = self.context
         if self.comm is not None:
             data = self.comm.encode("utf-8") + b"\0"
             padded = data.ljust(16, b"\0")[:16]

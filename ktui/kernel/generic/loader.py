@@ -24,7 +24,7 @@ from ktui import __version__
 from ktui.kernel.maps import bpfsys
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
-from ktui.kernel.codegen.runtime import entry_stack_c
+from ktui.kernel.codegen.runtime import entry_stack_c, interrupt_context_c
 from ktui.kernel.generic.compile_child import compile_in_child
 from ktui.kernel.quiet import captured_stderr, log_line
 
@@ -47,7 +47,7 @@ def program_text(tracing: bool = False, *, func_arg_helpers: bool = True) -> str
     body = resources.files("ktui.kernel.generic").joinpath("program.c").read_text(encoding="utf-8")
     head = "#define KTUI_TRACING 1\n" if tracing else ""
     head += f"#define KTUI_FUNC_ARG_HELPERS {int(func_arg_helpers)}\n"
-    return head + abi.c_declarations() + "\n" + entry_stack_c() + "\n" + body
+    return head + abi.c_declarations() + "\n" + entry_stack_c() + "\n" + interrupt_context_c() + "\n" + body
 
 
 def _probed_func_arg(func_arg_helpers: bool | None) -> bool:

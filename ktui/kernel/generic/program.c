@@ -327,6 +327,17 @@ static __always_inline int ktui_set_filter(struct ktui_who *who)
     return 1;
 }
 
+/* The context of this hit (interrupt_context.c), from where the config
+ * says the preempt count is (0s: not known on this kernel) */
+static __always_inline u32 ktui_context(void)
+{
+    u32 zero = 0;
+    struct ktui_config *c = ktui_config.lookup(&zero);
+    if (!c)
+        return KTUI_CONTEXT_UNKNOWN;
+    return ktui_context_of(c->context_cpu_offsets, c->context_preempt_count, c->context_nmi_state);
+}
+
 /* Count a hit that passed every filter, and who made it: exact for the
  * first KTUI_COMM_EXACT hits per CPU, then a random 1 in KTUI_COMM_EVERY,
  * weighted (a fixed stride would alias with a periodic workload). */
@@ -512,7 +523,8 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     st->e.ts = now;
     st->e.latency = latency;
     st->e.probe = (u32)cookie;
-    st->e.cpu = st->cpu;
+    /* the context it ran in, in the top bits: a CPU number fits in 24 */
+    st->e.cpu = st->cpu | (ktui_context() << KTUI_CONTEXT_SHIFT);
     st->e.pid = st->who.pid_tgid >> 32;
     st->e.tid = (u32)st->who.pid_tgid;
     /* this probe's own size: its header and payload, every byte written

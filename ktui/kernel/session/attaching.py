@@ -27,6 +27,7 @@ class AttachingMixin:
             pid=self.probeset.pid,
             comm=self.probeset.comm,
             exclude_pids=self._own_pids(),
+            context=self._context_addresses(),
         )
         unit = compile_unit(self.loader, program, ids, self._log_fd)
         if read_now:
@@ -40,6 +41,24 @@ class AttachingMixin:
             for local, pid_ in enumerate(ids):
                 self._where[pid_] = (unit, local)
         return unit
+
+    def _context_addresses(self) -> tuple[int, int, int]:
+        """Where a hit's context (task, softirq, hardirq, NMI) is read, for
+        the records: found once per session (kallsyms, and BTF where the
+        count sits in pcpu_hot); 0s where this kernel does not say."""
+        if self._context is None:
+            try:
+                self._context = self.loader.context_addresses(self._kernel_btf())
+            except Exception as exc:  # noqa: BLE001 - events then say no context
+                log_line(self._log_fd, f"ktui: interrupt context not known: {exc}")
+                from ktui.kernel.symbols.interrupt_context import NOT_KNOWN
+
+                self._context = NOT_KNOWN
+            if not self._context.known:
+                log_line(self._log_fd, "ktui: interrupt context not known on this kernel (no preempt count "
+                         "address: not root, or an unknown layout): events do not say softirq/hardirq/NMI")
+        c = self._context
+        return (c.cpu_offsets, c.preempt_count, c.nmi_state)
 
     def _start_reading(self, unit: Unit) -> None:
         start_reading(unit, self.loader, [self._probes[i] for i in unit.ids], self.options)

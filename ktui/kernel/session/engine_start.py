@@ -42,6 +42,7 @@ class EngineStartMixin:
             raise KtuiError(f"the generic engine needs attach cookies on kprobe links, and on this kernel "
                             f"they {state}: {cookies.detail} (see `ktui doctor`)")
         if made is not None:
+            made.context = self._context_addresses()  # in the program's config once it is in
             log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
         return made
 

@@ -104,6 +104,7 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self._missed_before: dict[int, tuple[int, int]] = {}  # probe id -> (missed, maxactive)
         self._btf = None  # vmlinux's BTF, opened when a probe may go by fentry
         self._btf_opened = False
+        self._context = None  # where a hit's context is read (ContextAddresses), found once
         # probes told `attach: fentry` that cannot have it: id -> why (they fail)
         self._refused: dict[int, str] = {}
         # an `auto` probe went by kprobe because the tracing variant was not

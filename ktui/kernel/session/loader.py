@@ -120,6 +120,12 @@ class Loader(Protocol):
         """vmlinux's BTF (KernelBtf), or None: fentry is then never chosen."""
         ...
 
+    def context_addresses(self, btf):
+        """Where a hit's context is read on this kernel
+        (kernel/symbols/interrupt_context.ContextAddresses); `btf`: the
+        KernelBtf, or None."""
+        ...
+
 
 class BccLoader:
     """The real kernel side: bcc compiles and loads, the PMU attaches."""
@@ -231,6 +237,11 @@ class BccLoader:
         from ktui.btf.index import KernelBtf
 
         return KernelBtf()
+
+    def context_addresses(self, btf):
+        from ktui.kernel.symbols.interrupt_context import context_addresses
+
+        return context_addresses(btf=btf.vmlinux if btf is not None else None)
 
 
 def _cache(log_fd: int, cache_dir, use_cache: bool):
