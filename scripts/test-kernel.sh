@@ -14,8 +14,9 @@
 # what the kernel version changes: the pipeline's core tests on the ring
 # buffer, the generic engine's, missed returns', each probe's cost,
 # fentry/fexit's, the aggregations', names', ktui list's and issue 28's
-# (pairing, nesting, record bytes, own processes, features), and a void
-# function's errnos (6.12 only: see test_errno_void.py). Not there: what
+# (pairing, nesting, record bytes, own processes, features, interrupt
+# context), and a void function's errnos (6.12 only: see
+# test_errno_void.py). Not there: what
 # only exercises ktui's own code (next_skip), the perf buffer with the
 # compiled engine (what kernels without a ring buffer use: `auto` never
 # takes it on 6.12), and the dashboard's browser (its data, BTF names and
@@ -50,6 +51,8 @@ next_tests+=" tests/kernel/test_list.py tests/kernel/test_names.py"
 # nesting under preemption, its own pcpu_hot, the probed features)
 next_tests+=" tests/kernel/test_pairing.py tests/kernel/test_nesting.py tests/kernel/test_record_bytes.py"
 next_tests+=" tests/kernel/test_own_processes.py tests/kernel/test_features.py tests/kernel/test_errno_void.py"
+# where the preempt count lives differs (pcpu_hot from 6.2): events' context
+next_tests+=" tests/kernel/test_interrupt_context.py"
 # 6.12 only: on 6.1 no void function the test's workload reaches leaves an
 # errno in rax, so its control (errnos counted when forced) cannot be made
 main_deselect="--deselect tests/kernel/test_errno_void.py"

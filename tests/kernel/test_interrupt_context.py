@@ -20,7 +20,7 @@ import pytest
 
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
-from tests.kernel.conftest import drain_all, engine_cache, wait_for
+from tests.kernel.conftest import drain_all, engine_cache, kprobe_entries, wait_for
 
 SIZE = 21
 READS = 200
@@ -63,7 +63,7 @@ def inside_vfs_read() -> int:
 
 def probeset(pid: int, attach: str) -> str:
     inside = f"""
-  - spec: inside=vfs_read+{inside_vfs_read()}:c
+  - spec: inside=vfs_read+{inside_vfs_read()}:c:cpu
     filter: pid == {pid}""" if attach == "kprobe" else ""
     return f"""
 name: contexts
@@ -97,15 +97,17 @@ def test_each_event_says_the_context_its_hit_ran_in(engine, attach, workload, in
             return seen["tick"] >= 5 and seen["timers"] + seen["rcu"] >= 2
 
         wait_for(interrupts_seen, "hits of the tick and of the softirqs", 180, every=0.5)
+        registered = [line for line in kprobe_entries() if "vfs_read" in line]
         s.detach_all()
         events += drain_all(s)
+        stats = s.stats().probes
     by_probe = {name: [e for e in events if e.probe_id == i] for name, i in ids.items()}
     contexts = {name: sorted({e.context for e in mine}) for name, mine in by_probe.items() if mine}
     reads = by_probe["reads"]
     assert len(reads) == READS and {(e.pid, e.values) for e in reads} == {(w.pid, (SIZE,))}
     expected = {"reads": ["task"], "tick": ["hardirq"], "timers": ["softirq"], "rcu": ["softirq"]}
     if attach == "kprobe":
-        assert len(by_probe["inside"]) == READS, len(by_probe["inside"])
+        assert len(by_probe["inside"]) == READS, (len(by_probe["inside"]), stats[ids["inside"]], registered)
         expected["inside"] = ["task"]  # hit by int3, which counts as an NMI: taken off
     assert contexts == {name: ctx for name, ctx in expected.items() if name in contexts}, contexts
     # the CPU beside the context is the CPU: every tick fetch agrees with its header
