@@ -34,6 +34,9 @@ class Checkup:
     environment: list = field(default_factory=list)
     tracefs: bool = True  # kprobe_events can be written (kretprobe_events.find_root)
     root: bool = True
+    # where events' context (task, softirq, hardirq, NMI) is read from
+    # (kernel/symbols/interrupt_context): "__preempt_count", "pcpu_hot"; "": not found
+    context: str = ""
 
 
 def gather(*, use_cache: bool = True) -> Checkup:
@@ -45,7 +48,17 @@ def gather(*, use_cache: bool = True) -> Checkup:
 
     return Checkup(release=os.uname().release, features=kernel_features(use_cache=use_cache),
                    environment=check_environment(), tracefs=find_root() is not None,
-                   root=os.geteuid() == 0)
+                   root=os.geteuid() == 0, context=_context_source())
+
+
+def _context_source() -> str:
+    from ktui.btf.index import KernelBtf
+    from ktui.kernel.symbols.interrupt_context import context_addresses
+
+    try:
+        return context_addresses(btf=KernelBtf().vmlinux).source
+    except Exception:  # noqa: BLE001 - doctor says it, it does not fail
+        return ""
 
 
 def consequences(c: Checkup) -> list[tuple[str, str]]:
@@ -78,6 +91,11 @@ def consequences(c: Checkup) -> list[tuple[str, str]]:
     ring = f.has("ringbuf")
     out.append(("events", "BPF ring buffer, drained on a timer" if ring is not False
                 else "perf buffers (no BPF ring buffer)"))
+    if c.context:
+        out.append(("context", f"events say task, softirq, hardirq or nmi (read from {c.context})"))
+    else:
+        why = "not root" if not c.root else "preempt count not found"
+        out.append(("context", f"events do NOT say softirq/hardirq/nmi ({why})"))
     stats = f.has("run_stats")
     out.append(("--cost", {True: "each probe's run time (BPF run-time statistics)",
                            False: "not available (no BPF run-time statistics)",

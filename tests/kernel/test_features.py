@@ -114,6 +114,9 @@ def test_doctor_says_it_on_one_screen_and_in_json(tmp_path):
     nested = "counted" if expected["kprobe_recursion_misses"] else "NOT counted (kernels before 6.7)"
     assert f"nested hits kprobe {nested}, fentry/fexit counted" in text.stdout
     assert "Could not check: nothing" in text.stdout
+    # where events' interrupt context is read: 6.2 to 6.14 keep the count in pcpu_hot
+    where = {"6.1": "__preempt_count", "6.12": "pcpu_hot"}[series()]
+    assert f"events say task, softirq, hardirq or nmi (read from {where})" in text.stdout
     body = json.loads(_ktui("doctor", "--json", home=tmp_path).stdout)
     assert body["source"] == "cache"  # the first run cached them
     got = {n: (f.get("value") if n == "trace_args" else f["have"]) for n, f in body["features"].items()}

@@ -51,6 +51,14 @@ def test_a_6_1_kernel_on_one_screen():
     assert "Could not check: nothing" in text
 
 
+def test_it_says_whether_events_say_their_interrupt_context():
+    text = render(checkup(context="pcpu_hot"))
+    fits(text)
+    assert "context     events say task, softirq, hardirq or nmi (read from pcpu_hot)" in text
+    assert "context     events do NOT say softirq/hardirq/nmi (not root)" in render(checkup(NOT_ROOT, root=False))
+    assert "(preempt count not found)" in render(checkup())
+
+
 def test_not_root_says_why_once():
     text = render(checkup(NOT_ROOT, root=False, environment=[
         Problem("root", "need root or CAP_BPF+CAP_PERFMON: run with sudo")]))

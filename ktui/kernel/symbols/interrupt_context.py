@@ -20,7 +20,7 @@ context is "not known", never guessed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 KALLSYMS = Path("/proc/kallsyms")
@@ -38,6 +38,8 @@ class ContextAddresses:
     cpu_offsets: int = 0  # the address of __per_cpu_offset[]
     preempt_count: int = 0  # the per-CPU offset of the preempt count
     nmi_state: int = 0  # the per-CPU offset of x86's nmi_state
+    # where the count was found, for `ktui doctor`: "__preempt_count" or "pcpu_hot"
+    source: str = field(default="", compare=False)
 
     @property
     def known(self) -> bool:
@@ -57,14 +59,14 @@ def context_addresses(kallsyms: Path = KALLSYMS, btf=None) -> ContextAddresses:
         return NOT_KNOWN
     found = {name: int(addr, 16) for addr, name in _WANTED.findall(text)}
     offsets = found.get("__per_cpu_offset", 0)
-    preempt = found.get("__preempt_count", 0)
+    preempt, source = found.get("__preempt_count", 0), "__preempt_count"
     if not preempt and found.get("pcpu_hot") and btf is not None:
-        field = _member_offset(btf, "pcpu_hot", "preempt_count")
-        if field is not None:
-            preempt = found["pcpu_hot"] + field
+        at = _member_offset(btf, "pcpu_hot", "preempt_count")
+        if at is not None:
+            preempt, source = found["pcpu_hot"] + at, "pcpu_hot"
     if not (offsets and preempt):
         return NOT_KNOWN
-    return ContextAddresses(offsets, preempt, found.get("nmi_state", 0))
+    return ContextAddresses(offsets, preempt, found.get("nmi_state", 0), source)
 
 
 def _member_offset(btf, struct: str, member: str) -> int | None:
