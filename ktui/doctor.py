@@ -92,7 +92,7 @@ def consequences(c: Checkup) -> list[tuple[str, str]]:
     out.append(("events", "BPF ring buffer, drained on a timer" if ring is not False
                 else "perf buffers (no BPF ring buffer)"))
     if c.context:
-        out.append(("context", f"events say task, softirq, hardirq or nmi (read from {c.context})"))
+        out.append(("context", f"events say task/softirq/hardirq/nmi (from {c.context})"))
     else:
         why = "not root" if not c.root else "preempt count not found"
         out.append(("context", f"events do NOT say softirq/hardirq/nmi ({why})"))

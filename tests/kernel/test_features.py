@@ -116,7 +116,7 @@ def test_doctor_says_it_on_one_screen_and_in_json(tmp_path):
     assert "Could not check: nothing" in text.stdout
     # where events' interrupt context is read: 6.2 to 6.14 keep the count in pcpu_hot
     where = {"6.1": "__preempt_count", "6.12": "pcpu_hot"}[series()]
-    assert f"events say task, softirq, hardirq or nmi (read from {where})" in text.stdout
+    assert f"events say task/softirq/hardirq/nmi (from {where})" in text.stdout
     body = json.loads(_ktui("doctor", "--json", home=tmp_path).stdout)
     assert body["source"] == "cache"  # the first run cached them
     got = {n: (f.get("value") if n == "trace_args" else f["have"]) for n, f in body["features"].items()}

@@ -52,9 +52,10 @@ def test_a_6_1_kernel_on_one_screen():
 
 
 def test_it_says_whether_events_say_their_interrupt_context():
-    text = render(checkup(context="pcpu_hot"))
-    fits(text)
-    assert "context     events say task, softirq, hardirq or nmi (read from pcpu_hot)" in text
+    for where in ("__preempt_count", "pcpu_hot"):  # whole, in 80 columns
+        text = render(checkup(context=where))
+        fits(text)
+        assert f"context     events say task/softirq/hardirq/nmi (from {where})\n" in text
     assert "context     events do NOT say softirq/hardirq/nmi (not root)" in render(checkup(NOT_ROOT, root=False))
     assert "(preempt count not found)" in render(checkup())
 
