@@ -3,32 +3,74 @@ read is known: exact histogram buckets, exact counts by value, exact sums
 by comm, a full count map that reports what it dropped, and the kernel
 stacks of two syscalls that reach vfs_read.
 
-The workload (workload.py) reads only when told, so with the probe set
-filtered on its pid every hit is one of its reads."""
+Aggregations run on the compiled path: a session of them compiles its C
+program in the guest (half a minute or more under emulation). So the
+module opens one session holding every test's probes, compiled once, not
+one per test. Each test's probes filter on comm names only its own
+workload takes (workload.py's "comm" op, before its reads): every hit of
+a test's probes is one of its workload's reads, as with the set filtered
+on the workload's pid, and no test's reads reach another's probes."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from ktui.kernel.session import Session
+from ktui.lang.probeset import loads_probeset
 from ktui.pipeline.stacks import folded_lines, merged
 from ktui.record.histogram import HIST_SLOTS, slot_of
 
-from .test_pipeline import probe_set
-
 READS = [["read", 7, 10], ["read", 100, 5], ["read", 4096, 3]]
+# the comm names each test's workload takes: one test's alone
+HIST, SUM_A, SUM_B, FULL, STACKS = "agg_hist", "agg_a", "agg_b", "agg_full", "agg_stacks"
+BY_SUM = f'(comm == "{SUM_A}" || comm == "{SUM_B}")'
+
+PROBES = f"""
+name: a
+attach: kprobe
+probes:
+  - spec: sizes=vfs_read:c hist(a3) count(a3)
+    filter: comm == "{HIST}"
+  - spec: all=vfs_read:r count(comm) sum(retval)
+    filter: {BY_SUM}
+  - spec: vfs_read:r
+    label: ok
+    count: [comm]
+    sum: retval
+    filter: retval >= 0 && {BY_SUM}
+  - spec: total=vfs_read:r sum(retval)
+    filter: {BY_SUM}
+  - spec: small=vfs_read:c count(a3) max_keys(4)
+    filter: comm == "{FULL}"
+  - spec: who=vfs_read:c stack(kernel)
+    filter: comm == "{STACKS}"
+"""
+
+
+@pytest.fixture(scope="module")
+def session():
+    """Every test's probes in one session: one compile for the module.
+    Counting only: nothing is ever streamed."""
+    with Session(loads_probeset(PROBES)) as s:
+        yield s
 
 
 def by_label(session) -> dict[str, int]:
     return {st.probe.name: st.probe_id for st in session.statuses().values()}
 
 
-def test_value_histogram_and_top_values_are_exact(workload):
-    w = workload([READS])
-    text = ("name: a\nprobes:\n"
-            "  - spec: sizes=vfs_read:c hist(a3) count(a3)\n")  # counting-only: no fetch, no events
-    with Session(probe_set(text, w.pid)) as s:
-        w.run_phase()
-        stats = s.stats().probes[by_label(s)["sizes"]]
-        assert len(s.drain()) == 0  # nothing streamed
+def test_every_probe_of_the_module_attached(session):
+    assert {st.probe.name: st.state.value for st in session.statuses().values()} == dict.fromkeys(
+        ("sizes", "all", "ok", "total", "small", "who"), "attached")
+
+
+def test_value_histogram_and_top_values_are_exact(workload, session):
+    w = workload([[["comm", HIST], *READS]])  # counting-only: no fetch, no events
+    w.run_phase()
+    stats = session.stats().probes[by_label(session)["sizes"]]
+    assert len(session.drain()) == 0  # nothing streamed
     expected = [0] * HIST_SLOTS
     for _, size, n in READS:
         expected[slot_of(size)] += n
@@ -39,36 +81,28 @@ def test_value_histogram_and_top_values_are_exact(workload):
     assert stats.values_dropped == 0
 
 
-def test_sum_by_comm_with_and_without_a_filter(workload):
-    w = workload([[["comm", "agg_a"], ["read", 7, 10],
-                   ["comm", "agg_b"], ["read", 100, 3], ["badread", 4]]])
-    text = ("name: s\nprobes:\n"
-            "  - spec: all=vfs_read:r count(comm) sum(retval)\n"
-            "  - spec: vfs_read:r\n    label: ok\n    count: [comm]\n    sum: retval\n"
-            "    filter: retval >= 0\n"
-            "  - spec: total=vfs_read:r sum(retval)\n")
-    with Session(probe_set(text, w.pid)) as s:
-        w.run_phase()
-        stats = s.stats().probes
-        ids = by_label(s)
+def test_sum_by_comm_with_and_without_a_filter(workload, session):
+    w = workload([[["comm", SUM_A], ["read", 7, 10],
+                   ["comm", SUM_B], ["read", 100, 3], ["badread", 4]]])
+    w.run_phase()
+    stats = session.stats().probes
+    ids = by_label(session)
     # negative returns (-EBADF) are counted under their key but not summed
-    assert stats[ids["all"]].top_values == ((("agg_b",), 7, 300), (("agg_a",), 10, 70))
-    assert stats[ids["ok"]].top_values == ((("agg_b",), 3, 300), (("agg_a",), 10, 70))
+    assert stats[ids["all"]].top_values == (((SUM_B,), 7, 300), ((SUM_A,), 10, 70))
+    assert stats[ids["ok"]].top_values == (((SUM_B,), 3, 300), ((SUM_A,), 10, 70))
     assert stats[ids["total"]].top_values == (((), 17, 370),)
     # the sum over every key: the top values view's share of the sum (issue #29)
     assert stats[ids["all"]].value_sum == stats[ids["total"]].value_sum == 370
 
 
-def test_a_full_count_map_counts_its_drops(workload):
+def test_a_full_count_map_counts_its_drops(workload, session):
     # ten distinct sizes, twice each, into a map of four keys: the first four
     # sizes are counted; every read of the other six is dropped and counted,
     # the keys of the next four are remembered (the lost keys' map holds
     # max_keys), and the last two sizes' 4 reads are counted as unknown keys
-    w = workload([[["read", size, 2] for size in range(1, 11)]])
-    text = "name: f\nprobes:\n  - spec: small=vfs_read:c count(a3) max_keys(4)\n"
-    with Session(probe_set(text, w.pid)) as s:
-        w.run_phase()
-        stats = s.stats().probes[by_label(s)["small"]]
+    w = workload([[["comm", FULL], *[["read", size, 2] for size in range(1, 11)]]])
+    w.run_phase()
+    stats = session.stats().probes[by_label(session)["small"]]
     assert stats.hits == 20
     assert stats.value_keys == 4
     assert sorted(stats.top_values) == [((1,), 2, 0), ((2,), 2, 0), ((3,), 2, 0), ((4,), 2, 0)]
@@ -77,17 +111,16 @@ def test_a_full_count_map_counts_its_drops(workload):
     assert stats.keys_dropped_unknown == 4
 
 
-def test_stacks_of_two_syscalls_reaching_vfs_read(workload):
+def test_stacks_of_two_syscalls_reaching_vfs_read(workload, session):
     # read(2) reaches vfs_read through ksys_read, pread64(2) through
     # ksys_pread64: two call paths, each counted exactly
-    w = workload([[["read", 7, 10], ["pread", 5, 6]]])
-    text = "name: k\nprobes:\n  - spec: who=vfs_read:c stack(kernel)\n"
-    with Session(probe_set(text, w.pid)) as s:
-        w.run_phase()
-        stats = s.stats().probes[by_label(s)["who"]]
-        probe = s.statuses()[by_label(s)["who"]].probe
-        stacks = merged(probe, stats.stacks, s.symbolize, offsets=False)
-        folded = folded_lines(probe, stats.stacks, s.symbolize)
+    w = workload([[["comm", STACKS], ["read", 7, 10], ["pread", 5, 6]]])
+    w.run_phase()
+    who = by_label(session)["who"]
+    stats = session.stats().probes[who]
+    probe = session.statuses()[who].probe
+    stacks = merged(probe, stats.stacks, session.symbolize, offsets=False)
+    folded = folded_lines(probe, stats.stacks, session.symbolize)
     assert stats.hits == 16
     assert stats.stacks_dropped == 0
     assert all(frames[0] == "vfs_read" for frames, _ in stacks), stacks

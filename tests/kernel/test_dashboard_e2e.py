@@ -105,9 +105,21 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
 
 
 def keys(*names: str) -> None:
+    """Keys whose effect the next one needs (Enter moves the focus, which a
+    Right then acts on): one at a time, with a pause for the slow VM."""
     for name in names:
         tmux("send-keys", "-t", SESSION, name)
-        time.sleep(0.4)  # a key at a time: the VM is slow, and a list moves one row per key
+        time.sleep(0.4)
+
+
+def keys_at_once(*names: str) -> None:
+    """Keys one focused widget takes in order (characters into the search,
+    a list's cursor moves then a tick): sent in one go. Textual queues
+    every key and drops none, and a list moves one row per key however
+    fast they come. The test then waits for the screen they lead to: a key
+    lost, or taken by another widget, ticks another row, and that wait
+    fails. (Paced at 0.4 s a key, the test below slept about 15 s.)"""
+    tmux("send-keys", "-t", SESSION, *names)
 
 
 def downs_to(refs: list[str], start: str, target: str) -> int:
@@ -151,15 +163,18 @@ def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path
     try:
         wait_for(lambda: row("writes"), 240, "the probe table")
         keys("b")
-        wait_for(lambda: re.search(r"\b[\d,]{5,} functions", screen()), 300, "the function list")
-        keys(*"vfs_read")
+        # the whole index, not its first part: the whole one arriving re-runs the
+        # search, which must not happen while the cursor moves below
+        wait_for(lambda: re.search(r"\b[\d,]{5,} functions", text := screen()) and "reading prototypes" not in text,
+                 300, "the function list")
+        keys_at_once("-l", "vfs_read")
         wait_for(lambda: "vfs_read(struct file *file, char *buf, size_t count, loff_t *pos)" in screen(),
                  60, "vfs_read's prototype")
         keys("Enter", "Right")  # to its parameters; file's members shown
         wait_for(lambda: "f_pos" in screen(), 30, "struct file's members")
-        keys(*["Down"] * downs_to(refs, "file", "file->f_pos"), "Space")
+        keys_at_once(*["Down"] * downs_to(refs, "file", "file->f_pos"), "Space")
         wait_for(lambda: "vfs_read:c:file->f_pos" in screen(), 30, "file->f_pos ticked")
-        keys(*["Down"] * downs_to(refs, "file->f_pos", "count"), "Space")
+        keys_at_once(*["Down"] * downs_to(refs, "file->f_pos", "count"), "Space")
         spec = wait_for(lambda: re.search(r"vfs_read:c:(file->f_pos,count|count,file->f_pos)\b", screen()),
                         30, "count ticked").group(0)
         keys("C-s")  # add it

@@ -222,8 +222,12 @@ def tracing_links() -> list[str]:
     return [link for link in json.loads(out.stdout or "[]") if link.get("type") == "tracing"]
 
 
+# A pid to filter on, reading now and then (20 reads a second: events flow
+# while ktui ends). Every read runs the probes' programs and ktui decodes
+# its events, all on the guest's one emulated CPU: a read every 5 ms made
+# this module's ktui start and stop slower (issue #29).
 SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
-           "while True:\n    os.read(fd, 7)\n    time.sleep(0.005)\n")
+           "while True:\n    os.read(fd, 7)\n    time.sleep(0.05)\n")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
