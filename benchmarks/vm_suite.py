@@ -873,8 +873,16 @@ class Suite:
                 "hits_served": scraper.hits, "samples": samples}
 
     def base_env(self) -> dict:
-        """The environment that runs the --base-tree's ktui."""
-        return {"PYTHONPATH": str(Path(self.args.base_tree).resolve())}
+        """The environment that runs the --base-tree's ktui.
+
+        PYTHONSAFEPATH as well as `-P`: the base ktui starts its compile
+        helper as `python -m ktui.kernel.generic.compile_child`, which
+        without it puts the cwd (this checkout) first on sys.path. The
+        helper was then today's, spoke another protocol, and ended with
+        status 4 on the base's request: its generic program never compiled
+        in the guest. The variable is inherited by every Python the base
+        ktui starts."""
+        return {"PYTHONPATH": str(Path(self.args.base_tree).resolve()), "PYTHONSAFEPATH": "1"}
 
     def warm_up(self) -> None:
         """Load bcc, libclang and bpftrace once, so the first measured tool does not
