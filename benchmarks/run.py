@@ -78,7 +78,8 @@ def run_vm(binary: Path) -> dict:
     # 10 minutes and the exporter's 3-minute memory run
     # scripts/vm.sh runs single-threaded TCG: under the multi-threaded kind the
     # guest oopsed while kprobes went onto a running vfs_read (see there).
-    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "2700")}
+    # with a base tree, warm_up and stats_only may each take longer (vm_suite's BASE_PART_TIMEOUTS)
+    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "2700" if base is None else "4800")}
     t0 = time.monotonic()
     proc = sh(["scripts/vm.sh", "--", cmd], env=env)
     print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)
@@ -230,7 +231,8 @@ def analyse(vm: dict, host: dict) -> dict:
          f"ratio {r:.2f}" if r else "not measured")
     base = vm.get("base_tree")
     if base:
-        for now, before in (("ktui_r", "ktui_r_base"), ("ktui_r_fexit", "ktui_r_fexit_base")):
+        for now, before in (("ktui_r", "ktui_r_base"), ("ktui_r_compiled", "ktui_r_compiled_base"),
+                            ("ktui_r_fexit", "ktui_r_fexit_base")):
             rb = ratio(sd.get(now), sd.get(before))
             row("1 stats-only", f"{now} now / at {base['rev']}", rb, "{:.2f}",
                 f"slowdown now {sd.get(now) or 0:.2f}x, at {base['rev']} {sd.get(before) or 0:.2f}x (same run)")
