@@ -177,6 +177,18 @@ def slowdowns(section: dict, baselines: list, prefix: str) -> dict:
     return out
 
 
+def added_ns(section: dict, baselines: list, prefix: str, name: str) -> float | None:
+    """ns a tool adds to a read: its median round's ns/read minus the mean
+    of the untraced rounds' medians right before and after it."""
+    bl = [b for b in baselines if b["tag"].startswith(prefix)]
+    idx = next((i for i, b in enumerate(bl) if b["tag"] == f"{prefix}after {name}"), None)
+    entry = section.get(name, {})
+    if "ns" not in entry or not idx:
+        return None
+    n = bl[idx]["n"]
+    return per_read(entry["ns"], n) - (per_read(bl[idx - 1]["ns"], n) + per_read(bl[idx]["ns"], n)) / 2
+
+
 def fastest_slowdowns(section: dict, baselines: list, prefix: str) -> dict:
     """The fastest round of a tool over the fastest untraced round just
     before and after it: the least disturbed of each, on a busy host."""
@@ -236,6 +248,12 @@ def analyse(vm: dict, host: dict) -> dict:
             rb = ratio(sd.get(now), sd.get(before))
             row("1 stats-only", f"{now} now / at {base['rev']}", rb, "{:.2f}",
                 f"slowdown now {sd.get(now) or 0:.2f}x, at {base['rev']} {sd.get(before) or 0:.2f}x (same run)")
+            # what the probe adds to a read, in ns: less swayed than a ratio
+            # when the untraced rounds around a tool moved
+            add = {k: added_ns(stats, bl, "stats:", k) for k in (now, before)}
+            row("1 stats-only", f"{now} ns added per read, now / at {base['rev']}", ratio(add[now], add[before]),
+                "{:.2f}", f"now {add[now] or 0:.0f} ns, at {base['rev']} {add[before] or 0:.0f} ns "
+                          "(median round minus the mean of the untraced medians either side)")
     r2 = ratio(sd.get("ktui_r"), sd.get("bpftrace_count_entry_return"))
     r3 = ratio(sd.get("ktui_r"), sd.get("funclatency"))
     row("1 stats-only", "ktui r+hist / bpftrace entry+return count", r2)
