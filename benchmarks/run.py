@@ -25,7 +25,8 @@ KTUI_BENCH_HOST=0 (skip the host part), KTUI_BENCH_EXPORT_MEM_SECONDS (how
 long `ktui export` is scraped for its memory after its rounds, 180),
 KTUI_BENCH_BASE=REV (a git revision: its ktui runs the stats-only part's
 return probes too, in the same VM, for a before/after row; e.g. the commit
-before a change to the kernel side).
+before a change to the kernel side), KTUI_BENCH_BASE_FIRST=1 (each of the
+base's tools runs just before today's instead of just after).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def run_vm(binary: Path) -> dict:
     base = base_tree(os.environ.get("KTUI_BENCH_BASE", ""))
     if base is not None:
         cmd += f" --base-tree {base.relative_to(ROOT)}"
+        if os.environ.get("KTUI_BENCH_BASE_FIRST") == "1":
+            cmd += " --base-first"
     print(f"bench: one VM boot: scripts/vm.sh -- '{cmd}'", flush=True)
     # run 4's parts took 1129 s in the VM; the compare part (run 5) adds about
     # 10 minutes and the exporter's 3-minute memory run

@@ -470,7 +470,11 @@ class Suite:
                 "ktui_r_fexit": ("ktui_r_fexit_base", lambda p: self.ktui(
                     "stream", "vfs_read:r", pid=p, base=True, extra=["--no-stats", "--attach", "fentry"]), 2),
             }
-            tools = [t for tool in tools for t in (tool, *((base_tools[tool[0]],) if tool[0] in base_tools else ()))]
+            # --base-first: the base's probe before today's (a second run so
+            # ordered shows whether going first or second in a pair matters)
+            pair = (lambda tool, b: (b, tool)) if self.args.base_first else (lambda tool, b: (tool, b))
+            tools = [t for tool in tools
+                     for t in (pair(tool, base_tools[tool[0]]) if tool[0] in base_tools else (tool,))]
         self.baseline(n, rounds, "stats:before")
         for name, argv_of, k in tools:
             w = Workload(self.wl, "rounds", str(n), str(rounds))
@@ -991,6 +995,8 @@ def main() -> int:
     ap.add_argument("--base-tree", default="",
                     help="an older revision's tree (bench-out/base-REV): its ktui runs the stats-only "
                          "part's return probes too, for before/after rows")
+    ap.add_argument("--base-first", action="store_true",
+                    help="with --base-tree: each base tool runs just before today's, not just after")
     suite = Suite(ap.parse_args())
     threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
     suite.run()
