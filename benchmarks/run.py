@@ -25,7 +25,8 @@ KTUI_BENCH_HOST=0 (skip the host part), KTUI_BENCH_EXPORT_MEM_SECONDS (how
 long `ktui export` is scraped for its memory after its rounds, 180),
 KTUI_BENCH_BASE=REV (a git revision: its ktui runs the stats-only part's
 return probes too, in the same VM, for a before/after row; e.g. the commit
-before a change to the kernel side).
+before a change to the kernel side), KTUI_BENCH_BASE_FIRST=1 (each of the
+base's tools runs just before today's instead of just after).
 """
 
 from __future__ import annotations
@@ -73,12 +74,15 @@ def run_vm(binary: Path) -> dict:
     base = base_tree(os.environ.get("KTUI_BENCH_BASE", ""))
     if base is not None:
         cmd += f" --base-tree {base.relative_to(ROOT)}"
+        if os.environ.get("KTUI_BENCH_BASE_FIRST") == "1":
+            cmd += " --base-first"
     print(f"bench: one VM boot: scripts/vm.sh -- '{cmd}'", flush=True)
     # run 4's parts took 1129 s in the VM; the compare part (run 5) adds about
     # 10 minutes and the exporter's 3-minute memory run
     # scripts/vm.sh runs single-threaded TCG: under the multi-threaded kind the
     # guest oopsed while kprobes went onto a running vfs_read (see there).
-    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "2700")}
+    # with a base tree, warm_up and stats_only may each take longer (vm_suite's BASE_PART_TIMEOUTS)
+    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "2700" if base is None else "4800")}
     t0 = time.monotonic()
     proc = sh(["scripts/vm.sh", "--", cmd], env=env)
     print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)
@@ -176,6 +180,18 @@ def slowdowns(section: dict, baselines: list, prefix: str) -> dict:
     return out
 
 
+def added_ns(section: dict, baselines: list, prefix: str, name: str) -> float | None:
+    """ns a tool adds to a read: its median round's ns/read minus the mean
+    of the untraced rounds' medians right before and after it."""
+    bl = [b for b in baselines if b["tag"].startswith(prefix)]
+    idx = next((i for i, b in enumerate(bl) if b["tag"] == f"{prefix}after {name}"), None)
+    entry = section.get(name, {})
+    if "ns" not in entry or not idx:
+        return None
+    n = bl[idx]["n"]
+    return per_read(entry["ns"], n) - (per_read(bl[idx - 1]["ns"], n) + per_read(bl[idx]["ns"], n)) / 2
+
+
 def fastest_slowdowns(section: dict, baselines: list, prefix: str) -> dict:
     """The fastest round of a tool over the fastest untraced round just
     before and after it: the least disturbed of each, on a busy host."""
@@ -230,10 +246,17 @@ def analyse(vm: dict, host: dict) -> dict:
          f"ratio {r:.2f}" if r else "not measured")
     base = vm.get("base_tree")
     if base:
-        for now, before in (("ktui_r", "ktui_r_base"), ("ktui_r_fexit", "ktui_r_fexit_base")):
+        for now, before in (("ktui_r", "ktui_r_base"), ("ktui_r_compiled", "ktui_r_compiled_base"),
+                            ("ktui_r_fexit", "ktui_r_fexit_base")):
             rb = ratio(sd.get(now), sd.get(before))
             row("1 stats-only", f"{now} now / at {base['rev']}", rb, "{:.2f}",
                 f"slowdown now {sd.get(now) or 0:.2f}x, at {base['rev']} {sd.get(before) or 0:.2f}x (same run)")
+            # what the probe adds to a read, in ns: less swayed than a ratio
+            # when the untraced rounds around a tool moved
+            add = {k: added_ns(stats, bl, "stats:", k) for k in (now, before)}
+            row("1 stats-only", f"{now} ns added per read, now / at {base['rev']}", ratio(add[now], add[before]),
+                "{:.2f}", f"now {add[now] or 0:.0f} ns, at {base['rev']} {add[before] or 0:.0f} ns "
+                          "(median round minus the mean of the untraced medians either side)")
     r2 = ratio(sd.get("ktui_r"), sd.get("bpftrace_count_entry_return"))
     r3 = ratio(sd.get("ktui_r"), sd.get("funclatency"))
     row("1 stats-only", "ktui r+hist / bpftrace entry+return count", r2)

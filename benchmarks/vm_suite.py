@@ -56,6 +56,12 @@ ATTACH_GRACE = 2.0
 PART_TIMEOUT = 600
 # compare runs 15 tools (five bcc compiles among them) and the exporter's memory run
 PART_TIMEOUTS = {"compare": 3600}
+# with --base-tree: warm_up compiles the base's programs too (both variants,
+# nothing cached: its program text and so its cache key differ from today's),
+# and stats_only runs three more tools (the base's compiled one compiles as it
+# starts), each launched, settled, timed and followed by an untraced round:
+# 600 s was not made for twelve tools under emulation
+BASE_PART_TIMEOUTS = {"warm_up": 1500, "stats_only": 2400}
 CASE_TIMEOUT = 200  # seconds: a hung case is abandoned, the suite goes on
 EXIT_TIMEOUT = 20.0
 
@@ -454,13 +460,21 @@ class Suite:
         ]
         if self.args.base_tree:
             # the same return probes run by an older revision's ktui (its
-            # generic program compiled in warm_up): before/after in one run
-            tools += [
-                ("ktui_r_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, base=True,
-                                                    extra=["--no-stats", "--attach", "kprobe"]), 2),
-                ("ktui_r_fexit_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, base=True,
-                                                          extra=["--no-stats", "--attach", "fentry"]), 2),
-            ]
+            # generic program compiled in warm_up): before/after in one run,
+            # each right after today's, so the two see the same host load
+            base_tools = {
+                "ktui_r": ("ktui_r_base", lambda p: self.ktui("stream", "vfs_read:r", pid=p, base=True,
+                                                              extra=["--no-stats", "--attach", "kprobe"]), 2),
+                "ktui_r_compiled": ("ktui_r_compiled_base", lambda p: self.ktui(
+                    "stream", "vfs_read:r", pid=p, base=True, extra=["--no-stats", "--engine", "compiled"]), 2),
+                "ktui_r_fexit": ("ktui_r_fexit_base", lambda p: self.ktui(
+                    "stream", "vfs_read:r", pid=p, base=True, extra=["--no-stats", "--attach", "fentry"]), 2),
+            }
+            # --base-first: the base's probe before today's (a second run so
+            # ordered shows whether going first or second in a pair matters)
+            pair = (lambda tool, b: (b, tool)) if self.args.base_first else (lambda tool, b: (tool, b))
+            tools = [t for tool in tools
+                     for t in (pair(tool, base_tools[tool[0]]) if tool[0] in base_tools else (tool,))]
         self.baseline(n, rounds, "stats:before")
         for name, argv_of, k in tools:
             w = Workload(self.wl, "rounds", str(n), str(rounds))
@@ -873,8 +887,16 @@ class Suite:
                 "hits_served": scraper.hits, "samples": samples}
 
     def base_env(self) -> dict:
-        """The environment that runs the --base-tree's ktui."""
-        return {"PYTHONPATH": str(Path(self.args.base_tree).resolve())}
+        """The environment that runs the --base-tree's ktui.
+
+        PYTHONSAFEPATH as well as `-P`: the base ktui starts its compile
+        helper as `python -m ktui.kernel.generic.compile_child`, which
+        without it puts the cwd (this checkout) first on sys.path. The
+        helper was then today's, spoke another protocol, and ended with
+        status 4 on the base's request: its generic program never compiled
+        in the guest. The variable is inherited by every Python the base
+        ktui starts."""
+        return {"PYTHONPATH": str(Path(self.args.base_tree).resolve()), "PYTHONSAFEPATH": "1"}
 
     def warm_up(self) -> None:
         """Load bcc, libclang and bpftrace once, so the first measured tool does not
@@ -906,7 +928,8 @@ class Suite:
                 "fd = os.open(os.devnull, os.O_WRONLY)\n"
                 "load_generic(fd, cache=ProgramCache()).close()\n"
                 "tracing_variant(fd, cache=ProgramCache())\n")],
-                capture_output=True, text=True, timeout=PART_TIMEOUT, env={**os.environ, **self.base_env()})
+                capture_output=True, text=True, timeout=BASE_PART_TIMEOUTS["warm_up"] - 300,
+                env={**os.environ, **self.base_env()})
             if base.returncode != 0:
                 raise RuntimeError(f"the base tree's generic program: {base.stderr[-300:]}")
             rev = Path(self.args.base_tree).name.removeprefix("base-")
@@ -922,21 +945,26 @@ class Suite:
         info["params"] = {"n": self.args.n, "rounds": self.args.rounds, "flood": self.args.flood}
         info["kprobes_before"] = kprobe_count()
         t0 = time.monotonic()
+        timeouts = {**PART_TIMEOUTS, **(BASE_PART_TIMEOUTS if self.args.base_tree else {})}
         for part in self.args.parts.split(","):
             part_alarm = part != "startup"  # startup guards each case itself
+            limit = timeouts.get(part, PART_TIMEOUT)
             if part_alarm:
                 signal.signal(signal.SIGALRM, _alarm)
-                signal.alarm(PART_TIMEOUTS.get(part, PART_TIMEOUT))
+                signal.alarm(limit)
+            t_part = time.monotonic()
             try:
                 getattr(self, part)()
             except TimeoutError:
-                info["errors"].append(f"{part}: abandoned after {PART_TIMEOUTS.get(part, PART_TIMEOUT)} s")
-                self.note(f"{part} ABANDONED after {PART_TIMEOUTS.get(part, PART_TIMEOUT)} s")
+                info["errors"].append(f"{part}: abandoned after {limit} s")
+                self.note(f"{part} ABANDONED after {limit} s")
             except Exception as exc:  # one broken part must not lose the others' numbers
                 info["errors"].append(f"{part}: {type(exc).__name__}: {exc}")
                 self.note(f"{part} FAILED: {exc!r}")
             finally:
                 signal.alarm(0)
+            info.setdefault("part_s", {})[part] = round(time.monotonic() - t_part)
+            self.note(f"part {part}: {info['part_s'][part]} s (limit {limit} s)")
             Path(self.args.out).write_text(json.dumps(info, indent=1))
         info["kprobes_after"] = kprobe_count()
         info["wall_s"] = time.monotonic() - t0
@@ -967,6 +995,8 @@ def main() -> int:
     ap.add_argument("--base-tree", default="",
                     help="an older revision's tree (bench-out/base-REV): its ktui runs the stats-only "
                          "part's return probes too, for before/after rows")
+    ap.add_argument("--base-first", action="store_true",
+                    help="with --base-tree: each base tool runs just before today's, not just after")
     suite = Suite(ap.parse_args())
     threading.Thread(target=watchdog, args=(suite,), daemon=True).start()
     suite.run()
