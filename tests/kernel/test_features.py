@@ -69,14 +69,17 @@ def test_nothing_stays_attached():
 NOBODY = 65534
 
 
-def test_without_privilege_nothing_is_a_no(tmp_path):
+def test_without_privilege_nothing_is_a_no(ktui_for_anyone):
     """A probe that cannot run is unknown, never no: as nobody, every
-    feature the kernel has comes back unknown (fentry too: BTF is there)."""
+    feature the kernel has comes back unknown (fentry too: BTF is there).
+    From a copy of ktui that nobody may read: the checkout may sit where
+    only its owner can go (a clone in `mktemp -d`, mode 0700)."""
     code = ("import json; from ktui.kernel.machine.feature_probes import probe_all; "
             "print(json.dumps({n: [f.have, f.detail] for n, f in probe_all().items()}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         user=NOBODY, group=NOBODY, extra_groups=[], cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": os.getcwd(), "HOME": str(tmp_path)})
+    command, env = ktui_for_anyone()
+    python = command[:2]  # the base interpreter, -s: not the checkout's venv
+    out = subprocess.run([*python, "-c", code], capture_output=True, text=True, timeout=300,
+                         user=NOBODY, group=NOBODY, extra_groups=[], cwd="/", env={**env, "HOME": "/tmp"})
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     assert set(found) == set(NAMES)
