@@ -3,20 +3,28 @@
 with a count that never grew: the compile child's reads, counted while the
 probes were loading).
 
-A session on an empty cache compiles twice while its probes are attached:
-the generic program (the dispatcher counts meanwhile) and then, in the
-background, its fentry/fexit variant (the generic program counts). Both
-compiles run in ktui's compile helper. The session runs in a Python whose
-name is `ktuiown` (a symlink: a process's comm is the name it was started
-by), and the helper is started by the same name: any hit of ktui's family
-shows as `ktuiown`, or as what the helper would start (ldconfig, bcc's
-shell and tar), in the top comms or the events. The test's own bpf(2)
-calls, made once both compiles are done, are the only ones a probe on the
-bpf syscall may count: every early count (no comm) would be the helper's.
-Nothing execs meanwhile but the helper (it execs itself afresh after each
+A first start compiles twice while its probes are attached: the generic
+program (the dispatcher counts meanwhile) and then, in the background, its
+fentry/fexit variant (the generic program counts). Both compiles run in
+ktui's compile helper. The session runs in a Python whose name is
+`ktuiown` (a symlink: a process's comm is the name it was started by), and
+the helper is started by the same name: any hit of ktui's family shows as
+`ktuiown`, or as what the helper would start (ldconfig, bcc's shell and
+tar), in the top comms or the events. The test's own bpf(2) calls, made
+once both compiles are done, are the only ones a probe on the bpf syscall
+may count: every early count (no comm) would be the helper's. Nothing
+execs meanwhile but the helper (it execs itself afresh after each
 compile): a probe on execve counts nothing, not even the helper's first
 exec, which comes before its pid could be known if it were started once the
 probes count.
+
+The same first start, the only one of the kernel suite that compiles (each
+compile takes minutes under emulation), also proves the cache's side of
+it. Its cache holds a corrupt copy of the generic program: a miss, logged,
+and compiled afresh. `auto` counts by kprobe while the fentry/fexit variant
+compiles, and says why. Both programs compiled in the guest are the very
+entries the host compiled for this kernel (conftest.PREBUILT), and the next
+start loads both from the cache and goes by fentry.
 """
 
 from __future__ import annotations
@@ -28,9 +36,15 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from ktui import __version__
+from ktui.kernel.generic.cache import SUFFIX, ProgramCache, cache_key
+from ktui.kernel.generic.loader import program_text
+from ktui.kernel.machine.features import kernel_features
 from ktui.kernel.maps import bpfsys
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE
+from .conftest import HERE, drain_all
 
 OWN = "ktuiown"
 WHAT_THE_HELPER_WOULD_START = {OWN, "ldconfig", "ldconfig.real", "sh", "tar", "xz", "modprobe"}
@@ -92,7 +106,24 @@ print(json.dumps({
 """
 
 
-def test_compiles_of_an_empty_cache_are_not_counted(tmp_path):
+def corrupt_copy(warm_cache: Path, cache: Path) -> tuple[str, str]:
+    """CACHE made to hold the run's generic program (warm_cache) with its
+    instructions corrupted, and nothing else: (the generic program's key,
+    its fentry/fexit variant's)."""
+    kprobe_key = cache_key(program_text(func_arg_helpers=kernel_features().func_arg_helpers), __version__)
+    tracing_key = cache_key(program_text(tracing=True), __version__)
+    cache.mkdir(mode=0o700)
+    entry = cache / (kprobe_key + SUFFIX)
+    data = json.loads((warm_cache / entry.name).read_bytes())
+    data["body"] = data["body"].replace('"insns": "', '"insns": "AAAA', 1)
+    entry.write_bytes(json.dumps(data).encode())
+    entry.chmod(0o600)
+    return kprobe_key, tracing_key
+
+
+def test_a_first_starts_compiles_are_not_counted(tmp_path, warm_cache, workload):
+    cache = tmp_path / "cache"
+    kprobe_key, tracing_key = corrupt_copy(warm_cache, cache)
     python = tmp_path / OWN
     python.symlink_to(os.path.realpath(sys.executable))
     root = HERE.parent.parent
@@ -100,7 +131,7 @@ def test_compiles_of_an_empty_cache_are_not_counted(tmp_path):
     script = tmp_path / "session.py"
     script.write_text(SCRIPT)
     log = tmp_path / "ktui.log"
-    proc = subprocess.Popen([str(python), str(script), str(tmp_path / "empty-cache"), str(log), PROBES],
+    proc = subprocess.Popen([str(python), str(script), str(cache), str(log), PROBES],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root)
     try:
         line = proc.stdout.readline()
@@ -117,10 +148,14 @@ def test_compiles_of_an_empty_cache_are_not_counted(tmp_path):
     assert proc.returncode == 0
     seen = json.loads(out)
     text = log.read_text()
-    # both compiles ran while the probes counted, in the helper
+    # the corrupt entry was a miss, said so, and both compiles ran while the
+    # probes counted, in the helper; `auto` went by kprobe meanwhile, saying why
+    assert "is corrupt" in text and "recompiling" in text, text
     assert "compile helper started" in text, text
     assert "generic program compiled" in text and "fentry/fexit variant compiled" in text, text
+    assert "attach: auto: kprobe: the fentry/fexit variant is not compiled yet" in text, text
     assert all(state == "attached" for state, _via in seen["states"].values()), seen["states"]
+    assert {via for _state, via in seen["states"].values()} == {"kprobe", "kretprobe"}, seen["states"]
 
     for name, stats in seen["stats"].items():
         comms = {comm for comm, _n in stats["top_comms"]}
@@ -134,3 +169,24 @@ def test_compiles_of_an_empty_cache_are_not_counted(tmp_path):
     assert bpf["counted_only"] == 0, bpf  # the dispatcher counted none of the first compile's calls
     assert dict(bpf["top_comms"]) == {me: OWN_CALLS}, bpf
     assert bpf["hits"] == OWN_CALLS, bpf
+
+    # compiled here, both are the very entries the run's cache holds: the
+    # host's compiles for this kernel, instructions, maps and all
+    for key in (kprobe_key, tracing_key):
+        assert ProgramCache(cache).get(key) == ProgramCache(warm_cache).get(key) is not None, key
+    # the next start: both from the cache, no compile, and by fentry
+    reads = 25
+    w = workload([[["read", 5, reads]]])
+    next_log = tmp_path / "next.log"
+    ps = loads_probeset(f"name: next\nfilter:\n  pid: {w.pid}\nprobes:\n  - vfs_read:c:a3\n")
+    with Session(ps, SessionOptions(engine="generic", attach="auto", cache_dir=cache, log_path=next_log)) as s:
+        assert s.wait_loaded(600)
+        (st,) = s.statuses().values()
+        assert (st.state.value, st.via) == ("attached", "fentry"), st
+        w.run_phase()
+        events = drain_all(s)
+        assert s.stats().probes[st.probe_id].hits == reads
+    assert [e.values[0] for e in events] == [5] * reads
+    text = next_log.read_text()
+    assert "generic program from the cache" in text, text
+    assert "generic program compiled" not in text and "variant compiled" not in text, text
