@@ -6,7 +6,14 @@ they detach every probe (after which no program runs), drain the buffers to
 the end, and only then read the final counters. So, per probe, the events
 written equal the summary's `emitted`, and `hits == emitted + lost +
 counted_only` (hits while the probe only counted, its program still
-loading: the first start in a VM compiles the generic program)."""
+loading: the first start in a VM compiles the generic program).
+
+These are also the suite's graceful ends (test_exit_paths has the rest):
+exit 0, no traceback, and nothing left in the kernel, neither kprobe nor
+program nor, for the stream's return probe, which goes by fexit, tracing
+link. SIGTERM, SIGHUP and a --duration take the very same way out of
+ktui's own code (tests/unit/test_finish.py). Each start of ktui is most of a
+minute under emulation: one start proves all of it."""
 
 from __future__ import annotations
 
@@ -20,10 +27,19 @@ import pytest
 
 from .conftest import HELPER, LineReader, kprobe_entries, wait_for
 from .test_exit_paths import check_clean, events_written, replay, start
+from .test_fentry import tracing_links
 
 EVERY_2MS = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
              "while True:\n    os.read(fd, 7)\n    time.sleep(0.002)\n")
 PROBES = ["-e", "vfs_read:c:a3", "-e", "vfs_read:r:retval"]
+# the stream's: the call by kprobe, the return by fexit
+MIXED = """name: mixed
+probes:
+  - spec: vfs_read:c:a3
+    attach: kprobe
+  - spec: vfs_read:r:retval
+    attach: fentry
+"""
 FLOWING = 200  # events written before the SIGINT: the stop comes mid-flow
 
 
@@ -56,23 +72,31 @@ def json_line(line: bytes) -> dict:
         pytest.fail(f"stdout line is not JSON: {line[:300]!r}")
 
 
-def test_stream_writes_every_emitted_event(reader):
-    before = len(kprobe_entries())
-    p = start(["stream", "--no-stats", "--attach", "kprobe", "--pid", str(reader), *PROBES], stdout=subprocess.PIPE)
-    wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
+def test_stream_writes_every_emitted_event(reader, tmp_path, warm_cache):
+    """warm_cache: the run's cache, which the stream's ktui finds, holds
+    the fentry/fexit variant its return probe needs."""
+    before, links_before = len(kprobe_entries()), tracing_links()
+    probeset = tmp_path / "mixed.yaml"
+    probeset.write_text(MIXED)
+    p = start(["stream", "--no-stats", "--pid", str(reader), str(probeset)], stdout=subprocess.PIPE)
+    wait_for(lambda: (len(kprobe_entries()) > before and len(tracing_links()) > len(links_before))
+             or p.poll() is not None, "the kprobe and the fexit link", 300, every=0.5)
     stdout = LineReader(p.stdout)
     wait_for(lambda: len(stdout.lines) >= FLOWING or p.poll() is not None, f"{FLOWING} events written")
     p.send_signal(signal.SIGINT)
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err
     out = stdout.rest(timeout=120)
     check_clean(before)
+    wait_for(lambda: tracing_links() == links_before, "every tracing link to go", 60, every=0.5)
     lines = [json_line(x) for x in out.splitlines()]
     summary = lines[-1]
     assert summary["type"] == "summary"
     written = Counter(x["probe_id"] for x in lines if x["type"] == "event")
     assert summary["events"] == sum(written.values())
-    assert len(summary["probes"]) == 2
+    assert [(p["probe"], p["via"]) for p in summary["probes"]] == [("vfs_read:c:a3", "kprobe"),
+                                                                  ("vfs_read:r:retval", "fexit")]
     for probe in summary["probes"]:
         assert written[probe["probe_id"]] == probe["emitted"], probe
         assert probe["hits"] == probe["emitted"] + probe["lost"] + probe["counted_only"], probe
@@ -91,9 +115,13 @@ def test_record_writes_every_emitted_event(reader, tmp_path):
     _, err = p.communicate(timeout=120)
     err = err.decode()
     assert p.returncode == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err
     check_clean(before)
+    assert oct(out.stat().st_mode & 0o777) == oct(0o600)  # recordings leave the machine
     events, feed = replay(out)
     assert not feed.truncated
+    assert events and all(e.pid == reader for e in events)
+    assert {e.values[0] for e in events if e.probe_id == 0} == {7}
     written = Counter(e.probe_id for e in events)
     final = feed.stats().probes  # the last stats the recording holds
     assert sorted(final) == [0, 1]

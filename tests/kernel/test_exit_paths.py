@@ -2,9 +2,12 @@
 stays in the kernel, graceful ends exit 0 without a traceback, and a
 recording is complete (or, after SIGKILL, truncated but replayable).
 
-A graceful end is SIGINT here: SIGTERM and SIGHUP take the very same way
-out of ktui's own code (headless.StopSignals), which the host proves for
-all three (tests/unit/test_finish.py); what the kernel does is the same."""
+The graceful end by SIGINT is test_accounting's, for the stream and the
+recording: one start of ktui there proves it whole (each start is most of
+a minute under emulation). SIGTERM and SIGHUP take the very same way out of
+ktui's own code (headless.StopSignals), which the host proves for all
+three (tests/unit/test_finish.py); what the kernel does is the same. Here:
+SIGKILL, where the kernel alone cleans up, and a reader that goes away."""
 
 from __future__ import annotations
 
@@ -46,9 +49,7 @@ def check_clean(before_kp: int) -> None:
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL],
-                         ids=lambda s: s.name)
-def test_stream_ended_by_signal(spinner, sig):
+def test_stream_ended_by_sigkill(spinner):
     before = len(kprobe_entries())
     assert ktui_bpf_programs() == []
     p = start(["stream", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
@@ -56,17 +57,10 @@ def test_stream_ended_by_signal(spinner, sig):
     wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
     first = p.stdout.readline()  # the event loop runs: an event arrived
     assert b'"type": "event"' in first or b'"type": "stats"' in first
-    p.send_signal(sig)
-    out, err = p.communicate(timeout=60)
-    err = err.decode()
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
     check_clean(before)
-    if sig is signal.SIGKILL:
-        assert p.returncode == -signal.SIGKILL
-        return
-    assert p.returncode == 0, err
-    assert "Traceback" not in err
-    assert b'"type": "summary"' in out.splitlines()[-1]
-    assert "ktui:   vfs_read:c:a3: hits" in err
+    assert p.returncode == -signal.SIGKILL
 
 
 def test_stream_into_a_closed_pipe(spinner):
@@ -130,25 +124,17 @@ def replay(path: Path):
     return events, feed
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL],
-                         ids=lambda s: s.name)
-def test_record_ended_by_signal(spinner, sig, tmp_path):
+def test_record_ended_by_sigkill(spinner, tmp_path):
     out = tmp_path / "r.ktrec"
     before = len(kprobe_entries())
     p = start(["record", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2",
                "-o", str(out)])
     wait_for(lambda: has_events(out) or p.poll() is not None, "recorded events")
-    p.send_signal(sig)
-    _, err = p.communicate(timeout=60)
-    err = err.decode()
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
     check_clean(before)
     assert oct(out.stat().st_mode & 0o777) == oct(0o600)
     events, feed = replay(out)
+    # truncated, and replayable up to where it stopped
     assert events and all(e.values[0] == 7 and e.pid == spinner for e in events)
-    if sig is signal.SIGKILL:
-        assert feed.truncated
-        return
-    assert p.returncode == 0, err
-    assert "Traceback" not in err
-    assert not feed.truncated
-    assert feed.stats().probes[0].hits >= len(events)
+    assert feed.truncated
