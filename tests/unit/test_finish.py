@@ -198,7 +198,8 @@ def test_each_stop_signal_ends_stream_and_record_the_same_way(sig, command, tmp_
     """SIGINT, SIGTERM and SIGHUP (a closed terminal) take one way out, in
     ktui's own code (headless.StopSignals): detach, drain to the end, the
     summary, exit 0. The kernel's part (probes gone, every event written)
-    is proven once, by SIGINT, beside SIGKILL: tests/kernel/test_exit_paths.py."""
+    is proven once, by SIGINT (tests/kernel/test_accounting.py), beside
+    SIGKILL (tests/kernel/test_exit_paths.py)."""
     feed = BusyKernelFeed()
 
     def signal_once_running() -> None:
