@@ -29,9 +29,9 @@ run:
 	fi
 
 # The import contracts first (seconds: a broken layer stops here); then the
-# kernel VMs side by side, the host suite in the second slot once 6.12's
-# shorter part is done (scripts/test-kernel.sh --then): 4 minutes less than
-# host suite first, kernels after.
+# kernel VMs side by side, the host suite in the slot of whichever VM is
+# done first (scripts/test-kernel.sh --then): minutes less than host suite
+# first, kernels after.
 test: install-test
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	@test -n "$(KERNEL_MAIN)" || { echo "no 6.1 kernel image in /boot: run scripts/install.sh --test"; exit 1; }
