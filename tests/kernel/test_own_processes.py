@@ -18,9 +18,9 @@ compile): a probe on execve counts nothing, not even the helper's first
 exec, which comes before its pid could be known if it were started once the
 probes count.
 
-The same first start, the only one of the kernel suite that compiles (each
-compile takes minutes under emulation), also proves the cache's side of
-it. Its cache holds a corrupt copy of the generic program: a miss, logged,
+The same first start, the kernel suite's only compile of the generic
+program (each takes minutes under emulation), also proves the cache's side
+of it. Its cache holds a corrupt copy of the generic program: a miss, logged,
 and compiled afresh. `auto` counts by kprobe while the fentry/fexit variant
 compiles, and says why. Both programs compiled in the guest are the very
 entries the host compiled for this kernel (conftest.PREBUILT), and the next
