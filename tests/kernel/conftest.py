@@ -36,6 +36,27 @@ KPROBE_LIST = Path("/sys/kernel/debug/kprobes/list")
 HELPER = [sys.executable, "-S"]
 
 
+def reader_code(every: float) -> str:
+    """A helper's program: read 7 bytes from /dev/zero every EVERY s, forever."""
+    return ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
+            f"while True:\n    os.read(fd, 7)\n    time.sleep({every})\n")
+
+
+# 20 reads a second: events flow while ktui starts and ends. Every read runs
+# the probes' programs and ktui decodes its events, all on the guest's one
+# emulated CPU: a read every 5 ms made ktui's start and stop slower (issue #29).
+SPINNER = reader_code(0.05)
+
+
+@pytest.fixture
+def spinner():
+    """The pid of a process that reads 7 bytes every 50 ms, forever."""
+    p = subprocess.Popen([*HELPER, "-c", SPINNER])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
 def shared_cache_dir() -> Path:
     """The run's cache directory: where every Session with the default
     cache_dir, and every ktui the tests start, looks."""

@@ -25,12 +25,11 @@ from collections import Counter
 
 import pytest
 
-from .conftest import HELPER, LineReader, kprobe_entries, wait_for
+from .conftest import HELPER, LineReader, kprobe_entries, reader_code, wait_for
 from .test_exit_paths import check_clean, events_written, replay, start
 from .test_fentry import tracing_links
 
-EVERY_2MS = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
-             "while True:\n    os.read(fd, 7)\n    time.sleep(0.002)\n")
+EVERY_2MS = reader_code(0.002)
 PROBES = ["-e", "vfs_read:c:a3", "-e", "vfs_read:r:retval"]
 # the stream's: the call by kprobe, the return by fexit
 MIXED = """name: mixed

@@ -23,21 +23,13 @@ from ktui.kernel.maps import bpfsys
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HELPER, LineReader, wait_for
+from .conftest import LineReader, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
 # A system call nothing else in the VM makes while a test runs: every run
 # of its probes is the test's own (and ktui's process is included).
 FUNC = "__x64_sys_getpriority"
 N = 300
-# A pid to filter on, reading now and then (20 reads a second: the probe's
-# cost is measured on them). Every read runs the timed program beside
-# ktui, all on the guest's one emulated CPU: a read every 5 ms made ktui's
-# start and stop slower (issue #29).
-SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
-           "while True:\n    os.read(fd, 7)\n    time.sleep(0.05)\n")
-
-
 BPF_PROG_TYPE_SOCKET_FILTER = 1
 BPF_PROG_TEST_RUN = 10
 RETURN_0 = bytes.fromhex("b700000000000000") + bytes.fromhex("9500000000000000")  # r0 = 0; exit
@@ -146,14 +138,6 @@ def test_recursion_misses_are_counted_where_the_kernel_counts_them(tmp_path):
     counted = (major, minor) >= (6, 7)
     assert after.hits - before.hits == 0
     assert after.recursion_misses - before.recursion_misses == (N if counted else 0)
-
-
-@pytest.fixture
-def spinner():
-    p = subprocess.Popen([*HELPER, "-c", SPINNER])
-    yield p.pid
-    p.kill()
-    p.wait()
 
 
 def is_cost_line(obj: dict) -> bool:

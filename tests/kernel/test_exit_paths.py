@@ -16,30 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ktui.pipeline.replay import ReplayFeed
 
-from .conftest import HELPER, kprobe_entries, ktui_bpf_programs, wait_for
+from .conftest import kprobe_entries, ktui_bpf_programs, wait_for
 
 KTUI = [sys.executable, "-m", "ktui"]
-# A pid to filter on, reading now and then (20 reads a second: events flow
-# while ktui ends). Every read runs the probe's program and ktui decodes
-# its event, all on the guest's one emulated CPU: a read every 5 ms made
-# ktui's start and stop slower (issue #29).
-SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
-           "while True:\n    os.read(fd, 7)\n    time.sleep(0.05)\n")
-
-
-@pytest.fixture
-def spinner():
-    """A process that reads 7 bytes every 50 ms, forever."""
-    p = subprocess.Popen([*HELPER, "-c", SPINNER])
-    yield p.pid
-    p.kill()
-    p.wait()
-
-
 def start(args, **kw):
     return subprocess.Popen([*KTUI, *args], stderr=subprocess.PIPE, **kw)
 

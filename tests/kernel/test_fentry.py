@@ -23,7 +23,7 @@ from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
 from ktui.record.feed import ProbeState
 
-from .conftest import HELPER, LineReader, drain_all, ktui_bpf_programs, wait_for
+from .conftest import LineReader, drain_all, ktui_bpf_programs, wait_for
 
 READS, SIZE = 40, 7
 
@@ -219,27 +219,17 @@ def tracing_links() -> list[str]:
     return [link for link in json.loads(out.stdout or "[]") if link.get("type") == "tracing"]
 
 
-# A pid to filter on, reading now and then (20 reads a second: events flow
-# while ktui ends). Every read runs the probes' programs and ktui decodes
-# its events, all on the guest's one emulated CPU: a read every 5 ms made
-# this module's ktui start and stop slower (issue #29).
-SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
-           "while True:\n    os.read(fd, 7)\n    time.sleep(0.05)\n")
-
-
-def test_no_tracing_link_left_by_sigkill(cache_dir, tmp_path):
+def test_no_tracing_link_left_by_sigkill(spinner, cache_dir, tmp_path):
     """`ktui stream` ended by SIGKILL: the kernel alone cleans up. A graceful
     end (SIGINT, and the others that take its way out of ktui's own code: a
     --duration, SIGTERM, a reader gone) is test_accounting's stream, whose
     return probe goes by fexit."""
-    sig = signal.SIGKILL
     before = tracing_links()
-    spinner = subprocess.Popen([*HELPER, "-c", SPINNER])
     path = tmp_path / "set.yaml"
     path.write_text("name: links\nattach: fentry\nprobes:\n  - vfs_read:c:a3\n  - vfs_read:r:retval\n")
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_dir))
     log = tmp_path / "ktui.log"
-    args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner.pid), "--interval", "0.2",
+    args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner), "--interval", "0.2",
             "--log", str(log)]
     # stdout unread: to /dev/null (a full pipe would block the stream on its way out)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -250,15 +240,14 @@ def test_no_tracing_link_left_by_sigkill(cache_dir, tmp_path):
                  300, every=0.5)
         assert proc.poll() is None, (f"stderr: {err.rest(60).decode()[-2000:]}; "
                                      f"log: {log.read_text()[-3000:] if log.exists() else ''}")
-        proc.send_signal(sig)
+        proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=300)
         wait_for(lambda: tracing_links() == before, "every tracing link to go", 60, every=0.5)
         wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", 60)
     finally:
-        for p in (proc, spinner):
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 # Called first thing by every run of ktui's programs (the dispatcher's, the

@@ -11,13 +11,12 @@ from ktui.kernel.session import Session
 from ktui.lang.spec import parse_spec
 from ktui.record.feed import ProbeState
 
-from .conftest import HELPER, kprobe_entries, ktui_bpf_programs
+from .conftest import HELPER, kprobe_entries, ktui_bpf_programs, reader_code
 from .test_pipeline import probe_set
 
 ROUNDS = 3
 # Reads every 5 ms: events keep coming while probes are removed and added
-SPINNER = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
-           "while True:\n    os.read(fd, 7)\n    time.sleep(0.005)\n")
+SPINNER = reader_code(0.005)
 
 
 def test_drain_and_stats_race_removal_and_adding():
