@@ -17,10 +17,10 @@
 # record bytes, features, interrupt context). On 6.1 alone: the rest of the
 # suite (the perf buffer, the compiled engine, which 6.12 runs in one test,
 # the shipped sets by auto, ktui's own processes, the dashboard's live
-# counts, export, ...), and on
-# 6.12 alone a void function's errnos (see test_errno_void.py) and what is
-# moved there to even the two VMs out (`moved` below). With no 6.12 image,
-# 6.1 runs all but the void function's test.
+# counts, export, ...). On 6.12 alone: a void function's errnos (see
+# test_errno_void.py) and what is moved there to even the two VMs out
+# (`moved` below). With no 6.12 image, 6.1 runs all but the void
+# function's test.
 #
 # The two boots run side by side (scripts/in-parallel.sh): each single-threaded
 # TCG guest uses about one of our two host CPUs, so the kernel part takes about

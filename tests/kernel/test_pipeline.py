@@ -196,10 +196,10 @@ def shipped_statuses(request) -> dict[str, list]:
     sets = {path.name: load_probeset(path) for path in SHIPPED if path in chosen}
     for name, ps in sets.items():  # what would not survive the merge
         assert (ps.pid, ps.comm, ps.maxactive, ps.attach) == (None, None, 0, ""), f"{name}: set-wide options"
-    # labels are unique in a set, not across sets: each takes its set's name
-    # as `make run` starts them (auto), unless the kernel matrix asks for
-    # kprobes (scripts/test-kernel.sh: one fentry copy verified per probe
-    # takes minutes under emulation)
+    # labels are unique in a set, not across sets: each takes its set's name.
+    # Attached as `make run` starts them (auto), unless the kernel matrix
+    # asks for kprobes (scripts/test-kernel.sh: one fentry copy verified per
+    # probe takes minutes under emulation).
     merged = ProbeSet(name="shipped", probes=tuple(dataclasses.replace(p, label=f"{ps.name}/{p.name}")
                                                    for ps in sets.values() for p in ps.probes),
                       attach=os.environ.get("KTUI_TEST_SHIPPED_ATTACH", ""))
