@@ -15,6 +15,8 @@ import time
 import pytest
 
 from ktui.kernel.machine.feature_probes import probe_all
+from ktui.kernel.maps import bpfsys
+from ktui.kernel.maps.bpfasm import R0, R2, Asm
 from ktui.kernel.machine.features import NAMES, detect
 
 from .conftest import bpftool, kprobe_entries
@@ -48,6 +50,16 @@ def test_the_probes_find_what_this_kernel_has():
                                                if answers({n: f})[n] != KNOWN[series()][n]}
     # every answer says how the kernel gave it
     assert all(f.detail for f in found.values())
+
+
+def test_a_refused_program_still_gives_the_verifiers_words():
+    """prog_load asks for no log first (the log triples the verifier's
+    time); a refusal is loaded again with one, so the words are not lost."""
+    fd = bpfsys.prog_load(Asm().mov_imm(R0, 0).exit().code(), name="ktui_feature", log_size=1 << 16)
+    os.close(fd)
+    with pytest.raises(bpfsys.BpfError) as refused:
+        bpfsys.prog_load(Asm().mov(R0, R2).exit().code(), name="ktui_feature", log_size=1 << 16)
+    assert "R2 !read_ok" in refused.value.log, refused.value.log
 
 
 def _ours_attached() -> tuple[list[str], list[str]]:

@@ -194,16 +194,32 @@ def prog_load(insns: bytes, *, prog_type: int = BPF_PROG_TYPE_KPROBE, name: str 
               license_: str = "GPL", log_size: int = 0, expected_attach_type: int = 0,
               attach_btf_id: int = 0) -> int:
     """Load instructions; a refusal raises BpfError with the verifier's log
-    (asked for only when `log_size` is given: a log costs verifier time).
-    A tracing program names its attach type and target (a FUNC id of
-    vmlinux's BTF: attach_btf_obj_fd stays 0, vmlinux)."""
+    when `log_size` is given. A tracing program names its attach type and
+    target (a FUNC id of vmlinux's BTF: attach_btf_obj_fd stays 0, vmlinux).
+
+    The first load asks for no log, as bcc and libbpf do: at log level 1
+    the verifier prints every instruction it walks, and for the generic
+    program that tripled its time (0.6 s against 1.9 s in our VM, for each
+    fentry copy too). Only a refusal is loaded again, with the log, for
+    the verifier's words."""
+    args = (insns, prog_type, name, license_, expected_attach_type, attach_btf_id)
+    if not log_size:
+        return _prog_load(*args, log=None)
+    try:
+        return _prog_load(*args, log=None)
+    except BpfError:
+        pass
+    return _prog_load(*args, log=ctypes.create_string_buffer(log_size))
+
+
+def _prog_load(insns: bytes, prog_type: int, name: str, license_: str, expected_attach_type: int,
+               attach_btf_id: int, *, log: ctypes.Array | None) -> int:
     code = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(license_.encode())
-    log = ctypes.create_string_buffer(log_size) if log_size else None
     attr = _attr()
     # prog_type, insn_cnt, insns, license, log_level, log_size, log_buf, kern_version, prog_flags, prog_name[16]
     struct.pack_into("<IIQQIIQII", attr, 0, prog_type, len(insns) // 8, ctypes.addressof(code),
-                     ctypes.addressof(lic), 1 if log else 0, log_size,
+                     ctypes.addressof(lic), 1 if log else 0, len(log) if log else 0,
                      ctypes.addressof(log) if log else 0, 0, 0)
     attr[48:64] = _name16(name)
     # prog_ifindex @64, expected_attach_type @68, ..., attach_btf_id @108
