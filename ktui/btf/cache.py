@@ -27,7 +27,7 @@ import os
 import re
 from pathlib import Path
 
-from ktui.cachefiles import cache_dir, private_dir, untrusted
+from ktui.cachefiles import NotTrusted, cache_dir, private_dir, read_trusted, write_private
 
 log = logging.getLogger(__name__)
 
@@ -61,25 +61,12 @@ class FunctionCache:
         if not self._private_dir(create=False):
             return None
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except FileNotFoundError:
+            raw = read_trusted(path, MAX_ENTRY)
+        except NotTrusted as exc:
+            log.warning("btf cache: %s: %s; not used", path, exc)
             return None
-        except OSError as exc:
-            log.warning("btf cache: %s: %s; not used", path, exc.strerror)
+        if raw is None:
             return None
-        try:
-            info = os.fstat(fd)
-            problem = untrusted(info) or (f"larger than {MAX_ENTRY} bytes" if info.st_size > MAX_ENTRY else "")
-            if problem:
-                log.warning("btf cache: %s: %s; not used", path, problem)
-                return None
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                raw = f.read(MAX_ENTRY + 1)
-        except OSError as exc:
-            log.warning("btf cache: %s: %s; not used", path, exc.strerror)
-            return None
-        finally:
-            os.close(fd)
         try:
             return _parse(raw, key)
         except ValueError as exc:
@@ -103,24 +90,10 @@ class FunctionCache:
         if len(body) > MAX_ENTRY:
             log.info("btf cache: %d bytes is over the %d-byte limit; not cached", len(body), MAX_ENTRY)
             return False
-        import tempfile  # only when writing: its import is not free in the VM
-
         try:
-            fd, temp = tempfile.mkstemp(prefix=f".{PREFIX}", suffix=".tmp", dir=self.directory)
+            write_private(path, body, prefix=f".{PREFIX}")
         except OSError as exc:
-            log.info("btf cache: %s: %s; not cached", self.directory, exc.strerror)
-            return False
-        try:
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), 0o600)
-                f.write(body)
-            os.replace(temp, path)
-        except OSError as exc:
-            log.info("btf cache: %s: %s; not cached", path, exc.strerror)
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
+            log.info("btf cache: %s: %s; not cached", path, exc.strerror or exc)
             return False
         self._prune(kind, keep=path)
         return True

@@ -25,13 +25,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktui.cachefiles import cache_dir, private_dir, untrusted
+from ktui.cachefiles import NotTrusted, cache_dir, private_dir, read_trusted, write_private
 from ktui.kernel.generic import build_inputs
 from ktui.kernel.generic.build_inputs import BuildInputs
 
@@ -76,25 +74,12 @@ class ProgramCache:
     def get(self, key: str) -> CompiledProgram | None:
         path = self._path(key)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
+            data = read_trusted(path, MAX_BYTES)
+        except NotTrusted as exc:
+            self._log(f"ktui: program cache: ignoring {path}: {exc}")
             return None
-        except OSError as exc:
-            self._log(f"ktui: program cache: ignoring {path}: {exc.strerror}")
+        if data is None:
             return None
-        try:
-            info = os.fstat(fd)
-            why = untrusted(info)
-            if why:
-                self._log(f"ktui: program cache: ignoring {path}: {why}")
-                return None
-            if info.st_size > MAX_BYTES:
-                self._log(f"ktui: program cache: ignoring {path}: too large")
-                return None
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read()
-        finally:
-            os.close(fd)
         try:
             return decode_entry(data, key)
         except (ValueError, KeyError, TypeError) as exc:
@@ -105,19 +90,7 @@ class ProgramCache:
         """Store an entry; a cache that cannot be written is only logged."""
         try:
             self._ensure_dir()
-            data = encode_entry(program, key)
-            fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=self.directory)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    os.fchmod(f.fileno(), 0o600)
-                    f.write(data)
-                os.replace(temp, self._path(key))
-            except BaseException:
-                try:
-                    os.unlink(temp)
-                except OSError:
-                    pass
-                raise
+            write_private(self._path(key), encode_entry(program, key))
             self._trim()
         except OSError as exc:
             self._log(f"ktui: program cache: cannot write to {self.directory}: {exc}")

@@ -27,14 +27,13 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ktui.cachefiles import cache_dir, private_dir, untrusted
+from ktui.cachefiles import NotTrusted, cache_dir, private_dir, read_trusted, write_private
 
 # Bumped whenever a probe changes what it asks: older answers are then stale.
 PROBES_FORMAT = 1
@@ -172,22 +171,12 @@ def read_cache(directory: Path, key: str, log: Callable[[str], None] = lambda te
     corrupt: then logged, and probed again)."""
     path = directory / f"{PREFIX}{key}{SUFFIX}"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        data = read_trusted(path, MAX_BYTES)
+    except NotTrusted as exc:
+        log(f"ktui: feature cache: ignoring {path}: {exc}")
         return {}
-    except OSError as exc:
-        log(f"ktui: feature cache: ignoring {path}: {exc.strerror}")
+    if data is None:
         return {}
-    try:
-        info = os.fstat(fd)
-        why = untrusted(info) or ("too large" if info.st_size > MAX_BYTES else "")
-        if why:
-            log(f"ktui: feature cache: ignoring {path}: {why}")
-            return {}
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read()
-    finally:
-        os.close(fd)
     try:
         return _decode(data, key)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -207,18 +196,7 @@ def write_cache(directory: Path, key: str, findings: dict[str, Finding],
         why = private_dir(directory, create=True)
         if why:
             raise OSError(f"{directory}: {why}")
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                os.fchmod(f.fileno(), 0o600)
-                json.dump(body, f, indent=1, sort_keys=True)
-            os.replace(temp, path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        write_private(path, json.dumps(body, indent=1, sort_keys=True).encode())
     except OSError as exc:
         log(f"ktui: feature cache: cannot write to {directory}: {exc}")
         return None
