@@ -301,10 +301,7 @@ class PerfBufReader:
         steps = np.maximum(sizes >> 3, 1)
         members = None
         if self._known:
-            cand = sizes == self._known[0]
-            for size in self._known[1:]:
-                cand |= sizes == size
-            cands = np.flatnonzero(cand)
+            cands = np.flatnonzero(np.isin(sizes, self._known))
             got = follow_chain(cands, steps[cands], n)
             if got is not None:
                 members = cands[got]

@@ -221,10 +221,7 @@ class RingBufReader:
         sizes = words & SIZE_MASK
         members = None
         if self._known:
-            cand = sizes == self._known[0]
-            for size in self._known[1:]:
-                cand |= sizes == size
-            cands = np.flatnonzero(cand)
+            cands = np.flatnonzero(np.isin(sizes, self._known))
             csizes = sizes[cands].astype(np.int64)
             csteps = 1 + ((csizes + 7) >> 3)
             got = follow_chain(cands, csteps, n)
