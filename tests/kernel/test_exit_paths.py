@@ -7,7 +7,9 @@ recording: one start of ktui there proves it whole (each start is most of
 a minute under emulation). SIGTERM and SIGHUP take the very same way out of
 ktui's own code (headless.StopSignals), which the host proves for all
 three (tests/unit/test_finish.py); what the kernel does is the same. Here:
-SIGKILL, where the kernel alone cleans up, and a reader that goes away."""
+SIGKILL, where the kernel alone cleans up (one stream holding every kind
+of thing ktui leaves in the kernel: a kprobe, fexit's tracing links, the
+run-time statistics), and a reader that goes away."""
 
 from __future__ import annotations
 
@@ -18,9 +20,21 @@ from pathlib import Path
 
 from ktui.pipeline.replay import ReplayFeed
 
-from .conftest import kprobe_entries, ktui_bpf_programs, wait_for
+from .conftest import LineReader, kprobe_entries, ktui_bpf_programs, wait_for
+from .test_cost import cost_line, stats_enabled
+from .test_fentry import tracing_links
 
 KTUI = [sys.executable, "-m", "ktui"]
+# the call by kprobe, the return by fexit (its fexit link and fentry half)
+KILLED = """name: killed
+probes:
+  - spec: vfs_read:c:a3
+    attach: kprobe
+  - spec: vfs_read:r:retval
+    attach: fentry
+"""
+
+
 def start(args, **kw):
     return subprocess.Popen([*KTUI, *args], stderr=subprocess.PIPE, **kw)
 
@@ -30,18 +44,36 @@ def check_clean(before_kp: int) -> None:
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
 
 
-def test_stream_ended_by_sigkill(spinner):
-    before = len(kprobe_entries())
-    assert ktui_bpf_programs() == []
-    p = start(["stream", "--attach", "kprobe", "-e", "vfs_read:c:a3", "--pid", str(spinner), "--interval", "0.2"],
+def test_stream_ended_by_sigkill(spinner, warm_cache, tmp_path):
+    """ktui's code never runs again: the kernel alone drops the kprobe, the
+    tracing links, every ktui program, and the run-time statistics that
+    --cost turned on (their fd closes with the process)."""
+    before, links = len(kprobe_entries()), tracing_links()
+    assert ktui_bpf_programs() == [] and stats_enabled() == 0
+    path = tmp_path / "killed.yaml"
+    path.write_text(KILLED)
+    log = tmp_path / "ktui.log"
+    p = start(["stream", str(path), "--cost", "--pid", str(spinner), "--interval", "0.2", "--log", str(log)],
               stdout=subprocess.PIPE)
-    wait_for(lambda: len(kprobe_entries()) > before or p.poll() is not None, "probes")
-    first = p.stdout.readline()  # the event loop runs: an event arrived
-    assert b'"type": "event"' in first or b'"type": "stats"' in first
-    p.send_signal(signal.SIGKILL)
-    p.communicate(timeout=60)
-    check_clean(before)
+    out = LineReader(p.stdout)
+    try:
+        # the event loop runs (a stats line with the probes' cost), every
+        # probe is in: the kprobe, fexit and its fentry half
+        wait_for(lambda: (cost_line(list(out.lines)) and len(kprobe_entries()) > before
+                          and len(tracing_links()) >= len(links) + 2) or p.poll() is not None,
+                 "the probes and a stats line with their cost", 300, every=0.5)
+        assert p.poll() is None, f"stderr: {p.stderr.read().decode()[-2000:]}; log: {log.read_text()[-3000:]}"
+        assert stats_enabled() == 1
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     assert p.returncode == -signal.SIGKILL
+    check_clean(before)
+    wait_for(lambda: tracing_links() == links, "every tracing link to go", 60, every=0.5)
+    assert stats_enabled() == 0
 
 
 def test_stream_into_a_closed_pipe(spinner):

@@ -9,9 +9,7 @@ import dataclasses
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -23,7 +21,7 @@ from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_spec
 from ktui.record.feed import ProbeState
 
-from .conftest import LineReader, drain_all, ktui_bpf_programs, wait_for
+from .conftest import drain_all, wait_for
 
 READS, SIZE = 40, 7
 
@@ -217,37 +215,6 @@ def tracing_links() -> list[str]:
 
     wait_for(listed, f"bpftool link list to answer ({out.stderr.strip() if out else ''})", 30, every=0.2)
     return [link for link in json.loads(out.stdout or "[]") if link.get("type") == "tracing"]
-
-
-def test_no_tracing_link_left_by_sigkill(spinner, cache_dir, tmp_path):
-    """`ktui stream` ended by SIGKILL: the kernel alone cleans up. A graceful
-    end (SIGINT, and the others that take its way out of ktui's own code: a
-    --duration, SIGTERM, a reader gone) is test_accounting's stream, whose
-    return probe goes by fexit."""
-    before = tracing_links()
-    path = tmp_path / "set.yaml"
-    path.write_text("name: links\nattach: fentry\nprobes:\n  - vfs_read:c:a3\n  - vfs_read:r:retval\n")
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache_dir))
-    log = tmp_path / "ktui.log"
-    args = [sys.executable, "-m", "ktui", "stream", str(path), "--pid", str(spinner), "--interval", "0.2",
-            "--log", str(log)]
-    # stdout unread: to /dev/null (a full pipe would block the stream on its way out)
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    err = LineReader(proc.stderr)
-    try:
-        # fentry, and fexit with its fentry half
-        wait_for(lambda: len(tracing_links()) >= len(before) + 3 or proc.poll() is not None, "the fentry links",
-                 300, every=0.5)
-        assert proc.poll() is None, (f"stderr: {err.rest(60).decode()[-2000:]}; "
-                                     f"log: {log.read_text()[-3000:] if log.exists() else ''}")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=300)
-        wait_for(lambda: tracing_links() == before, "every tracing link to go", 60, every=0.5)
-        wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
 
 
 # Called first thing by every run of ktui's programs (the dispatcher's, the
