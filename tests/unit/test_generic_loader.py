@@ -111,7 +111,7 @@ def test_unsafe_entries_are_ignored(tmp_path):
 def test_foreign_owner_is_ignored(tmp_path, monkeypatch):
     cache = ProgramCache(tmp_path)
     cache.put("k", PROGRAM)
-    monkeypatch.setattr(cache_mod.os, "geteuid", lambda: os.getuid() + 1)
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
     assert cache.get("k") is None
 
 
