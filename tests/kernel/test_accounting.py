@@ -26,19 +26,11 @@ from collections import Counter
 import pytest
 
 from .conftest import HELPER, LineReader, kprobe_entries, reader_code, wait_for
-from .test_exit_paths import check_clean, events_written, replay, start
+from .test_exit_paths import MIXED, check_clean, events_written, replay, start
 from .test_fentry import tracing_links
 
 EVERY_2MS = reader_code(0.002)
 PROBES = ["-e", "vfs_read:c:a3", "-e", "vfs_read:r:retval"]
-# the stream's: the call by kprobe, the return by fexit
-MIXED = """name: mixed
-probes:
-  - spec: vfs_read:c:a3
-    attach: kprobe
-  - spec: vfs_read:r:retval
-    attach: fentry
-"""
 FLOWING = 200  # events written before the SIGINT: the stop comes mid-flow
 
 

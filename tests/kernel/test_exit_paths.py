@@ -25,8 +25,9 @@ from .test_cost import cost_line, stats_enabled
 from .test_fentry import tracing_links
 
 KTUI = [sys.executable, "-m", "ktui"]
-# the call by kprobe, the return by fexit (its fexit link and fentry half)
-KILLED = """name: killed
+# the call by kprobe, the return by fexit (its fexit link and fentry half):
+# test_accounting's graceful ends use the same set
+MIXED = """name: mixed
 probes:
   - spec: vfs_read:c:a3
     attach: kprobe
@@ -51,7 +52,7 @@ def test_stream_ended_by_sigkill(spinner, warm_cache, tmp_path):
     before, links = len(kprobe_entries()), tracing_links()
     assert ktui_bpf_programs() == [] and stats_enabled() == 0
     path = tmp_path / "killed.yaml"
-    path.write_text(KILLED)
+    path.write_text(MIXED)
     log = tmp_path / "ktui.log"
     p = start(["stream", str(path), "--cost", "--pid", str(spinner), "--interval", "0.2", "--log", str(log)],
               stdout=subprocess.PIPE)
