@@ -203,12 +203,11 @@ def prog_load(insns: bytes, *, prog_type: int = BPF_PROG_TYPE_KPROBE, name: str 
     fentry copy too). Only a refusal is loaded again, with the log, for
     the verifier's words."""
     args = (insns, prog_type, name, license_, expected_attach_type, attach_btf_id)
-    if not log_size:
-        return _prog_load(*args, log=None)
     try:
         return _prog_load(*args, log=None)
     except BpfError:
-        pass
+        if not log_size:
+            raise
     return _prog_load(*args, log=ctypes.create_string_buffer(log_size))
 
 
