@@ -13,11 +13,9 @@ the guest console (interactive).
     KTUI_VM_VERBOSE=1  the guest kernel's messages go to the console log
     KTUI_VM_CPUS       the guest's CPUs (default 2; 1 for a one-CPU guest)
     KTUI_VM_TIMEOUT    seconds before the VM is stopped (default 2400)
-    KTUI_VM_PREBUILD=0 the guest compiles the generic program itself
 
-Before the VM boots, the generic program is compiled on the host for the
-guest's kernel (vm/prebuild.py: seconds, where the guest takes minutes)
-into .vmout/cache-KERNEL, the guest's XDG_CACHE_HOME.
+The guest's XDG_CACHE_HOME is .vmout/cache-KERNEL: its caches (BTF,
+probed features, compiled programs) outlive the boot.
 
 Exit status: COMMAND's; 2 when the VM cannot start here; 3 when the guest
 did not finish (the console log's tail goes to stderr).
@@ -25,33 +23,18 @@ did not finish (the console log's tail goes to stderr).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from ktui.exits import EXIT_INTERRUPTED, EXIT_USAGE
 from ktui.vm.boot import Machine, VmError, run_command, run_shell
-from ktui.vm.prebuild import prebuild
 from ktui.vm.signals import Stopped, stop_signals_raise
 
 
 def guest_cache(machine: Machine) -> dict[str, str]:
-    """The guest's environment for its cache: XDG_CACHE_HOME, with the
-    generic program compiled into it on the host (unless
-    KTUI_VM_PREBUILD=0), and then KTUI_VM_PREBUILT=1 (the kernel tests
-    check that the guest finds it). One line on stderr says how it went."""
-    home = machine.cwd / ".vmout" / f"cache-{machine.kernel}"
-    env = {"XDG_CACHE_HOME": str(home)}
-    if os.environ.get("KTUI_VM_PREBUILD", "1") == "0":
-        print("vm: KTUI_VM_PREBUILD=0: the guest compiles the generic program", file=sys.stderr, flush=True)
-        return env
-    done, said = prebuild(machine.kernel, home)
-    if done:
-        env["KTUI_VM_PREBUILT"] = "1"
-    print(f"vm: the generic program for {machine.kernel}, compiled on the host: {said}" if done else
-          f"vm: the guest compiles the generic program (not on the host: {said})",
-          file=sys.stderr, flush=True)
-    return env
+    """The guest's environment for its caches: an XDG_CACHE_HOME that
+    outlives the boot (the guest's home is read-only)."""
+    return {"XDG_CACHE_HOME": str(machine.cwd / ".vmout" / f"cache-{machine.kernel}")}
 
 
 def main(argv: list[str]) -> int:

@@ -68,9 +68,9 @@ def ktui_argv(argv: list[str], files: GuestFiles) -> list[str]:
 
 def setup_lines(cwd: Path, workload: bool) -> list[str]:
     """Where, which Python, debugfs, the cache, the workload."""
-    # The guest's home is read-only: the generic program's cache lives in the
-    # run directory, where the host compiled the program for the guest's
-    # kernel (launch.py, vm/prebuild.py), and a second `ktui vm` starts warm.
+    # The guest's home is read-only: its caches (BTF, probed features,
+    # compiled programs) live in the run directory, and a second `ktui vm`
+    # starts warm.
     cache = shlex.quote(str(run_dir() / "cache"))
     shared = shlex.quote(os.pathsep.join(str(d) for d in shared_dirs(cwd)))
     return [guest_prelude(cwd), f"export XDG_CACHE_HOME={cache}", f"export {SHARED_ENV}={shared}",

@@ -19,7 +19,6 @@ from ktui.vm import dashboard, headless
 from ktui.vm.boot import Machine, VmError
 from ktui.vm.guest import DASHBOARDS, run_dir, shared_dirs
 from ktui.vm.guestrun import GuestFiles, OutputPump, final_status, keep_guest_log, print_output
-from ktui.vm.prebuild import prebuild
 from ktui.vm.signals import Stopped, stop_signals_raise
 from ktui.vm.sweep import GUEST_FILE, sweep_stale
 
@@ -46,11 +45,7 @@ def run_in_vm(argv: list[str], kernel: str | None = None, workload: bool = True)
             side = dashboard if on_console else headless
             files.script.write_text(side.guest_script(argv, workload, cwd, files))
             files.script.chmod(0o755)
-            # the generic program compiled here, for the guest's kernel, into the
-            # cache the guest reads (guest.setup_lines): seconds, not minutes there
-            compiled, _ = prebuild(machine.kernel, rundir / "cache")
-            print("ktui vm: booting a stock kernel under emulation (about 30 s"
-                  f"{'' if compiled else ', then a compile'})...", file=sys.stderr, flush=True)
+            print("ktui vm: booting a stock kernel under emulation (about 30 s)...", file=sys.stderr, flush=True)
             if on_console:
                 vng_status = dashboard.run_dashboard(machine, files)
             else:

@@ -129,7 +129,7 @@ def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
         wait_for(lambda: engine.stats()[0].hits >= EARLY, f"the dispatcher to count {EARLY} reads",
                  every=0.05)
         program = load_generic(log_fd, cache=ProgramCache(warm_cache))
-        assert program.source == "cache"
+        assert program.source == "shipped"
         early_before = engine.stats()[0].hits
         engine.install_program(program)
         # the program counts for a while: as many reads as the dispatcher did

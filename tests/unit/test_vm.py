@@ -80,8 +80,8 @@ def test_vng_and_the_guest_find_the_interpreters_bin_first(fake_vng, tmp_path, c
 
 
 def test_the_guest_command_runs_with_the_environment_it_is_given(fake_vng, tmp_path, capfd):
-    env = {"XDG_CACHE_HOME": str(tmp_path / "a dir"), "KTUI_VM_PREBUILT": "1"}
-    rc = run_command(machine(tmp_path), 'echo "$XDG_CACHE_HOME|$KTUI_VM_PREBUILT"', rundir=tmp_path / ".vmout",
+    env = {"XDG_CACHE_HOME": str(tmp_path / "a dir"), "KTUI_TEST_FLAG": "1"}
+    rc = run_command(machine(tmp_path), 'echo "$XDG_CACHE_HOME|$KTUI_TEST_FLAG"', rundir=tmp_path / ".vmout",
                      env=env)
     assert rc == 0
     assert capfd.readouterr().out == f"{tmp_path}/a dir|1\n"

@@ -11,8 +11,8 @@ now. Besides the program text and the versions of ktui and bcc, that is:
   unpacks the running kernel's own /sys/kernel/kheaders.tar.xz. Headers are
   known by their generated files (release, build, version, configuration),
   not by the kernel that runs: a machine that has kernel X's headers
-  compiles what a machine running X compiles (the test rig builds on the
-  host for the VM's kernel this way: ktui/vm/prebuild.py).
+  compiles what a machine running X compiles (build_shipped.py builds the
+  shipped program this way).
 - what bcc asks the running kernel: it rewrites bpf_probe_read_kernel to
   the old bpf_probe_read when /proc/kallsyms, read as root, does not show
   the symbol (frontends/clang/b_frontend_action.cc). Every kernel the

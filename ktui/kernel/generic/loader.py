@@ -1,4 +1,10 @@
-"""Get the generic program into the kernel: from the cache, or compiled once.
+"""Get the generic program into the kernel: shipped, cached, or compiled once.
+
+The package ships it built ahead of time (shipped.py): that is what loads,
+with no compiler and no kernel headers. The cache and a compile are for
+what the shipped objects cannot serve: a kernel whose verifier refuses
+them (the refusal and its log go to ktui's log), or a checkout whose
+program.c changed since they were built.
 
 bcc has no public call to load a precompiled object, but its library has
 the loader's parts: `BPF(text=...)` compiles (clang) and creates the maps,
@@ -26,6 +32,7 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
 from ktui.kernel.codegen.runtime import entry_stack_c, interrupt_context_c
 from ktui.kernel.generic.compile_child import compile_in_child
+from ktui.kernel.generic.shipped import Stale, shipped_program
 from ktui.kernel.quiet import captured_stderr, log_line
 
 FUNCTION = "ktui_generic"
@@ -64,7 +71,7 @@ class LoadedProgram:
     prog_fd: int
     maps: dict[str, int]  # name -> fd
     specs: dict[str, dict]
-    source: str  # "cache" or "compiled", for the log and the benchmarks
+    source: str  # "shipped", "cache" or "compiled", for the log and the benchmarks
 
     def close(self) -> None:
         for fd in [self.prog_fd, *self.maps.values()]:
@@ -136,28 +143,61 @@ def _one_off(log_fd: int) -> Compiler:
     return lambda text, key: compile_in_child(text, key, log_fd)
 
 
+def _shipped(text: str, *, tracing: bool, func_arg_helpers: bool, log_fd: int | None = None) -> CompiledProgram | None:
+    """The variant's shipped object, if the package has one built from TEXT."""
+    try:
+        return shipped_program(text, tracing, func_arg_helpers)
+    except Stale as exc:
+        if log_fd is not None:
+            log_line(log_fd, f"ktui: {exc}")
+        return None
+
+
 def needs_compile(cache: ProgramCache | None, *, tracing: bool, func_arg_helpers: bool | None = None) -> bool:
-    """Whether a start may compile: the cache lacks the generic program, or
-    (`tracing`: fentry/fexit may be used) its fentry/fexit variant."""
-    if cache is None:
-        return True
+    """Whether a start may compile: neither the package nor the cache has
+    the generic program, or (`tracing`: fentry/fexit may be used) its
+    fentry/fexit variant."""
     helpers = _probed_func_arg(func_arg_helpers)
-    variants = [program_text(func_arg_helpers=helpers)]
-    if tracing:
-        variants.append(program_text(tracing=True, func_arg_helpers=helpers))
-    return any(cache.get(cache_key(text, __version__)) is None for text in variants)
+    for variant in (False, True) if tracing else (False,):
+        text = program_text(tracing=variant, func_arg_helpers=helpers)
+        if _shipped(text, tracing=variant, func_arg_helpers=helpers) is not None:
+            continue
+        if cache is None or cache.get(cache_key(text, __version__)) is None:
+            return True
+    return False
+
+
+VERIFIER_LOG_TAIL = 64 << 10  # the verifier's conclusion is at the end of its log
+
+
+def log_refusal(log_fd: int, what: str, exc: bpfsys.BpfError) -> None:
+    """A refusal, with the verifier's words, in ktui's log."""
+    log_line(log_fd, f"ktui: this kernel's verifier refused {what} ({exc}); a cached or compiled "
+                     "one goes instead. The verifier's log:")
+    os.write(log_fd, (exc.log or "(none)")[-VERIFIER_LOG_TAIL:].encode(errors="replace") + b"\n")
 
 
 def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | None = None,
                  compiler: Compiler | None = None, func_arg_helpers: bool | None = None) -> LoadedProgram:
-    """The generic program, loaded: from `cache` when it has it (None: no
-    cache, compile every time). A cached program the kernel refuses is
-    compiled afresh, once. `compiler`: the session's compile helper (else
-    one of its own); `func_arg_helpers`: see program_text (None: this
-    kernel's probed features say)."""
-    text = program_text(func_arg_helpers=_probed_func_arg(func_arg_helpers))
-    key = cache_key(text, __version__)
+    """The generic program, loaded: the shipped one; else from `cache` when
+    it has it (None: no cache, compile every time). A shipped or cached
+    program the kernel refuses is compiled afresh, once. `compiler`: the
+    session's compile helper (else one of its own); `func_arg_helpers`:
+    see program_text (None: this kernel's probed features say)."""
+    helpers = _probed_func_arg(func_arg_helpers)
+    text = program_text(func_arg_helpers=helpers)
     started = time.monotonic()
+    refused = None
+    shipped = _shipped(text, tracing=False, func_arg_helpers=helpers, log_fd=log_fd)
+    if shipped is not None:
+        try:
+            loaded = load_compiled(shipped, "shipped", ring_bytes)
+            log_line(log_fd, f"ktui: generic program (shipped) loaded in {time.monotonic() - started:.2f} s")
+            return loaded
+        except bpfsys.BpfError as exc:
+            log_refusal(log_fd, "the shipped generic program", exc)
+            refused = exc
+    key = cache_key(text, __version__)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         try:
@@ -166,7 +206,15 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | N
             return loaded
         except bpfsys.BpfError as exc:
             log_line(log_fd, f"ktui: cached generic program refused ({exc}); recompiling")
-    compiled = (compiler or _one_off(log_fd))(text, key)
+    try:
+        compiled = (compiler or _one_off(log_fd))(text, key)
+    except (OSError, RuntimeError) as exc:
+        # one line: why a compile was needed, how it failed, what it needs
+        why = (f"this kernel refused the shipped generic program ({refused}; the verifier's log is in "
+               "ktui's log)" if refused is not None else
+               "the package holds no generic program built from this text (scripts/build-generic.sh)")
+        raise RuntimeError(f"{why}, and it could not be compiled here instead ({exc}): that needs bcc "
+                           f"(python3-bpfcc) and this kernel's headers (linux-headers-{os.uname().release})") from exc
     compiled_at = time.monotonic()
     log_line(log_fd, f"ktui: generic program compiled in {compiled_at - started:.2f} s")
     if cache is not None:
@@ -193,11 +241,16 @@ def compiled_variant(log_fd: int, *, cache: ProgramCache | None, tracing: bool,
                      compiler: Compiler | None = None,
                      func_arg_helpers: bool | None = None) -> tuple[CompiledProgram, str]:
     """A variant's instructions, not loaded, and where they came from
-    ("cache" or "compiled"): from `cache`, or compiled once into it
+    ("shipped", "cache" or "compiled"): the shipped ones, else from
+    `cache`, or compiled once into it
     (`tracing`: the fentry/fexit variant, else the kprobe one; by
     `compiler`, else a helper of its own; `func_arg_helpers`: see
     program_text, None: this kernel's probed features say)."""
-    text = program_text(tracing=tracing, func_arg_helpers=_probed_func_arg(func_arg_helpers))
+    helpers = _probed_func_arg(func_arg_helpers)
+    text = program_text(tracing=tracing, func_arg_helpers=helpers)
+    shipped = _shipped(text, tracing=tracing, func_arg_helpers=helpers, log_fd=log_fd)
+    if shipped is not None:
+        return shipped, "shipped"
     key = cache_key(text, __version__)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
@@ -212,9 +265,10 @@ def compiled_variant(log_fd: int, *, cache: ProgramCache | None, tracing: bool,
 
 
 def cached_tracing_variant(cache: ProgramCache, *, func_arg_helpers: bool | None = None) -> CompiledProgram | None:
-    """The fentry/fexit variant's instructions if `cache` holds them."""
-    text = program_text(tracing=True, func_arg_helpers=_probed_func_arg(func_arg_helpers))
-    return cache.get(cache_key(text, __version__))
+    """The fentry/fexit variant's instructions if the package or `cache` holds them."""
+    helpers = _probed_func_arg(func_arg_helpers)
+    text = program_text(tracing=True, func_arg_helpers=helpers)
+    return _shipped(text, tracing=True, func_arg_helpers=helpers) or cache.get(cache_key(text, __version__))
 
 
 def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie: int, nargs: int,

@@ -1,0 +1,81 @@
+"""The generic program as shipped in the package: built ahead of time, loaded without a compiler.
+
+The generic program reads no kernel structure but the uapi pt_regs (BTF
+offsets are resolved in Python, lang/bind.py), so one build serves every
+kernel: bcc's output for 6.1's headers and for 6.12's is the same but for
+a few instructions' order. scripts/build-generic.sh compiles each variant
+(kprobe or fentry/fexit, with or without bpf_get_func_arg) once, against
+Debian's 6.1 headers, into shipped/; the verifier of each kernel ktui is
+tested on passes them (tests/kernel/test_shipped.py). A machine with no
+compiler and no kernel headers then starts at once.
+
+An object is named by its variant and keyed by the program text it was
+built from: after program.c changes, a stale object is a miss (logged;
+the loader compiles, as without a shipped object) and
+tests/unit/test_shipped.py fails until the objects are built again. The
+map-fd immediates are zeroed: the loader writes its own (loader.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from importlib import resources
+from pathlib import Path
+
+from ktui.kernel.generic.cache import CompiledProgram, decode_entry, encode_entry
+
+SUFFIX = ".ktuiprog"
+# (file stem, tracing, func_arg_helpers): every text program_text makes
+VARIANTS = (
+    ("kprobe", False, True),
+    ("kprobe-no-func-arg", False, False),
+    ("tracing", True, True),
+    ("tracing-no-func-arg", True, False),
+)
+
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("ktui.kernel.generic").joinpath("shipped")))
+
+
+def shipped_key(program_text: str) -> str:
+    return "shipped " + hashlib.sha256(program_text.encode()).hexdigest()
+
+
+def variant_name(tracing: bool, func_arg_helpers: bool) -> str:
+    return next(name for name, t, h in VARIANTS if t == tracing and h == func_arg_helpers)
+
+
+class Stale(ValueError):
+    """A shipped object built from another program text."""
+
+
+def shipped_program(program_text: str, tracing: bool, func_arg_helpers: bool,
+                    directory: Path | None = None) -> CompiledProgram | None:
+    """The variant's shipped object; None when there is none (a package
+    built without them); Stale when it was built from another text."""
+    path = (directory or shipped_dir()) / (variant_name(tracing, func_arg_helpers) + SUFFIX)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return decode_entry(data, shipped_key(program_text))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Stale(f"{path} was not built from today's program text ({exc}): "
+                    "run scripts/build-generic.sh") from exc
+
+
+def without_map_fds(program: CompiledProgram) -> CompiledProgram:
+    """The same program with every map-fd immediate 0: the fds a compile
+    happened to get are no part of it, and the shipped bytes stay the same
+    from one build to the next."""
+    insns = bytearray(program.insns)
+    for index, _ in program.relocations:
+        struct.pack_into("<i", insns, index * 8 + 4, 0)
+    return CompiledProgram(bytes(insns), program.relocations, program.maps)
+
+
+def encode_shipped(program_text: str, program: CompiledProgram) -> bytes:
+    return encode_entry(without_map_fds(program), shipped_key(program_text))
