@@ -241,7 +241,7 @@ _common_probe_options = [
                  help="Log file (default ~/.local/state/ktui/ktui.log)."),
     click.option("--engine", type=click.Choice(["auto", "generic", "compiled"]), default="auto",
                  show_default=True,
-                 help="generic: one program compiled once per kernel runs every probe, so probes "
+                 help="generic: one program, shipped prebuilt, runs every probe, so probes "
                       "start, and are added or edited, without a compile (where the kernel has attach "
                       "cookies on kprobe links, 5.15+: `ktui doctor` says); compiled: "
                       "a program compiled for this set; auto: generic where the kernel allows."),

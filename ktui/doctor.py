@@ -67,7 +67,7 @@ def consequences(c: Checkup) -> list[tuple[str, str]]:
     out = []
     cookies = f.has("kprobe_cookie")
     if cookies:
-        out.append(("engine", "generic: one program, compiled once per kernel, runs every probe"))
+        out.append(("engine", "generic: one prebuilt program runs every probe"))
     else:
         why = "no cookies on kprobe links" if cookies is False else "cookies not checked"
         out.append(("engine", f"compiled by bcc, per probe set ({why})"))

@@ -22,12 +22,12 @@ kernel side Session talks to, which host tests replace with a fake.
 
 Where the kernel has attach cookies on kprobe links (probed once per
 kernel, kernel/machine/features.py; 5.15+ upstream), probes go to the generic
-engine instead (kernel/generic): one program compiled once per kernel and
-ktui version, cached, that runs every probe from a plan. Then opening a
-set, adding, editing or switching a probe compiles nothing: the probes are
-attached at once, behind a hand-assembled dispatcher that counts their hits
-while the generic program loads (from the cache, or compiled the first
-time, in the background). Probes it cannot run (a filter of more than six
+engine instead (kernel/generic): one program, shipped prebuilt in the
+package, that runs every probe from a plan. Then opening a set, adding,
+editing or switching a probe compiles nothing: the probes are attached at
+once, behind a hand-assembled dispatcher that counts their hits while the
+generic program loads (shipped; or, where a kernel's verifier refuses it,
+from the cache or compiled, in the background). Probes it cannot run (a filter of more than six
 comparisons) are compiled into a unit as before.
 
 A return probe's kretprobe is a tracefs event (`kretprobe_events`) rather
