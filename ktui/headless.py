@@ -250,8 +250,7 @@ def _report_loading(session) -> None:
     what = (f"{len(loading) - waiting} probe(s) counting" if waiting < len(loading) else "")
     if waiting:  # fentry/fexit probes have no dispatcher to count through meanwhile
         what += ("; " if what else "") + f"{waiting} fentry/fexit probe(s) waiting"
-    print(f"ktui: {what}; loading their program "
-          "(compiled the first time on a kernel, then cached)", file=sys.stderr)
+    print(f"ktui: {what}; loading their program", file=sys.stderr)
 
     def report() -> None:
         loaded.wait()
