@@ -172,8 +172,8 @@ VERIFIER_LOG_TAIL = 64 << 10  # the verifier's conclusion is at the end of its l
 
 def log_refusal(log_fd: int, what: str, exc: bpfsys.BpfError) -> None:
     """A refusal, with the verifier's words, in ktui's log."""
-    log_line(log_fd, f"ktui: this kernel's verifier refused {what} ({exc}); a cached or compiled "
-                     "one goes instead. The verifier's log:")
+    log_line(log_fd, f"ktui: this kernel's verifier refused {what} ({exc}); trying the next way "
+                     "(shipped, cached, compiled). The verifier's log:")
     os.write(log_fd, (exc.log or "(none)")[-VERIFIER_LOG_TAIL:].encode(errors="replace") + b"\n")
 
 
@@ -188,24 +188,23 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | N
     text = program_text(func_arg_helpers=helpers)
     started = time.monotonic()
     refused = None
-    shipped = _shipped(text, tracing=False, func_arg_helpers=helpers, log_fd=log_fd)
-    if shipped is not None:
+    # the shipped program, then the cache's (its key is worked out only
+    # when needed: it reads the kernel headers' identity and kallsyms)
+    ready = (("shipped", lambda: _shipped(text, tracing=False, func_arg_helpers=helpers, log_fd=log_fd)),
+             ("cached", lambda: cache.get(cache_key(text, __version__)) if cache is not None else None))
+    for source, get in ready:
+        program = get()
+        if program is None:
+            continue
         try:
-            loaded = load_compiled(shipped, "shipped", ring_bytes)
-            log_line(log_fd, f"ktui: generic program (shipped) loaded in {time.monotonic() - started:.2f} s")
+            loaded = load_compiled(program, "cache" if source == "cached" else source, ring_bytes)
+            log_line(log_fd, f"ktui: generic program ({source}) loaded in {time.monotonic() - started:.2f} s")
             return loaded
         except bpfsys.BpfError as exc:
-            log_refusal(log_fd, "the shipped generic program", exc)
-            refused = exc
+            log_refusal(log_fd, f"the {source} generic program", exc)
+            if source == "shipped":
+                refused = exc
     key = cache_key(text, __version__)
-    cached = cache.get(key) if cache is not None else None
-    if cached is not None:
-        try:
-            loaded = load_compiled(cached, "cache", ring_bytes)
-            log_line(log_fd, f"ktui: generic program from the cache in {time.monotonic() - started:.2f} s")
-            return loaded
-        except bpfsys.BpfError as exc:
-            log_line(log_fd, f"ktui: cached generic program refused ({exc}); recompiling")
     try:
         compiled = (compiler or _one_off(log_fd))(text, key)
     except (OSError, RuntimeError) as exc:
