@@ -110,3 +110,20 @@ def test_installed_version_is_the_package_version(installed, elsewhere):
     assert out.stdout.strip() == f"ktui, version {__version__}"
     meta = run(installed, "python", "-c", "import importlib.metadata as m; print(m.version('ktui'))", cwd=elsewhere)
     assert meta.stdout.strip() == __version__
+
+
+def test_the_installed_package_carries_the_prebuilt_generic_program(installed, elsewhere):
+    """Its shipped objects are in the wheel, and each is the one built
+    from the installed package's own program text: a start away from the
+    checkout needs no compiler for it."""
+    code = ("from ktui.kernel.generic.loader import program_text\n"
+            "from ktui.kernel.generic.shipped import VARIANTS, shipped_dir, shipped_program\n"
+            "print(shipped_dir())\n"
+            "for name, t, h in VARIANTS:\n"
+            "    assert shipped_program(program_text(tracing=t, func_arg_helpers=h), t, h) is not None, name\n"
+            "print('ok', len(VARIANTS))\n")
+    out = run(installed, str(installed / "python"), "-c", code, cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    where, said = out.stdout.split()[0], out.stdout.split("\n")[1]
+    assert not Path(where).is_relative_to(REPO), where
+    assert said == "ok 4"
