@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import stat
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,13 @@ class CompiledProgram:
     insns: bytes
     relocations: tuple[tuple[int, str], ...]  # (instruction index, map name)
     maps: dict[str, dict]  # name -> {type, key_size, value_size, max_entries, flags}
+
+    def relocated(self, fd_of) -> bytes:
+        """The instructions with each map-fd load holding `fd_of(map name)`."""
+        insns = bytearray(self.insns)
+        for index, name in self.relocations:
+            struct.pack_into("<i", insns, index * 8 + 4, fd_of(name))
+        return bytes(insns)
 
 
 def cache_key(program_text: str, ktui_version: str, inputs: BuildInputs | None = None) -> str:

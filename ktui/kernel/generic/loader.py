@@ -128,10 +128,7 @@ def load_compiled(program: CompiledProgram, source: str, ring_bytes: int | None 
         for name, spec in specs.items():
             maps[name] = bpfsys.map_create(spec["type"], spec["key_size"], spec["value_size"],
                                            spec["max_entries"], spec["flags"], name=name)
-        insns = bytearray(program.insns)
-        for index, name in program.relocations:
-            struct.pack_into("<i", insns, index * 8 + 4, maps[name])
-        prog_fd = bpfsys.prog_load(bytes(insns), name=FUNCTION, log_size=1 << 20)
+        prog_fd = bpfsys.prog_load(program.relocated(maps.__getitem__), name=FUNCTION, log_size=1 << 20)
     except BaseException:
         for fd in maps.values():
             os.close(fd)
@@ -190,18 +187,20 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | N
     refused = None
     # the shipped program, then the cache's (its key is worked out only
     # when needed: it reads the kernel headers' identity and kallsyms)
-    ready = (("shipped", lambda: _shipped(text, tracing=False, func_arg_helpers=helpers, log_fd=log_fd)),
-             ("cached", lambda: cache.get(cache_key(text, __version__)) if cache is not None else None))
-    for source, get in ready:
+    ready = (("shipped", "the shipped generic program",
+              lambda: _shipped(text, tracing=False, func_arg_helpers=helpers, log_fd=log_fd)),
+             ("cache", "the cached generic program",
+              lambda: cache.get(cache_key(text, __version__)) if cache is not None else None))
+    for source, what, get in ready:
         program = get()
         if program is None:
             continue
         try:
-            loaded = load_compiled(program, "cache" if source == "cached" else source, ring_bytes)
+            loaded = load_compiled(program, source, ring_bytes)
             log_line(log_fd, f"ktui: generic program ({source}) loaded in {time.monotonic() - started:.2f} s")
             return loaded
         except bpfsys.BpfError as exc:
-            log_refusal(log_fd, f"the {source} generic program", exc)
+            log_refusal(log_fd, what, exc)
             if source == "shipped":
                 refused = exc
     key = cache_key(text, __version__)
@@ -282,10 +281,8 @@ def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie:
     try:
         value = _SELF_VALUE.pack(cookie, nargs, 0).ljust(spec["value_size"], b"\0")
         bpfsys.map_update(self_fd, b"\0\0\0\0", value)
-        insns = bytearray(program.insns)
-        for index, map_name in program.relocations:
-            struct.pack_into("<i", insns, index * 8 + 4, self_fd if map_name == SELF else maps[map_name])
-        return bpfsys.prog_load(bytes(insns), name=name, log_size=1 << 20,
+        insns = program.relocated(lambda map_name: self_fd if map_name == SELF else maps[map_name])
+        return bpfsys.prog_load(insns, name=name, log_size=1 << 20,
                                 prog_type=bpfsys.BPF_PROG_TYPE_TRACING,
                                 expected_attach_type=attach_type, attach_btf_id=btf_id)
     finally:

@@ -18,8 +18,8 @@ map-fd immediates are zeroed: the loader writes its own (loader.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import struct
 from importlib import resources
 from pathlib import Path
 
@@ -56,12 +56,19 @@ def shipped_program(program_text: str, tracing: bool, func_arg_helpers: bool,
     """The variant's shipped object; None when there is none (a package
     built without them); Stale when it was built from another text."""
     path = (directory or shipped_dir()) / (variant_name(tracing, func_arg_helpers) + SUFFIX)
+    return _read(path, shipped_key(program_text))
+
+
+@functools.lru_cache(maxsize=len(VARIANTS))
+def _read(path: Path, key: str) -> CompiledProgram | None:
+    """Read and decoded once a process: a start asks for each variant
+    several times (whether to start a compile helper, then to load)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
     try:
-        return decode_entry(data, shipped_key(program_text))
+        return decode_entry(data, key)
     except (ValueError, KeyError, TypeError) as exc:
         raise Stale(f"{path} was not built from today's program text ({exc}): "
                     "run scripts/build-generic.sh") from exc
@@ -71,10 +78,7 @@ def without_map_fds(program: CompiledProgram) -> CompiledProgram:
     """The same program with every map-fd immediate 0: the fds a compile
     happened to get are no part of it, and the shipped bytes stay the same
     from one build to the next."""
-    insns = bytearray(program.insns)
-    for index, _ in program.relocations:
-        struct.pack_into("<i", insns, index * 8 + 4, 0)
-    return CompiledProgram(bytes(insns), program.relocations, program.maps)
+    return CompiledProgram(program.relocated(lambda name: 0), program.relocations, program.maps)
 
 
 def encode_shipped(program_text: str, program: CompiledProgram) -> bytes:
