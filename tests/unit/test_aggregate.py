@@ -12,7 +12,6 @@ import pytest
 
 from ktui.kernel.maps.aggmaps import read_aggregates
 from ktui.kernel.codegen import generate
-from ktui.kernel.generic.plan import NotGeneric, build_plan
 from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, ProbeSetError, SpecError
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.probeset_write import dumps_probeset
@@ -141,11 +140,6 @@ def test_codegen_makes_one_map_per_counting_probe_and_checks_the_signs():
 
 def test_a_probe_without_aggregations_compiles_as_before():
     assert "ktui_agg" not in generate([parse_probe_text("vfs_read:c:a3")]).text
-
-
-def test_aggregations_go_to_the_compiled_path():
-    with pytest.raises(NotGeneric, match="compiled"):
-        build_plan(parse_probe_text("vfs_read:c hist(a3)"), gen=1)
 
 
 class AggVal(ctypes.Structure):

@@ -76,6 +76,28 @@ F_TIME = 16  # the hit needs the time: an event's, a latency, a rate window
 F_CPU = 32  # the hit needs the CPU: an event's header, or a fetch or filter on cpu
 F_BARE = 64  # it only counts (a return: and times); no filter, fetch, event, rate: no scratch state
 
+# In-kernel aggregations (plan.agg: lang.aggregate's hist/count/sum/stack), kept
+# for every hit that passed the filter, sampled or not, in maps shared by every
+# probe and keyed by the probe's tag (slot and generation): what one probe
+# left there is never read as another's.
+AGG_HIST = 1  # a log2 histogram of fetch agg_hist (ktui_vhist)
+AGG_COUNT = 2  # hits counted by key (ktui_aggs): agg_key's integers, and comm if agg_comm
+AGG_SUM = 4  # ... and fetch agg_sum added up per key
+AGG_KSTACK = 8  # each hit's kernel stack counted (ktui_stacks; with AGG_USTACK: ktui_ustacks)
+AGG_USTACK = 16  # ... its user stack, under its process (ktui_ustacks)
+AGG_SIGNED_HIST = 1  # plan.agg_signed: a negative value (an errno) is left out of ...
+AGG_SIGNED_SUM = 2  # ... the histogram, the sum
+AGG_KEYS = 4  # integer keys of a count (lang.model.AGG_KEYS_MAX)
+# Entries of the shared maps: every probe's keys (a probe's own max_keys is
+# held exactly by its count in ktui_agg_nkeys), stacks. Preallocated: a hash
+# map a kprobe program updates must be before 6.1, and no allocation can fail
+# inside a hit; each entry costs its key and value plus ~50 bytes.
+AGG_MAP_KEYS = 16384
+STACK_DEPTH = 63  # kernel frames of a stack (as the compiled programs')
+USTACK_DEPTH = 32
+STACK_MAP = 8192
+USTACK_MAP = 4096
+
 # pt_regs word index of each register, by its pt_regs field name
 PT_REGS = ("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx",
            "dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss")
@@ -126,10 +148,68 @@ class Plan(ctypes.Structure):
         ("fetch_before", ctypes.c_uint32),
         # ... after it, only for a hit that passed and is written out
         ("fetch_after", ctypes.c_uint32),
+        # aggregations (AGG_*): what, the probe's cap on keys, and the fetches
+        # they read (after the filter, before the event's own)
+        ("agg", ctypes.c_uint32),
+        ("agg_max_keys", ctypes.c_uint32),
+        ("fetch_agg", ctypes.c_uint32),
+        ("agg_hist", ctypes.c_uint8),  # fetch index of the histogram's value
+        ("agg_sum", ctypes.c_uint8),  # ... of the summed value
+        ("agg_nkeys", ctypes.c_uint8),  # integer keys: fetch indices in agg_key
+        ("agg_comm", ctypes.c_uint8),  # comm is a key too
+        ("agg_signed", ctypes.c_uint8),  # AGG_SIGNED_*
+        ("agg_key", ctypes.c_uint8 * AGG_KEYS),
+        ("agg_pad", ctypes.c_uint8 * 3),
         ("fetch", Fetch * MAX_FETCHES),
         ("cmps", Cmp * MAX_CMPS),
         # bit b: the filter's value when the comparisons' results are the bits of b
         ("truth", ctypes.c_uint64),
+    ]
+
+
+class AggKey(ctypes.Structure):
+    """A count map key: the probe's tag, its integer keys (in the order of
+    its `count:` list, integers only), and comm (NUL and stale bytes after
+    it: the reader adds up by name)."""
+
+    _fields_ = [
+        ("tag", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("k", ctypes.c_uint64 * AGG_KEYS),
+        ("comm", ctypes.c_char * 16),
+    ]
+
+
+class AggVal(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint64), ("sum", ctypes.c_uint64)]
+
+
+class StackKey(ctypes.Structure):
+    """A kernel stack of a probe (bpf_get_stack zeroes the frames past
+    nframes, so equal stacks are equal keys). `skip`: leading frames of
+    ktui's own (a tracing program's and its trampoline's), not the probed
+    function's stack: the reader drops them."""
+
+    _fields_ = [
+        ("tag", ctypes.c_uint32),
+        ("nframes", ctypes.c_uint16),
+        ("skip", ctypes.c_uint16),
+        ("ip", ctypes.c_uint64 * STACK_DEPTH),
+    ]
+
+
+class UStackKey(ctypes.Structure):
+    """A user stack under its process (user addresses mean nothing without
+    it), after the kernel stack when the probe wants both."""
+
+    _fields_ = [
+        ("tag", ctypes.c_uint32),
+        ("tgid", ctypes.c_uint32),
+        ("nkframes", ctypes.c_uint16),
+        ("kskip", ctypes.c_uint16),
+        ("nuframes", ctypes.c_uint32),
+        ("kip", ctypes.c_uint64 * STACK_DEPTH),
+        ("uip", ctypes.c_uint64 * USTACK_DEPTH),
     ]
 
 
@@ -156,7 +236,7 @@ class Config(ctypes.Structure):
 
 _C_TYPES = {
     ctypes.c_uint8: "u8", ctypes.c_uint16: "u16", ctypes.c_uint32: "u32",
-    ctypes.c_uint64: "u64", ctypes.c_int64: "s64",
+    ctypes.c_uint64: "u64", ctypes.c_int64: "s64", ctypes.c_char: "char",
 }
 
 
@@ -195,12 +275,16 @@ def c_declarations() -> str:
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,
         "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE,
+        "AGG_HIST": AGG_HIST, "AGG_COUNT": AGG_COUNT, "AGG_SUM": AGG_SUM, "AGG_KSTACK": AGG_KSTACK,
+        "AGG_USTACK": AGG_USTACK, "AGG_SIGNED_HIST": AGG_SIGNED_HIST, "AGG_SIGNED_SUM": AGG_SIGNED_SUM,
+        "KTUI_AGG_KEYS": AGG_KEYS, "KTUI_AGG_MAP_KEYS": AGG_MAP_KEYS, "KTUI_STACK_DEPTH": STACK_DEPTH,
+        "KTUI_USTACK_DEPTH": USTACK_DEPTH, "KTUI_STACK_MAP": STACK_MAP, "KTUI_USTACK_MAP": USTACK_MAP,
         "KTUI_COMM_EXACT": COMM_EXACT, "KTUI_COMM_EVERY": COMM_EVERY, "KTUI_MAX_ERRNO": MAX_ERRNO,
     }
     out = ["/* Generated by ktui.kernel.generic.abi: the plan and config layout. */"]
     out += [f"#define {name} {value}" for name, value in defines.items()]
     out.append("")
-    for cls in (Fetch, Cmp, Plan, Config):
+    for cls in (Fetch, Cmp, Plan, Config, AggKey, AggVal, StackKey, UStackKey):
         out += [c_struct(cls), ""]
     # pt_regs into an array indexed like REG_INDEX (a context field can only
     # be read at a constant offset; the array can be indexed by the plan)

@@ -21,6 +21,7 @@ wrong layout.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import struct
 import threading
@@ -46,7 +47,10 @@ _COMM_KEY = struct.Struct("<I16s")
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
-                  "ktui_errno_rest")
+                  "ktui_errno_rest", "ktui_vhist", "ktui_agg_drops", "ktui_lost_full", "ktui_stack_drop")
+# the aggregations' shared hash maps, keyed by the probe's tag first (abi.AggKey...)
+_TAGGED_MAPS = (("ktui_aggs", abi.AggKey), ("ktui_agg_lost", abi.AggKey), ("ktui_stacks", abi.StackKey),
+                ("ktui_ustacks", abi.UStackKey))
 
 
 @dataclass
@@ -112,6 +116,8 @@ class GenericEngine:
         self._history: dict[int, tuple[Probe, int]] = {}
         self._decoders = None  # record.decode.SizedDecoders of the current history
         self.reader = None
+        # names user frames of `stack: user`/`both` (kernel/symbols/usyms.UserSymbols), or None
+        self.user_symbols = None
         # records drained that no probe of the history could have written at
         # their size (never from ktui's program): counted, not decoded
         self.unreadable = 0
@@ -161,6 +167,8 @@ class GenericEngine:
     def remove(self, slot: Slot) -> None:
         self.detach(slot)
         with self._lock:
+            if slot.probe.agg is not None and self.program is not None:
+                self._forget(slot.index)  # its keys and stacks would take room from the others
             self.dispatcher.unroute(slot.index)
             self.slots.pop(slot.index, None)
             progs, slot.progs = slot.progs + slot.tprogs, []
@@ -306,8 +314,9 @@ class GenericEngine:
         for name in _SLOT_COUNTERS:
             spec = self.program.specs[name]
             bpfsys.map_update(self._map(name), key, bytes(self._percpu_size(spec["value_size"])))
+        bpfsys.map_update(self._map("ktui_agg_nkeys"), key, bytes(8))
         if self._gens[index] <= 1:
-            return  # first use of the slot: no errno or comm entry can be its
+            return  # first use of the slot: no errno, comm or aggregation entry can be its
         zero = bytes(8)
         errnos = self._map("ktui_errnos")
         for k in range(index * abi.ERRNO_BUCKETS, (index + 1) * abi.ERRNO_BUCKETS):
@@ -316,7 +325,17 @@ class GenericEngine:
         for raw in bpfsys.map_keys(fd, _COMM_KEY.size):
             if _COMM_KEY.unpack(raw)[0] == index:
                 bpfsys.map_delete(fd, raw)
+        self._forget(index)
         # its old entry stacks need no clearing: a new generation starts them empty
+
+    def _forget(self, index: int) -> None:
+        """Delete a slot's entries from the aggregations' shared maps (every
+        generation's: a key's tag is the slot and its generation)."""
+        for name, key_type in _TAGGED_MAPS:
+            fd = self._map(name)
+            for raw in bpfsys.map_keys(fd, ctypes.sizeof(key_type)):
+                if struct.unpack_from("<I", raw)[0] & abi.COOKIE_SLOT_MASK == index:
+                    bpfsys.map_delete(fd, raw)
 
     def _percpu_size(self, value_size: int) -> int:
         return ((value_size + 7) // 8 * 8) * self._ncpus
@@ -383,6 +402,7 @@ class GenericEngine:
                     for name in ("ktui_emitted", "ktui_lost", "ktui_lat_sum", "ktui_unpaired", "ktui_unstored",
                                  "ktui_nested", "ktui_errno_rest")}
         comms = self._comms()
+        aggregates = self._aggregates(slots, count, np)
         out = {}
         for i, slot in slots.items():
             hist: tuple[int, ...] = ()
@@ -407,6 +427,7 @@ class GenericEngine:
                 entries_unstored=int(counters["ktui_unstored"][i]),
                 nest_dropped=int(counters["ktui_nested"][i]),
                 **runs[i],
+                **aggregates.get(i, {}),
             )
         return out
 
@@ -425,9 +446,9 @@ class GenericEngine:
     def _sum_counters(self, fd: int, count: int, np):
         return self._per_cpu_counters(fd, count, np).sum(axis=1)
 
-    def _hist(self, index: int, np) -> tuple[int, ...]:
+    def _hist(self, index: int, np, name: str = "ktui_hist") -> tuple[int, ...]:
         size = HIST_SLOTS * 8
-        raw = bpfsys.map_lookup(self._map("ktui_hist"), struct.pack("<I", index), size * self._ncpus)
+        raw = bpfsys.map_lookup(self._map(name), struct.pack("<I", index), size * self._ncpus)
         if raw is None:
             return (0,) * HIST_SLOTS
         per_cpu = np.frombuffer(raw, dtype=np.uint64).reshape(self._ncpus, HIST_SLOTS)
@@ -442,6 +463,42 @@ class GenericEngine:
         for bucket in np.flatnonzero(counts).tolist():
             err = bucket if bucket < abi.ERRNO_LOW else abi.ERRNO_HIGH_BASE + bucket - abi.ERRNO_LOW
             out[err] = int(counts[bucket])
+        return out
+
+    def _aggregates(self, slots: dict[int, Slot], count: int, np) -> dict[int, dict]:
+        """ProbeStats fields of every slot's aggregations: one pass over
+        each shared map a probe uses, entries of other tags (a removed
+        probe's, not yet deleted) left out."""
+        mine = {i: s for i, s in slots.items() if s.probe.agg is not None}
+        if not mine:
+            return {}
+        from ktui.kernel.generic import aggregates as read
+
+        dropped = self._sum_counters(self._map("ktui_agg_drops"), count, np)
+        out = {i: {"values_dropped": int(dropped[i])} for i in mine}
+        tags = {s.tag: i for i, s in mine.items()}
+        if any(s.probe.agg.hist is not None for s in mine.values()):
+            for i, s in mine.items():
+                if s.probe.agg.hist is not None:
+                    out[i]["value_hist"] = self._hist(i, np, "ktui_vhist")
+        counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts}
+        if counting:
+            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()})
+            lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
+            losing = {t: i for t, i in counting.items() if dropped[i]}
+            lost = read.lost_keys(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
+            for tag, i in counting.items():
+                out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
+                if tag in losing:
+                    out[i]["keys_dropped"] = lost.get(tag, 0)
+                    out[i]["keys_dropped_unknown"] = int(lost_full[i])
+        stacking = {t: i for t, i in tags.items() if mine[i].probe.agg.stack is not None}
+        if stacking:
+            stacks = read.stacks(self._map("ktui_stacks"), self._map("ktui_ustacks"), stacking,
+                                 {mine[i].probe.agg.stack for i in stacking.values()}, self.user_symbols)
+            stacks_dropped = self._sum_counters(self._map("ktui_stack_drop"), count, np)
+            for tag, i in stacking.items():
+                out[i].update(read.stack_fields(stacks.get(tag, []), int(stacks_dropped[i])))
         return out
 
     def _comms(self) -> dict[int, dict[str, int]]:

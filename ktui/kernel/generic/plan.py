@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from ktui.kernel.generic import abi
 from ktui.kernel.returns import errno_check, errno_mode  # both engines' rule, kept importable from here
 from ktui.lang import filters
+from ktui.lang.aggregate import is_comm, is_signed
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
     ARG_REGISTERS,
+    Aggregate,
     STRING_TYPES,
     And,
     Arg,
@@ -66,8 +68,6 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     """The plan of `probe`. `tracing`: the probe goes by fentry/fexit, whose
     program has the arguments (st->args), not the registers, in a call
     probe too."""
-    if probe.agg is not None:
-        raise NotGeneric("hist/count/sum are compiled")
     layout = probe_layout(probe)
     size = record_size(probe)
     if size > abi.RECORD_MAX or len(probe.fetches) > abi.MAX_FETCHES:
@@ -81,6 +81,8 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     for i, slot in enumerate(layout.slots):
         _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
     plan.nfetch = len(layout.slots)
+    if probe.agg is not None:
+        _fill_aggregate(plan, probe.agg, layout, ret)
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
         _fill_filter(plan, probe, layout, tracing)
@@ -95,10 +97,10 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
 
 
 def _fetch_passes(plan: abi.Plan) -> None:
-    """Which fetches run before the filter (those its comparisons read) and
-    which after it, only for a hit that passed and is written out: a hit
-    the filter turns away reads nothing it does not need (a user string of
-    a hit nobody asked for, say)."""
+    """Which fetches run before the filter (those its comparisons read),
+    which after it for the aggregations, and which only for a hit that
+    passed and is written out: a hit the filter turns away reads nothing it
+    does not need (a user string of a hit nobody asked for, say)."""
     needed = 0
     for c in plan.cmps[:plan.ncmps]:
         for src, reg in ((c.lsrc, c.lreg), (c.rsrc, c.rreg)):
@@ -110,7 +112,77 @@ def _fetch_passes(plan: abi.Plan) -> None:
                         needed |= 1 << i
     real = sum(1 << i for i in range(plan.nfetch) if plan.fetch[i].kind != abi.K_HEADER)
     plan.fetch_before = needed & real
-    plan.fetch_after = real & ~needed
+    aggregated = _aggregate_fetches(plan) & real & ~needed
+    plan.fetch_agg = aggregated
+    plan.fetch_after = real & ~needed & ~aggregated
+
+
+def _aggregate_fetches(plan: abi.Plan) -> int:
+    """The mask of fetches the aggregations read."""
+    mask = 0
+    if plan.agg & abi.AGG_HIST:
+        mask |= 1 << plan.agg_hist
+    if plan.agg & abi.AGG_SUM:
+        mask |= 1 << plan.agg_sum
+    for i in range(plan.agg_nkeys):
+        mask |= 1 << plan.agg_key[i]
+    return mask
+
+
+def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, ret: bool) -> None:
+    """The aggregations: which fetch each reads (an event fetch of the same
+    value, or one of its own after them, into a payload word past the
+    probe's record: scratch no record holds), the count's keys, the cap."""
+    if agg.max_keys > abi.AGG_MAP_KEYS and agg.counts:
+        raise NotGeneric(f"max_keys({agg.max_keys}) is more than the generic program's count map holds "
+                         f"({abi.AGG_MAP_KEYS} keys of every probe)")
+    own: dict[tuple, int] = {}
+    scratch = (layout.payload_size + 7) // 8 * 8
+
+    def index_of(fetch) -> int:
+        signed = is_signed(fetch)
+        for i, slot in enumerate(layout.slots):
+            if slot.kind in ("uint", "sint") and slot.fetch.expr == fetch.expr \
+                    and slot.fetch.effective_type == fetch.effective_type:
+                return i
+        key = (fetch.expr, fetch.effective_type)
+        if key in own:
+            return own[key]
+        i = plan.nfetch
+        dest = scratch + 8 * len(own)
+        if i >= abi.MAX_FETCHES or dest > abi.PAYLOAD_MAX - abi.STRING_MAX:
+            raise NotGeneric("the fetches and aggregations hold more values than the generic program does")
+        _fill_fetch(plan.fetch[i], fetch, dest, "sint" if signed else "uint", ret)
+        plan.nfetch = i + 1
+        own[key] = i
+        return i
+
+    flags = 0
+    if agg.hist is not None:
+        flags |= abi.AGG_HIST
+        plan.agg_hist = index_of(agg.hist)
+        if is_signed(agg.hist):
+            plan.agg_signed |= abi.AGG_SIGNED_HIST
+    if agg.counts:
+        flags |= abi.AGG_COUNT
+        ints = [k for k in agg.keys if not is_comm(k)]
+        if len(ints) > abi.AGG_KEYS:
+            raise NotGeneric(f"more than {abi.AGG_KEYS} count keys")
+        for j, key in enumerate(ints):
+            plan.agg_key[j] = index_of(key)
+        plan.agg_nkeys = len(ints)
+        plan.agg_comm = int(any(is_comm(k) for k in agg.keys))
+        plan.agg_max_keys = agg.max_keys
+    if agg.sum is not None:
+        flags |= abi.AGG_SUM
+        plan.agg_sum = index_of(agg.sum)
+        if is_signed(agg.sum):
+            plan.agg_signed |= abi.AGG_SIGNED_SUM
+    if agg.stack in ("kernel", "both"):
+        flags |= abi.AGG_KSTACK
+    if agg.stack in ("user", "both"):
+        flags |= abi.AGG_USTACK
+    plan.agg = flags
 
 
 def sources(plan: abi.Plan) -> set[int]:
@@ -144,7 +216,7 @@ def work_flags(plan: abi.Plan, flags: int) -> int:
     if emits or abi.SRC_CPU in used:  # the record header, or a fetch or filter on cpu
         out |= abi.F_CPU
     passes = plan.ncmps == 0 and plan.truth & 1  # no filter (or one known to pass)
-    if passes and not (emits or plan.rate_limit or out & (abi.F_REGS | abi.F_ARGS | abi.F_CPU)):
+    if passes and not (emits or plan.rate_limit or plan.agg or out & (abi.F_REGS | abi.F_ARGS | abi.F_CPU)):
         out |= abi.F_BARE  # a call counts; a return counts and times
     return out
 

@@ -1,12 +1,14 @@
-/* ktui's generic probe program: one program for every probe, compiled once
- * per kernel and ktui version, then loaded from the cache.
+/* ktui's generic probe program: one program for every probe, built ahead
+ * of time and shipped (scripts/build-generic.sh; compiled on the machine
+ * only where a kernel refuses the shipped bytes).
  *
  * Every attachment carries a cookie (bpf_get_attach_cookie, 5.15+): the
  * probe's slot in ktui_plans and a generation, plus KTUI_COOKIE_ENTRY on
  * the entry half of a return probe. The plan says what to fetch (registers,
  * saved arguments, dereference chains, strings), the filter (comparisons
- * and a truth table over their results) and the sampling. Adding or editing
- * a probe writes a plan and attaches: no compiler runs.
+ * and a truth table over their results), the sampling and the in-kernel
+ * aggregations (hist, count and sum by key, stacks). Adding or editing a
+ * probe writes a plan and attaches: no compiler runs.
  *
  * Numbers that hold on a busy machine: a return pairs with its own call's
  * entry by the whole thread id and the call's frame (entry_stack.c, pasted
@@ -80,6 +82,10 @@ struct ktui_state {
     u64 targs[KTUI_TRACE_ARGS + 1]; /* tracing: the arguments, then the return value */
 #endif
     u64 vals[KTUI_MAX_FETCHES];
+    /* the keys an aggregation builds: too big for the BPF stack */
+    struct ktui_aggkey akey;
+    struct ktui_stackkey skey;
+    struct ktui_ustackkey ukey;
     u64 retval;
     u64 cpu;
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
@@ -107,6 +113,21 @@ BPF_PERCPU_ARRAY(ktui_unstored, u64, KTUI_MAX_PROBES);
 /* hits dropped: every scratch area of the CPU (or the thread's entry stack) held */
 BPF_PERCPU_ARRAY(ktui_nested, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_state, struct ktui_state, KTUI_NEST_LEVELS);
+/* In-kernel aggregations (plan.agg), every probe's in the same maps, keyed
+ * by its tag: a value histogram per slot; hits (and a sum) by key, a
+ * probe's keys held to its own max_keys by ktui_agg_nkeys; a hit whose new
+ * key found no room counted in ktui_agg_drops, and its key remembered in
+ * ktui_agg_lost (or, that full too, counted in ktui_lost_full: the
+ * number of lost keys is then a lower bound); stacks by their frames. */
+BPF_PERCPU_ARRAY(ktui_vhist, struct ktui_hist, KTUI_MAX_PROBES);
+BPF_HASH(ktui_aggs, struct ktui_aggkey, struct ktui_aggval, KTUI_AGG_MAP_KEYS);
+BPF_HASH(ktui_agg_lost, struct ktui_aggkey, u8, KTUI_AGG_MAP_KEYS);
+BPF_ARRAY(ktui_agg_nkeys, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_agg_drops, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_lost_full, u64, KTUI_MAX_PROBES);
+BPF_HASH(ktui_stacks, struct ktui_stackkey, u64, KTUI_STACK_MAP);
+BPF_HASH(ktui_ustacks, struct ktui_ustackkey, u64, KTUI_USTACK_MAP);
+BPF_PERCPU_ARRAY(ktui_stack_drop, u64, KTUI_MAX_PROBES);
 
 /* Atomic, per-CPU counter or not: a tracing hit can be preempted in the
  * middle of an increment, and another task's hit on that CPU would be lost. */
@@ -468,6 +489,159 @@ static __always_inline int ktui_leave(struct ktui_who *who, struct ktui_plan *pl
     return 1;
 }
 
+/* The value of fetch i, as extended from its width (ktui_fetch_one). */
+static __always_inline u64 ktui_val(struct ktui_state *st, u8 i)
+{
+    return st->vals[i & (KTUI_MAX_FETCHES - 1)];
+}
+
+/* A tracing program's stack starts in the program and its trampoline,
+ * then the probed function (the trampoline's return address in it, a few
+ * bytes past its start: after its fentry call): how many frames are
+ * ktui's own. A kprobe's stack is unwound from the function's registers. */
+#ifdef KTUI_TRACING
+#define KTUI_OWN_FRAME(i)                                                     \
+    if (skip == 0xffff && (i) < nframes && ip[i] - func < 64)                 \
+        skip = (i);
+static __always_inline u16 ktui_own_frames(void *ctx, u64 *ip, long nframes)
+{
+    u64 func = bpf_get_func_ip(ctx);
+    u16 skip = 0xffff;
+    KTUI_OWN_FRAME(0) KTUI_OWN_FRAME(1) KTUI_OWN_FRAME(2) KTUI_OWN_FRAME(3) KTUI_OWN_FRAME(4)
+    return skip == 0xffff ? 0 : skip;
+}
+#else
+static __always_inline u16 ktui_own_frames(void *ctx, u64 *ip, long nframes)
+{
+    return 0;
+}
+#endif
+
+/* Count this hit's kernel stack. One that could not be taken or stored
+ * (its map full) is counted in ktui_stack_drop. */
+static __always_inline void ktui_kernel_stack(void *ctx, struct ktui_state *st, u32 slot, u32 tag)
+{
+    struct ktui_stackkey *sk = &st->skey;
+    sk->tag = tag;
+    long n = bpf_get_stack(ctx, sk->ip, sizeof(sk->ip), 0);
+    u64 *count = 0;
+    if (n > 0) {
+        sk->nframes = (u16)(n / 8);
+        sk->skip = ktui_own_frames(ctx, sk->ip, n / 8);
+        u64 zero = 0;
+        count = ktui_stacks.lookup_or_try_init(sk, &zero);
+    }
+    if (count)
+        __sync_fetch_and_add(count, 1);
+    else
+        ktui_bump(ktui_stack_drop.lookup(&slot));
+}
+
+/* ... its user stack under its process, after its kernel stack if the
+ * plan wants both. A kernel thread has no user frames: a stack of its own,
+ * not a drop. The user frames come from the frame-pointer chain (the
+ * kernel's perf callchain walk): code without frame pointers stops early. */
+static __always_inline void ktui_user_stack(void *ctx, struct ktui_state *st, u32 slot, u32 tag, u32 both)
+{
+    struct ktui_ustackkey *uk = &st->ukey;
+    uk->tag = tag;
+    uk->tgid = st->who.pid_tgid >> 32;
+    long kn = 0;
+    uk->kskip = 0;
+    if (both) {
+        kn = bpf_get_stack(ctx, uk->kip, sizeof(uk->kip), 0);
+        if (kn > 0)
+            uk->kskip = ktui_own_frames(ctx, uk->kip, kn / 8);
+    } else {
+        __builtin_memset(uk->kip, 0, sizeof(uk->kip));
+    }
+    long un = bpf_get_stack(ctx, uk->uip, sizeof(uk->uip), BPF_F_USER_STACK);
+    u64 *count = 0;
+    if ((both ? kn > 0 : 1) && un >= 0) {
+        uk->nkframes = (u16)(kn / 8);
+        uk->nuframes = (u32)(un / 8);
+        u64 zero = 0;
+        count = ktui_ustacks.lookup_or_try_init(uk, &zero);
+    }
+    if (count)
+        __sync_fetch_and_add(count, 1);
+    else
+        ktui_bump(ktui_stack_drop.lookup(&slot));
+}
+
+/* Count the hit under its key (and add its value to the key's sum). A key
+ * not seen before takes one of the probe's max_keys first (claimed
+ * atomically, given back if the insert fails: another hit inserted the
+ * same key, or the shared map is full); a hit whose key finds no room is
+ * counted, and its key remembered, never dropped silently. */
+static __always_inline void ktui_count_key(struct ktui_state *st, struct ktui_plan *plan, u32 slot, u32 tag)
+{
+    struct ktui_aggkey *k = &st->akey;
+    __builtin_memset(k, 0, sizeof(*k));
+    k->tag = tag;
+    u32 nkeys = plan->agg_nkeys;
+    if (nkeys > 0)
+        k->k[0] = ktui_val(st, plan->agg_key[0]);
+    if (nkeys > 1)
+        k->k[1] = ktui_val(st, plan->agg_key[1]);
+    if (nkeys > 2)
+        k->k[2] = ktui_val(st, plan->agg_key[2]);
+    if (nkeys > 3)
+        k->k[3] = ktui_val(st, plan->agg_key[3]);
+    if (plan->agg_comm)
+        __builtin_memcpy(k->comm, ktui_comm(&st->who), sizeof(k->comm));
+    struct ktui_aggval *v = ktui_aggs.lookup(k);
+    if (!v) {
+        u64 *used = ktui_agg_nkeys.lookup(&slot);
+        if (used) {
+            if (__sync_fetch_and_add(used, 1) < plan->agg_max_keys) {
+                struct ktui_aggval zero = {};
+                if (ktui_aggs.insert(k, &zero))
+                    __sync_fetch_and_add(used, -1);
+                v = ktui_aggs.lookup(k);
+            } else {
+                __sync_fetch_and_add(used, -1);
+            }
+        }
+    }
+    if (!v) {
+        ktui_bump(ktui_agg_drops.lookup(&slot));
+        u8 none = 0;
+        if (!ktui_agg_lost.lookup_or_try_init(k, &none))
+            ktui_bump(ktui_lost_full.lookup(&slot));
+        return;
+    }
+    __sync_fetch_and_add(&v->count, 1);
+    if (plan->agg & AGG_SUM) {
+        u64 add = ktui_val(st, plan->agg_sum);
+        if ((plan->agg_signed & AGG_SIGNED_SUM) && (s64)add < 0)
+            add = 0; /* an errno: counted under its key, not summed ("bytes read" must not shrink) */
+        __sync_fetch_and_add(&v->sum, add);
+    }
+}
+
+/* A hit that passed the filter, into its probe's aggregations. */
+static __always_inline void ktui_aggregate(void *ctx, struct ktui_state *st, struct ktui_plan *plan, u32 slot,
+                                           u32 tag)
+{
+    u32 agg = plan->agg;
+    if (agg & AGG_HIST) {
+        u64 v = ktui_val(st, plan->agg_hist);
+        struct ktui_hist *h = ktui_vhist.lookup(&slot);
+        if (h && !((plan->agg_signed & AGG_SIGNED_HIST) && (s64)v < 0)) {
+            u32 s = ktui_log2_slot(v);
+            if (s < KTUI_HIST_SLOTS)
+                __sync_fetch_and_add(&h->slots[s], 1);
+        }
+    }
+    if (agg & AGG_COUNT)
+        ktui_count_key(st, plan, slot, tag);
+    if (agg & AGG_USTACK)
+        ktui_user_stack(ctx, st, slot, tag, agg & AGG_KSTACK);
+    else if (agg & AGG_KSTACK)
+        ktui_kernel_stack(ctx, st, slot, tag);
+}
+
 /* Fetch i if it is in `todo`, a mask of fetches (a bit test: a range
  * test on two bounds would split the verifier's states at every fetch). */
 #define KTUI_FETCH(i)                                                         \
@@ -480,8 +654,8 @@ static __always_inline int ktui_leave(struct ktui_who *who, struct ktui_plan *pl
  * for (plan.work_flags): a counting probe takes no time stamp, no CPU id
  * and no arguments. `frame` identifies the call for its return (see
  * entry_stack.c). */
-static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *plan, u64 cookie, u32 slot,
-                                    u64 frame)
+static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktui_plan *plan, u64 cookie,
+                                    u32 slot, u64 frame)
 {
     u32 flags = plan->flags;
     if (cookie & KTUI_COOKIE_ENTRY) {
@@ -511,6 +685,13 @@ static __always_inline int ktui_run(struct ktui_state *st, struct ktui_plan *pla
     ktui_count(&st->who, slot);
     if (flags & F_RETURN)
         ktui_account_return(slot, latency, st->retval, plan->errno_mode);
+    if (plan->agg) {
+        /* the fetches only the aggregations read, then the aggregations */
+        todo = plan->fetch_agg;
+        KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
+        KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
+        ktui_aggregate(ctx, st, plan, slot, (u32)cookie);
+    }
     if (!(flags & F_EMITS))
         return 0;
     if (!ktui_admit(slot, plan->sample, plan->rate_limit, now))
@@ -645,7 +826,7 @@ int ktui_generic(struct pt_regs *ctx)
         if (plan->flags & F_REGS)
             KTUI_COPY_REGS(st, ctx);
     }
-    return ktui_release(st, ktui_run(st, plan, cookie, slot, frame));
+    return ktui_release(st, ktui_run(ctx, st, plan, cookie, slot, frame));
 }
 #else
 /* The fentry/fexit variant (BPF_PROG_TYPE_TRACING): ctx is the array of
@@ -729,6 +910,6 @@ int ktui_generic(u64 *ctx)
         st->retval = rc;
     }
 #endif
-    return ktui_release(st, ktui_run(st, plan, cookie, slot, frame));
+    return ktui_release(st, ktui_run(ctx, st, plan, cookie, slot, frame));
 }
 #endif

@@ -74,7 +74,7 @@ def read_stacks(bpf, probes, user_symbols=None) -> dict[int, list[tuple[tuple, i
     if "kernel" in kinds:
         for k, v in bpf[b"ktui_stacks"].items():
             frames = tuple(int(a) for a in k.ip[: min(int(k.nframes), len(k.ip))])
-            _add(out, int(k.probe), frames, int(v.value))
+            add_stack(out, int(k.probe), frames, int(v.value))
     if kinds & {"user", "both"}:
         for k, v in bpf[b"ktui_ustacks"].items():
             kernel = ()
@@ -83,16 +83,20 @@ def read_stacks(bpf, probes, user_symbols=None) -> dict[int, list[tuple[tuple, i
             user = [int(a) for a in k.uip[: min(int(k.nuframes), len(k.uip))]]
             named = (user_symbols.frames(int(k.tgid), user) if user_symbols is not None
                      else tuple(f"0x{a:x}" for a in user))
-            _add(out, int(k.probe), kernel + named, int(v.value))
-    return {p: sorted(d.items(), key=lambda kv: (-kv[1], _order(kv[0]))) for p, d in out.items()}
+            add_stack(out, int(k.probe), kernel + named, int(v.value))
+    return {p: most_first(d) for p, d in out.items()}
 
 
-def _order(frames: tuple) -> tuple:
-    """Addresses by value, named user frames after them by text."""
-    return tuple((1, f) if isinstance(f, str) else (0, f) for f in frames)
+def most_first(stacks: dict[tuple, int]) -> list[tuple[tuple, int]]:
+    """Stacks by count, most first; equal counts by their frames (addresses
+    by value, named user frames after them by text)."""
+    def frames_order(frames: tuple) -> tuple:
+        return tuple((1, f) if isinstance(f, str) else (0, f) for f in frames)
+
+    return sorted(stacks.items(), key=lambda kv: (-kv[1], frames_order(kv[0])))
 
 
-def _add(out: dict[int, dict[tuple, int]], probe: int, frames: tuple, count: int) -> None:
+def add_stack(out: dict[int, dict[tuple, int]], probe: int, frames: tuple, count: int) -> None:
     per = out.setdefault(probe, {})
     per[frames] = per.get(frames, 0) + count  # one stack of several processes adds up
 

@@ -201,7 +201,9 @@ class BccLoader:
 
         if features.has("kprobe_cookie") is not True:
             return None
-        return GenericEngine(exclude_pids=exclude_pids, pid=pid, comm=comm)
+        engine = GenericEngine(exclude_pids=exclude_pids, pid=pid, comm=comm)
+        engine.user_symbols = self.user_symbols  # names user frames of its stacks
+        return engine
 
     def compile_helper(self, log_fd: int, cache_dir, use_cache: bool, tracing: bool, *, func_arg_helpers: bool):
         from ktui.kernel.generic.compile_child import CompileHelper

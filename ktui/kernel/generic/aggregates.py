@@ -1,0 +1,107 @@
+"""Read the generic program's aggregations (program.c's ktui_aggregate)
+into ProbeStats fields: the same fields, read the same way, as a compiled
+unit's (maps/aggmaps.py), from maps every probe shares, keyed by its tag.
+
+One pass over each map per stats read, never per event."""
+
+from __future__ import annotations
+
+import ctypes
+
+from ktui.kernel.generic import abi
+from ktui.kernel.maps import bpfsys
+from ktui.kernel.maps.aggmaps import STACKS_KEPT, add_stack, most_first, top_entries
+from ktui.lang.aggregate import is_comm
+from ktui.lang.model import Probe
+
+_AGG_KEY = ctypes.sizeof(abi.AggKey)
+
+
+def key_values(probe: Probe, key: abi.AggKey) -> tuple:
+    """A key as the values it was made of, in `count:` order (integers
+    are in the key in that order, comm apart)."""
+    out = []
+    ints = iter(key.k)
+    for fetch in probe.agg.keys:
+        if is_comm(fetch):
+            out.append(key.comm.split(b"\0", 1)[0].decode("utf-8", "replace"))
+            continue
+        value = int(next(ints))  # sign-extended to 64 bits by the program for a signed type
+        if fetch.effective_type.startswith("s"):
+            value = ctypes.c_int64(value).value
+        out.append(value)
+    return tuple(out)
+
+
+def count_entries(fd: int, probes: dict[int, Probe]) -> dict[int, dict[tuple, tuple[int, int]]]:
+    """tag -> {key values: (count, sum)} for the probes of `probes` (by tag)."""
+    out: dict[int, dict[tuple, tuple[int, int]]] = {}
+    for raw in bpfsys.map_keys(fd, _AGG_KEY):
+        key = abi.AggKey.from_buffer_copy(raw)
+        probe = probes.get(key.tag)
+        if probe is None:
+            continue
+        value = bpfsys.map_lookup(fd, raw, ctypes.sizeof(abi.AggVal))
+        if value is None:
+            continue
+        val = abi.AggVal.from_buffer_copy(value)
+        per = out.setdefault(key.tag, {})
+        values = key_values(probe, key)
+        count, total = per.get(values, (0, 0))  # a comm's stale tail: merged by name
+        per[values] = (count + int(val.count), total + int(val.sum))
+    return out
+
+
+def lost_keys(fd: int, probes: dict[int, Probe]) -> dict[int, int]:
+    """tag -> distinct keys a full count map could not take."""
+    seen: dict[int, set] = {}
+    if not probes:
+        return {}
+    for raw in bpfsys.map_keys(fd, _AGG_KEY):
+        key = abi.AggKey.from_buffer_copy(raw)
+        if key.tag in probes:
+            seen.setdefault(key.tag, set()).add(key_values(probes[key.tag], key))
+    return {tag: len(keys) for tag, keys in seen.items()}
+
+
+def count_fields(probe: Probe, entries: dict[tuple, tuple[int, int]]) -> dict:
+    return {"value_keys": len(entries), "value_sum": sum(total for _count, total in entries.values()),
+            "top_values": top_entries(probe, entries)}
+
+
+def stacks(kernel_fd: int, user_fd: int, tags: dict[int, int], kinds: set[str],
+           user_symbols=None) -> dict[int, list[tuple[tuple, int]]]:
+    """tag -> [(frames innermost first, count)], most first. Kernel frames
+    are addresses (the consumer names them from kallsyms), after the
+    program's own leading frames (a tracing program's: StackKey.skip);
+    user frames are named now, from the process's maps while it lives."""
+    out: dict[int, dict[tuple, int]] = {}
+    if "kernel" in kinds:
+        for raw in bpfsys.map_keys(kernel_fd, ctypes.sizeof(abi.StackKey)):
+            key = abi.StackKey.from_buffer_copy(raw)
+            if key.tag not in tags:
+                continue
+            n = min(int(key.nframes), abi.STACK_DEPTH)
+            frames = tuple(int(a) for a in key.ip[min(int(key.skip), n):n])
+            add_stack(out, key.tag, frames, _count(kernel_fd, raw))
+    if kinds & {"user", "both"}:
+        for raw in bpfsys.map_keys(user_fd, ctypes.sizeof(abi.UStackKey)):
+            key = abi.UStackKey.from_buffer_copy(raw)
+            if key.tag not in tags:
+                continue
+            n = min(int(key.nkframes), abi.STACK_DEPTH)
+            kernel = tuple(int(a) for a in key.kip[min(int(key.kskip), n):n])
+            user = [int(a) for a in key.uip[:min(int(key.nuframes), abi.USTACK_DEPTH)]]
+            named = (user_symbols.frames(int(key.tgid), user) if user_symbols is not None
+                     else tuple(f"0x{a:x}" for a in user))
+            add_stack(out, key.tag, kernel + named, _count(user_fd, raw))
+    return {tag: most_first(per) for tag, per in out.items()}
+
+
+def stack_fields(mine: list[tuple[tuple, int]], dropped: int) -> dict:
+    return {"stacks": tuple(mine[:STACKS_KEPT]), "stack_count": len(mine), "stacks_dropped": dropped}
+
+
+def _count(fd: int, raw: bytes) -> int:
+    value = bpfsys.map_lookup(fd, raw, 8)
+    return int.from_bytes(value, "little") if value is not None else 0
