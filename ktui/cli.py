@@ -127,7 +127,6 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     With bind=False, names (`count`, `file->f_pos`) are left unbound: what
     can be checked without the running kernel's BTF (`ktui vm`, on a host
     whose kernel is not the guest's)."""
-    from ktui.lang.aggregate import with_position
     from ktui.lang.model import ProbeSetError, SpecError
     from ktui.lang.bind import bind_probe
     from ktui.lang.probeset import load_probeset
@@ -160,7 +159,6 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
             probe = parse_probe_text(text)
             probes.append(bind_probe(probe, kernel, text=text) if bind else probe)
         except SpecError as exc:  # its column counts in the -e text as typed
-            exc = with_position(exc, kernel)  # `count(count)`: which position `count` is
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
     seen: dict[str, int] = {}
     for i, p in enumerate(probes):

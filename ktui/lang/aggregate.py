@@ -13,9 +13,9 @@ list, separated by spaces (and before ` if FILTER` on the command line):
 In a probe set the same are keys: `hist: a3`, `count: [comm, a3]` (or one
 string), `sum: retval`, `max_keys: 64`. A clause's argument is a fetch of
 the spec language (`a3`, `retval`, `+8(a1):u32`, `pid`...); `count` keys
-may also be `comm`. Names (`count`, `file->f_pos`) are not taken here yet:
-write the positional form (`a3`); the error says which it is where the
-kernel's BTF is at hand (`with_position`).
+may also be `comm`. Names (`count`, `file->f_pos`) are taken as in a
+spec's fetches, bound to the kernel's BTF with the probe (`lang.bind`),
+which checks their types again once it knows them.
 
 The text becomes `model.Aggregate`; `str()` prints the canonical form,
 which parses back equal."""
@@ -30,62 +30,14 @@ from ktui.lang.model import (
     INT_TYPES,
     Aggregate,
     Builtin,
-    Deref,
     Fetch,
     Kind,
     SpecError,
-    has_names,
 )
 
 AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX = 1, 1 << 20
 
 
-class NameInAggregate(SpecError):
-    """A parameter by name (`count(count)`) in an aggregation, which takes
-    positions only yet. It says where the position can be read; with the
-    kernel's BTF at hand (`with_position`) it says the position itself."""
-
-    def __init__(self, clause: str, fetch: Fetch, *, function: str = "", col: int | None = None,
-                 position: str = "") -> None:
-        self.clause, self.fetch, self.function, self.position = clause, fetch, function, position
-        named = fetch.expr.inner if isinstance(fetch.expr, Deref) else fetch.expr
-        self.param = getattr(named, "param", "")
-        if position:
-            fix = f"write {clause}({position}) ({self.param} is {function}'s {position})"
-        elif function:
-            fix = f"write its position (a1..a6: `ktui list {function}` shows {function}'s parameters in order)"
-        else:
-            fix = "write its position (a1..a6)"
-        super().__init__(f"{clause}({fetch}): a parameter by name is not taken in an aggregation yet; {fix}",
-                         col=col)
-
-    def moved(self, *, col: int | None = None, function: str | None = None,
-              position: str | None = None) -> "NameInAggregate":
-        return NameInAggregate(self.clause, self.fetch, col=self.col if col is None else col,
-                               function=self.function if function is None else function,
-                               position=self.position if position is None else position)
-
-
-def with_position(err: SpecError, kernel, function: str | None = None) -> SpecError:
-    """`err` saying the position of the name it is about, when `kernel`
-    (lang.bind.Kernel: the running kernel's BTF) knows the function (the
-    error's own, or `function` for an error that does not know it)."""
-    if not isinstance(err, NameInAggregate):
-        return err
-    if function and not err.function:
-        err = err.moved(function=function)
-    if kernel is None or not err.function or not err.param:
-        return err
-    try:
-        if kernel.problem() is not None:
-            return err
-        proto = kernel.prototype(err.function)
-        slot = proto.access.param(proto.proto_id, err.param)
-    except Exception:  # no such function or parameter, no BTF: the plain message stands  # noqa: BLE001
-        return err
-    if len(slot.registers) != 1:
-        return err
-    return err.moved(position=f"a{slot.registers[0]}")
 CLAUSES = ("hist", "count", "sum", "max_keys", "stack")
 STACK_KINDS = ("kernel", "user", "both")
 # A clause starts after whitespace: `hist(` never occurs inside a spec,
@@ -183,8 +135,6 @@ def _fetch(clause: str, text: str, at: int) -> Fetch:
         fetch = parse_fetch(text)
     except SpecError as err:
         raise SpecError(err.message, col=None if err.col is None else err.col + at) from None
-    if has_names(fetch.expr):  # here, where the name's column is known
-        raise NameInAggregate(clause, fetch, col=at + 1)
     return fetch
 
 
@@ -209,8 +159,6 @@ def check_aggregate(agg: Aggregate, kind: Kind | None) -> None:
 
 
 def _check_one(what: str, fetch: Fetch, kind: Kind | None, *, text_ok: bool) -> None:
-    if has_names(fetch.expr):
-        raise NameInAggregate(what, fetch)
     if fetch.label is not None:
         raise SpecError(f"{what}: {fetch}: an aggregated value takes no label")
     if kind is Kind.CALL and "retval" in str(fetch):

@@ -119,7 +119,8 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
         for name in _filter_names(probe):
             if _deferred(probe, name):
                 bindings[name] = _bind_filter_name(name, probe, proto, function, filter_text)
-        bound = dataclasses.replace(probe, fetches=tuple(fetches), bindings=bindings)
+        bound = dataclasses.replace(probe, fetches=tuple(fetches), bindings=bindings,
+                                    agg=_bind_aggregate(probe, proto, function))
         if bindings:
             # The kinds of the comparisons with the names' real types (a
             # deferred name was not type-checked before it had one).
@@ -186,6 +187,28 @@ def _prototype(probe: Probe, kernel: Kernel | None, spans: list[FetchSpan]) -> P
 
 
 # ---------------------------------------------------------------- fetches
+
+
+def _bind_aggregate(probe: Probe, proto: Prototype, function: str):
+    """The probe's aggregation with its names bound, checked again with
+    their types (a `char *` is no histogram's value). Its errors have no
+    column in the spec's fetches: they say the clause."""
+    agg = probe.agg
+    if agg is None:
+        return None
+
+    def bound(fetch: Fetch | None) -> Fetch | None:
+        if fetch is None:
+            return None
+        return _bind_fetch(fetch, FetchSpan(start=None), probe.kind, proto, function)  # type: ignore[arg-type]
+
+    out = dataclasses.replace(agg, hist=bound(agg.hist), sum=bound(agg.sum),
+                              keys=tuple(bound(k) for k in agg.keys))
+    if out != agg:
+        from ktui.lang.aggregate import check_aggregate
+
+        check_aggregate(out, probe.kind)
+    return out
 
 
 def _bind_fetch(fetch: Fetch, span: FetchSpan, kind: Kind, proto: Prototype, function: str) -> Fetch:
@@ -410,7 +433,7 @@ def _first_named_col(probe: Probe, spans: list[FetchSpan]) -> int | None:
 
 
 def _first_name(probe: Probe) -> str:
-    for fetch in probe.fetches:
+    for fetch in probe.fetches + (probe.agg.fetches() if probe.agg is not None else ()):
         expr = fetch.expr
         while isinstance(expr, Deref):
             expr = expr.inner

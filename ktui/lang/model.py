@@ -447,8 +447,10 @@ class Probe:
 
     @property
     def uses_names(self) -> bool:
-        """Whether a fetch reads a parameter by name (needs BTF to run)."""
-        return any(has_names(f.expr) for f in self.fetches)
+        """Whether a fetch, or an aggregation's, reads a parameter by name
+        (needs BTF to run)."""
+        fetches = self.fetches + (self.agg.fetches() if self.agg is not None else ())
+        return any(has_names(f.expr) for f in fetches)
 
     @property
     def spec_text(self) -> str:

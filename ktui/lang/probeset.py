@@ -48,7 +48,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ktui.lang import limits
 from ktui.lang.filters import parse_filter
-from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate, split_fetches, with_position
+from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate, split_fetches
 from ktui.lang.attach_rules import text_obstacle
 from ktui.lang.model import ATTACH_MODES, Aggregate, Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
 from ktui.lang.bind import Kernel, bind_probe
@@ -265,7 +265,7 @@ class _SetReader(NodeReader):
         try:
             return parse_spec_clauses(node.value)
         except SpecError as err:
-            self.fail_inside(node, with_position(err, self.kernel), prefix + "spec: ")
+            self.fail_inside(node, err, prefix + "spec: ")
 
     def long_form(self, items: dict[str, tuple[Node, Node]], form: str, prefix: str) -> Probe:
         target = self.target(items[form][1], form, prefix)
@@ -468,7 +468,6 @@ class _SetReader(NodeReader):
         try:
             check_aggregate(merged, probe.kind)
         except SpecError as err:
-            err = with_position(err, self.kernel, probe.target.symbol)
             key = next((k for k in AGG_KEYS if k in agg and err.message.startswith(k)),
                        next(k for k in AGG_KEYS if k in agg))
             message = err.message if err.message.startswith(key) else f"{key}: {err.message}"

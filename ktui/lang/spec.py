@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from ktui.lang import filters, limits
-from ktui.lang.aggregate import NameInAggregate, check_aggregate, parse_clauses, split_clauses
+from ktui.lang.aggregate import check_aggregate, parse_clauses, split_clauses
 from ktui.lang.checks import check_fetch, check_probe, fetch_col
 from ktui.lang.grammar import (
     Scanner,
@@ -57,8 +57,6 @@ def parse_spec_clauses(text: str) -> Probe:
         agg = parse_clauses(clauses, probe.kind)
     except SpecError as err:
         col = clauses_at + 1 if err.col is None else err.col + clauses_at
-        if isinstance(err, NameInAggregate):  # which function's parameter it is, for the hint
-            raise err.moved(col=col, function=probe.target.symbol or "") from None
         raise SpecError(err.message, col=col) from None
     return dataclasses.replace(probe, agg=agg)
 

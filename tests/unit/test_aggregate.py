@@ -42,7 +42,6 @@ def test_the_short_form_parses_and_prints_back():
     ("vfs_read:c count(a9)", 18, "a1..a6"),
     ("vfs_read:c hist(a3) hist(a2)", 21, "twice"),
     ("vfs_read:c count(a1) max_keys(x)", 31, "whole number"),
-    ("vfs_read:c hist(count)", 17, "write its position"),
 ])
 def test_short_form_errors_name_the_column(text, col, words):
     with pytest.raises(SpecError) as err:
@@ -51,36 +50,42 @@ def test_short_form_errors_name_the_column(text, col, words):
     assert words in err.value.message
 
 
-def test_a_name_in_an_aggregation_is_pointed_at_and_said_once():
-    """Issue #29: `count(count)` said `count: count: names are not taken…`
-    with the caret on the aggregation. The caret is on the name, the
-    clause is said once, and where to look for its position is said."""
-    with pytest.raises(SpecError) as err:
-        parse_probe_text("vfs_read:c:a1 count(comm, count)")
-    assert err.value.col == 27
-    assert err.value.message == (
-        "count(count): a parameter by name is not taken in an aggregation yet; write its position "
-        "(a1..a6: `ktui list vfs_read` shows vfs_read's parameters in order)")
+def test_names_are_taken_in_aggregations_and_print_back():
+    p = parse_probe_text("vfs_read:c:a1 count(comm, count) hist(file->f_pos)")
+    assert str(p.agg) == "hist(file->f_pos) count(comm,count)"
+    assert parse_probe_text(f"{p.spec_text} {p.agg}") == p
+    assert p.uses_names  # so it is bound to the kernel's BTF before it runs
 
 
-def test_with_btf_the_position_of_the_name_is_suggested(monkeypatch, tmp_path):
-    """... and where the kernel's BTF is at hand, the position itself: `a3`."""
+def test_with_btf_an_aggregations_names_are_bound_and_run_in_the_generic_program(monkeypatch, tmp_path):
+    """Issue 30: `count(comm) sum(retval) hist(count)`, by name, with the
+    position and type the kernel's BTF gives; from -e and from a file."""
     from click.testing import CliRunner
 
     from ktui import cli
+    from ktui.kernel.generic import abi
+    from ktui.kernel.generic.plan import build_plan
+    from ktui.lang.bind import bind_probe
+    from ktui.lang.model import Arg, positional
     from tests.unit.namedkernel import kernel_names
 
     kernel = kernel_names(tmp_path)
+    probe = bind_probe(parse_probe_text("vfs_read:r count(comm) sum(retval) hist(count)"), kernel)
+    assert positional(probe.agg.hist.expr) == Arg(3)
+    plan = build_plan(probe, gen=1)
+    assert plan.agg == abi.AGG_HIST | abi.AGG_COUNT | abi.AGG_SUM
+    hist = plan.fetch[plan.agg_hist]
+    assert (hist.src, hist.reg) == (abi.SRC_ARG, 2)  # a return probe reads the argument saved at entry
     monkeypatch.setattr(cli, "_kernel_names", lambda: kernel)
     r = CliRunner().invoke(cli.main, ["compile", "-e", "vfs_read:c count(count)"])
-    assert (r.exit_code, r.output) == (1, "ktui: -e #1:18: count(count): a parameter by name is not "
-                                          "taken in an aggregation yet; write count(a3) (count is vfs_read's a3)\n")
-    for body, where in (("  - spec: vfs_read:r sum(count)\n", "f.yaml:3:26"),
-                        ("  - spec: vfs_read:c\n    count: [comm, count]\n", "f.yaml:4:12")):
-        with pytest.raises(ProbeSetError) as err:
-            loads_probeset("name: x\nprobes:\n" + body, source="f.yaml", kernel=kernel)
-        assert str(err.value).startswith(where), str(err.value)
-        assert "(count is vfs_read's a3)" in str(err.value) and "count: count:" not in str(err.value)
+    assert r.exit_code == 0, r.output
+    loaded = loads_probeset("name: x\nprobes:\n  - spec: vfs_read:c\n    count: [comm, count]\n",
+                            source="f.yaml", kernel=kernel)
+    assert positional(loaded.probes[0].agg.keys[1].expr) == Arg(3)
+    with pytest.raises(ProbeSetError) as err:
+        loads_probeset("name: x\nprobes:\n  - spec: vfs_read:c hist(nosuch)\n", source="f.yaml", kernel=kernel)
+    assert str(err.value).startswith("f.yaml:3:"), str(err.value)
+    assert "nosuch" in str(err.value) and "\n" not in str(err.value).strip()
 
 
 SET = """name: agg
