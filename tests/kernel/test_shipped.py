@@ -35,19 +35,32 @@ from ktui.kernel.generic.shipped import SUFFIX, VARIANTS, shipped_dir, shipped_k
 from ktui.kernel.generic.loader import load_compiled, load_tracing_copy, program_text
 from ktui.kernel.maps import bpfsys
 
+from ktui.record.histogram import HIST_SLOTS, slot_of
+
 from .conftest import HERE
 
 OWN = "ktuiown"
 OWN_CALLS = 3
 ROOT = HERE.parent.parent
 
-PROBES = """
+AGG = "shipagg"  # the workload's comm: only its hits reach the probes below
+READS = [["read", 7, 10], ["read", 100, 5], ["badread", 2]]
+OPENED = "/tmp/ktui-shipped-open"
+PROBES = f"""
 name: own
 probes:
   - bpf=__x64_sys_bpf:c
   - execs=__x64_sys_execve:c
   - reads=vfs_read:r
   - sizes=vfs_read:c:a3
+  # the generic engine's every feature, with no compiler: names, filters,
+  # strings, hist, count by comm, sum, kernel stacks
+  - spec: agg_sizes=vfs_read:c:count hist(count) count(comm) stack(kernel)
+    filter: comm == "{AGG}"
+  - spec: agg_bytes=vfs_read:r sum(retval)
+    filter: comm == "{AGG}" && retval >= 0
+  - spec: opens=do_sys_openat2:c:fname=+0(a2):ustring
+    filter: comm == "{AGG}"
 """
 
 # $1: an empty directory; the rest: the command, run where no kernel
@@ -66,15 +79,20 @@ import json, sys, time
 from collections import Counter
 from pathlib import Path
 
+from ktui.pipeline.stacks import merged
+
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
 cache_dir, log, probes = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 comms = Counter()
+values = Counter()
 
 def drain(s):
     for e in s.drain().events():
         comms[(names[e.probe_id], e.comm)] += 1
+        if e.comm == "shipagg":
+            values[(names[e.probe_id], repr(e.values))] += 1
 
 options = SessionOptions(engine="generic", attach="auto", cache_dir=cache_dir, log_path=log)
 with Session(loads_probeset(probes), options) as s:
@@ -91,11 +109,18 @@ with Session(loads_probeset(probes), options) as s:
     drain(s)
     stats = s.stats().probes
     states = {names[i]: [st.state.value, st.via] for i, st in s.statuses().items()}
+    probes = {i: st.probe for i, st in s.statuses().items()}
+    stacks = {names[i]: [[list(frames), n] for frames, n in merged(probes[i], p.stacks, s.symbolize, offsets=False)]
+              for i, p in stats.items() if p.stacks}
 print(json.dumps({
     "states": states,
-    "stats": {names[i]: {"hits": p.hits, "counted_only": p.counted_only, "top_comms": p.top_comms}
+    "stats": {names[i]: {"hits": p.hits, "counted_only": p.counted_only, "top_comms": p.top_comms,
+                         "value_hist": p.value_hist, "top_values": p.top_values, "value_sum": p.value_sum,
+                         "stacks_dropped": p.stacks_dropped}
               for i, p in stats.items()},
+    "stacks": stacks,
     "event_comms": [[probe, comm, n] for (probe, comm), n in comms.items()],
+    "event_values": [[probe, text, n] for (probe, text), n in values.items()],
 }), flush=True)
 """
 
@@ -144,7 +169,8 @@ def loaded(proc: subprocess.Popen, log: Path) -> dict:
     return json.loads(line)
 
 
-def test_a_first_start_without_headers_or_cache_runs_the_shipped_program(tmp_path):
+def test_a_first_start_without_headers_or_cache_runs_the_shipped_program(tmp_path, workload):
+    w = workload([[["comm", AGG], *READS, ["open", OPENED]]])
     proc, cache, log = start_without_headers(tmp_path, ROOT)
     try:
         start = loaded(proc, log)
@@ -153,6 +179,7 @@ def test_a_first_start_without_headers_or_cache_runs_the_shipped_program(tmp_pat
         assert me != OWN
         for _ in range(OWN_CALLS):  # bpf(2) by a process that is not ktui's: counted
             os.close(bpfsys.map_create(bpfsys.BPF_MAP_TYPE_ARRAY, 4, 8, 1, name="ktui_own_test"))
+        w.run_phase()  # known reads and an open, under a comm of their own
         out, _ = proc.communicate("done\n", timeout=120)
     finally:
         if proc.poll() is None:
@@ -182,6 +209,24 @@ def test_a_first_start_without_headers_or_cache_runs_the_shipped_program(tmp_pat
     assert bpf["counted_only"] == 0, bpf
     assert dict(bpf["top_comms"]) == {me: OWN_CALLS}, bpf
     assert bpf["hits"] == OWN_CALLS, bpf
+
+    # exact values of the workload, every one from the shipped program
+    assert seen["states"]["agg_sizes"] == ["attached", "fentry"], seen["states"]
+    sizes = seen["stats"]["agg_sizes"]
+    expected = [0] * HIST_SLOTS
+    for op in READS:
+        size, n = (op[1], op[2]) if op[0] == "read" else (13, op[1])  # badread: 13 bytes asked
+        expected[slot_of(size)] += n
+    assert sizes["value_hist"] == expected, sizes
+    assert sizes["top_values"] == [[[AGG], 17, 0]], sizes
+    events = {text: n for probe, text, n in seen["event_values"] if probe == "agg_sizes"}
+    assert events == {"(7,)": 10, "(100,)": 5, "(13,)": 2}, seen["event_values"]
+    assert sizes["stacks_dropped"] == 0, sizes
+    stacks = seen["stacks"]["agg_sizes"]
+    assert sum(n for _frames, n in stacks) == 17 and all(f[0] == "vfs_read" for f, _n in stacks), stacks
+    assert seen["stats"]["agg_bytes"]["top_values"] == [[[], 15, 7 * 10 + 100 * 5]], seen["stats"]["agg_bytes"]
+    opens = [(text, n) for probe, text, n in seen["event_values"] if probe == "opens"]
+    assert len(opens) == 1 and OPENED in opens[0][0] and opens[0][1] == 1, seen["event_values"]
 
 
 def refused_copy(root: Path) -> Path:

@@ -106,16 +106,16 @@ def test_counts_read_back_by_tag_merging_stale_comm_tails(monkeypatch):
     assert (fields["value_keys"], fields["value_sum"]) == (2, 300)
 
 
-def test_a_tracing_programs_own_frames_are_left_out_of_its_stacks(monkeypatch):
-    def stack(tag, frames, skip):
-        key = abi.StackKey(tag=tag, nframes=len(frames), skip=skip)
+def test_stacks_read_back_by_tag_most_first(monkeypatch):
+    def stack(tag, frames):
+        key = abi.StackKey(tag=tag, nframes=len(frames))
         key.ip[:len(frames)] = frames
         return bytes(key)
 
-    one = (8).to_bytes(8, "little")
-    FakeMaps(monkeypatch, {1: {stack(4, [0xb1, 0xb2, 0x100, 0x200], 2): one,
-                               stack(4, [0x100, 0x300], 0): (5).to_bytes(8, "little"),
-                               stack(9, [0x100], 0): one},
+    count = lambda n: n.to_bytes(8, "little")  # noqa: E731
+    FakeMaps(monkeypatch, {1: {stack(4, [0x100, 0x200]): count(8),
+                               stack(4, [0x100, 0x300]): count(5),
+                               stack(9, [0x100]): count(1)},  # another probe's
                            2: {}})
     got = aggregates.stacks(1, 2, {4: 0}, {"kernel"})
-    assert got == {4: [((0x100, 0x300), 5), ((0x100, 0x200), 8)][::-1]}
+    assert got == {4: [((0x100, 0x200), 8), ((0x100, 0x300), 5)]}

@@ -186,14 +186,11 @@ class AggVal(ctypes.Structure):
 
 class StackKey(ctypes.Structure):
     """A kernel stack of a probe (bpf_get_stack zeroes the frames past
-    nframes, so equal stacks are equal keys). `skip`: leading frames of
-    ktui's own (a tracing program's and its trampoline's), not the probed
-    function's stack: the reader drops them."""
+    nframes, so equal stacks are equal keys)."""
 
     _fields_ = [
         ("tag", ctypes.c_uint32),
-        ("nframes", ctypes.c_uint16),
-        ("skip", ctypes.c_uint16),
+        ("nframes", ctypes.c_uint32),
         ("ip", ctypes.c_uint64 * STACK_DEPTH),
     ]
 
@@ -205,8 +202,7 @@ class UStackKey(ctypes.Structure):
     _fields_ = [
         ("tag", ctypes.c_uint32),
         ("tgid", ctypes.c_uint32),
-        ("nkframes", ctypes.c_uint16),
-        ("kskip", ctypes.c_uint16),
+        ("nkframes", ctypes.c_uint32),
         ("nuframes", ctypes.c_uint32),
         ("kip", ctypes.c_uint64 * STACK_DEPTH),
         ("uip", ctypes.c_uint64 * USTACK_DEPTH),

@@ -72,9 +72,7 @@ def count_fields(probe: Probe, entries: dict[tuple, tuple[int, int]]) -> dict:
 def stacks(kernel_fd: int, user_fd: int, tags: dict[int, int], kinds: set[str],
            user_symbols=None) -> dict[int, list[tuple[tuple, int]]]:
     """tag -> [(frames innermost first, count)], most first. Kernel frames
-    are addresses (the consumer names them from kallsyms), after the
-    program's own leading frames (a tracing program's: StackKey.skip);
-    user frames are named now, from the process's maps while it lives."""
+    are addresses (the consumer names them from kallsyms); user frames are named now, from the process's maps while it lives."""
     out: dict[int, dict[tuple, int]] = {}
     if "kernel" in kinds:
         for raw in bpfsys.map_keys(kernel_fd, ctypes.sizeof(abi.StackKey)):
@@ -82,7 +80,7 @@ def stacks(kernel_fd: int, user_fd: int, tags: dict[int, int], kinds: set[str],
             if key.tag not in tags:
                 continue
             n = min(int(key.nframes), abi.STACK_DEPTH)
-            frames = tuple(int(a) for a in key.ip[min(int(key.skip), n):n])
+            frames = tuple(int(a) for a in key.ip[:n])
             add_stack(out, key.tag, frames, _count(kernel_fd, raw))
     if kinds & {"user", "both"}:
         for raw in bpfsys.map_keys(user_fd, ctypes.sizeof(abi.UStackKey)):
@@ -90,7 +88,7 @@ def stacks(kernel_fd: int, user_fd: int, tags: dict[int, int], kinds: set[str],
             if key.tag not in tags:
                 continue
             n = min(int(key.nkframes), abi.STACK_DEPTH)
-            kernel = tuple(int(a) for a in key.kip[min(int(key.kskip), n):n])
+            kernel = tuple(int(a) for a in key.kip[:n])
             user = [int(a) for a in key.uip[:min(int(key.nuframes), abi.USTACK_DEPTH)]]
             named = (user_symbols.frames(int(key.tgid), user) if user_symbols is not None
                      else tuple(f"0x{a:x}" for a in user))

@@ -495,30 +495,12 @@ static __always_inline u64 ktui_val(struct ktui_state *st, u8 i)
     return st->vals[i & (KTUI_MAX_FETCHES - 1)];
 }
 
-/* A tracing program's stack starts in the program and its trampoline,
- * then the probed function (the trampoline's return address in it, a few
- * bytes past its start: after its fentry call): how many frames are
- * ktui's own. A kprobe's stack is unwound from the function's registers. */
-#ifdef KTUI_TRACING
-#define KTUI_OWN_FRAME(i)                                                     \
-    if (skip == 0xffff && (i) < nframes && ip[i] - func < 64)                 \
-        skip = (i);
-static __always_inline u16 ktui_own_frames(void *ctx, u64 *ip, long nframes)
-{
-    u64 func = bpf_get_func_ip(ctx);
-    u16 skip = 0xffff;
-    KTUI_OWN_FRAME(0) KTUI_OWN_FRAME(1) KTUI_OWN_FRAME(2) KTUI_OWN_FRAME(3) KTUI_OWN_FRAME(4)
-    return skip == 0xffff ? 0 : skip;
-}
-#else
-static __always_inline u16 ktui_own_frames(void *ctx, u64 *ip, long nframes)
-{
-    return 0;
-}
-#endif
-
 /* Count this hit's kernel stack. One that could not be taken or stored
- * (its map full) is counted in ktui_stack_drop. */
+ * (its map full) is counted in ktui_stack_drop. A kprobe's stack is
+ * unwound from the probed function's registers; a tracing program's
+ * (bpf_get_stack's raw-tracepoint form) starts at the probed function
+ * too: no frame of the program or its trampoline (tests/kernel/
+ * test_aggregations.py, on 6.1 and 6.12). */
 static __always_inline void ktui_kernel_stack(void *ctx, struct ktui_state *st, u32 slot, u32 tag)
 {
     struct ktui_stackkey *sk = &st->skey;
@@ -526,8 +508,7 @@ static __always_inline void ktui_kernel_stack(void *ctx, struct ktui_state *st, 
     long n = bpf_get_stack(ctx, sk->ip, sizeof(sk->ip), 0);
     u64 *count = 0;
     if (n > 0) {
-        sk->nframes = (u16)(n / 8);
-        sk->skip = ktui_own_frames(ctx, sk->ip, n / 8);
+        sk->nframes = (u32)(n / 8);
         u64 zero = 0;
         count = ktui_stacks.lookup_or_try_init(sk, &zero);
     }
@@ -547,18 +528,15 @@ static __always_inline void ktui_user_stack(void *ctx, struct ktui_state *st, u3
     uk->tag = tag;
     uk->tgid = st->who.pid_tgid >> 32;
     long kn = 0;
-    uk->kskip = 0;
     if (both) {
         kn = bpf_get_stack(ctx, uk->kip, sizeof(uk->kip), 0);
-        if (kn > 0)
-            uk->kskip = ktui_own_frames(ctx, uk->kip, kn / 8);
     } else {
         __builtin_memset(uk->kip, 0, sizeof(uk->kip));
     }
     long un = bpf_get_stack(ctx, uk->uip, sizeof(uk->uip), BPF_F_USER_STACK);
     u64 *count = 0;
     if ((both ? kn > 0 : 1) && un >= 0) {
-        uk->nkframes = (u16)(kn / 8);
+        uk->nkframes = (u32)(kn / 8);
         uk->nuframes = (u32)(un / 8);
         u64 zero = 0;
         count = ktui_ustacks.lookup_or_try_init(uk, &zero);
