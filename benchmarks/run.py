@@ -446,6 +446,10 @@ def analyse(vm: dict, host: dict) -> dict:
 COMPARE_GOALS = (
     ("fentry", "ktui_c_fentry", ("funccount",), 0.8,
      "c probe via fentry <= 0.8x funccount-bpfcc's slowdown (issue 13)"),
+    ("fentry", "ktui_c_kprobe", ("funccount",), 1.0,
+     "a counting c probe via kprobe no slower than funccount-bpfcc (issue 30)"),
+    ("fentry", "ktui_c_fentry", ("bpftrace_fentry_count",), 1.0,
+     "a counting c probe via fentry no slower than bpftrace kfunc (fentry) count() (issue 30)"),
     ("fexit", "ktui_r_fexit", ("bpftrace_count_entry_return",), 1.0,
      "r probe + latency histogram via fexit below bpftrace kprobe+kretprobe counting (issue 13)"),
     ("hist", "ktui_hist", ("argdist_hist", "bpftrace_hist"), 1.0,

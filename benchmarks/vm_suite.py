@@ -654,7 +654,9 @@ class Suite:
         try:
             if pattern is None:  # trace-bpfcc: an event line starts with the pid
                 pattern = re.compile(rb"^" + str(w.pid).encode() + rb"\s", re.M)
-            tool = Tool(f"{name}-{k}", argv_of(w.pid), k, watch_events=pattern or None, env=env)
+            # ktui goes by fentry where it can (`auto`): no kprobe to see
+            count = attached_count if name.startswith("ktui") else kprobe_count
+            tool = Tool(f"{name}-{k}", argv_of(w.pid), k, watch_events=pattern or None, env=env, count=count)
             live = tool.wait_live()
             # a first start compiles the generic program before the first
             # event (47 s alone in one warm-up): wait long enough to see it
@@ -679,7 +681,7 @@ class Suite:
     def live_edit(self) -> None:
         """Probes added, edited and switched in a running session
         (benchmarks/live_edit.py): Enter to attached, and to the first event."""
-        out = subprocess.run([sys.executable, "-m", "benchmarks.live_edit", "--rounds", "8"],
+        out = subprocess.run([sys.executable, "-m", "benchmarks.live_edit"],
                              capture_output=True, text=True, timeout=PART_TIMEOUT,
                              cwd=str(Path(__file__).resolve().parent.parent))
         if out.returncode != 0:
@@ -753,6 +755,8 @@ class Suite:
                 ("ktui_c_fentry", stream("vfs_read:c", extra=["--attach", "fentry"]), 1, links),
                 ("ktui_c_kprobe", stream("vfs_read:c", extra=["--attach", "kprobe"]), 1, kprobe_count),
                 ("funccount", tool("funccount-bpfcc", "-p", "{P}", "vfs_read"), 1, kprobe_count),
+                ("bpftrace_fentry_count", tool("bpftrace", "-e", "kfunc:vfs_read /pid == {P}/ { @ = count(); }"),
+                 1, links),
             ],
             "fexit": [
                 # fexit and its fentry entry half: two tracing links
@@ -763,17 +767,19 @@ class Suite:
                                       "kretprobe:vfs_read /pid == {P}/ { @b = count(); }"), 2, kprobe_count),
             ],
             "hist": [
-                # an aggregation puts the probe on the compiled path (docs/probe-language.md)
-                ("ktui_hist", stream("h=vfs_read:c hist(a3)"), 1, kprobe_count),
+                # in the generic program, by kprobe as argdist and bpftrace here, and by fentry
+                ("ktui_hist", stream("h=vfs_read:c hist(a3)", extra=["--attach", "kprobe"]), 1, kprobe_count),
+                ("ktui_hist_fentry", stream("h=vfs_read:c hist(a3)", extra=["--attach", "fentry"]), 1, links),
                 ("argdist_hist", tool("argdist-bpfcc", "-p", "{P}", "-H",
                                       "p::vfs_read(void *a, void *b, u64 c):u64:c"), 1, kprobe_count),
                 ("bpftrace_hist", tool("bpftrace", "-e", "kprobe:vfs_read /pid == {P}/ { @ = hist(arg2); }"),
                  1, kprobe_count),
-                # the same path without the aggregation: what hist() itself costs
-                ("ktui_c_compiled", stream("vfs_read:c", extra=["--engine", "compiled"]), 1, kprobe_count),
+                # the same probe without the aggregation: what hist() itself costs
+                ("ktui_c_kprobe", stream("vfs_read:c", extra=["--attach", "kprobe"]), 1, kprobe_count),
             ],
             "stack": [
-                ("ktui_stack", stream("s=vfs_read:c stack(kernel)", extra=["--folded", self.folded]),
+                ("ktui_stack", stream("s=vfs_read:c stack(kernel)", extra=["--folded", self.folded,
+                                                                            "--attach", "kprobe"]),
                  1, kprobe_count),
                 ("stackcount", tool("stackcount-bpfcc", "-p", "{P}", "vfs_read"), 1, kprobe_count),
                 ("bpftrace_kstack", tool("bpftrace", "-e", "kprobe:vfs_read /pid == {P}/ { @[kstack] = count(); }"),
