@@ -119,3 +119,19 @@ def test_stacks_read_back_by_tag_most_first(monkeypatch):
                            2: {}})
     got = aggregates.stacks(1, 2, {4: 0}, {"kernel"})
     assert got == {4: [((0x100, 0x200), 8), ((0x100, 0x300), 5)]}
+
+
+def test_user_stacks_are_named_by_their_process_after_the_kernel_frames(monkeypatch):
+    key = abi.UStackKey(tag=4, tgid=77, nkframes=1, nuframes=2)
+    key.kip[0] = 0x100
+    key.uip[:2] = [0x4000, 0x5000]
+    other = abi.UStackKey(tag=5, tgid=77, nkframes=0, nuframes=1)  # another probe's
+    FakeMaps(monkeypatch, {1: {}, 2: {bytes(key): (3).to_bytes(8, "little"),
+                                      bytes(other): (1).to_bytes(8, "little")}})
+
+    class Names:
+        def frames(self, tgid, addresses):
+            return tuple(f"{tgid}:{a:x}" for a in addresses)
+
+    got = aggregates.stacks(1, 2, {4: 0}, {"both"}, Names())
+    assert got == {4: [((0x100, "77:4000", "77:5000"), 3)]}

@@ -72,34 +72,31 @@ def count_fields(probe: Probe, entries: dict[tuple, tuple[int, int]]) -> dict:
 def stacks(kernel_fd: int, user_fd: int, tags: dict[int, int], kinds: set[str],
            user_symbols=None) -> dict[int, list[tuple[tuple, int]]]:
     """tag -> [(frames innermost first, count)], most first. Kernel frames
-    are addresses (the consumer names them from kallsyms); user frames are named now, from the process's maps while it lives."""
+    are addresses (the consumer names them from kallsyms); user frames are
+    named now, from the process's maps while it lives."""
     out: dict[int, dict[tuple, int]] = {}
     if "kernel" in kinds:
-        for raw in bpfsys.map_keys(kernel_fd, ctypes.sizeof(abi.StackKey)):
-            key = abi.StackKey.from_buffer_copy(raw)
-            if key.tag not in tags:
-                continue
-            n = min(int(key.nframes), abi.STACK_DEPTH)
-            frames = tuple(int(a) for a in key.ip[:n])
-            add_stack(out, key.tag, frames, _count(kernel_fd, raw))
+        for key, count in _tagged(kernel_fd, abi.StackKey, tags):
+            frames = tuple(int(a) for a in key.ip[:min(int(key.nframes), abi.STACK_DEPTH)])
+            add_stack(out, key.tag, frames, count)
     if kinds & {"user", "both"}:
-        for raw in bpfsys.map_keys(user_fd, ctypes.sizeof(abi.UStackKey)):
-            key = abi.UStackKey.from_buffer_copy(raw)
-            if key.tag not in tags:
-                continue
-            n = min(int(key.nkframes), abi.STACK_DEPTH)
-            kernel = tuple(int(a) for a in key.kip[:n])
+        for key, count in _tagged(user_fd, abi.UStackKey, tags):
+            kernel = tuple(int(a) for a in key.kip[:min(int(key.nkframes), abi.STACK_DEPTH)])
             user = [int(a) for a in key.uip[:min(int(key.nuframes), abi.USTACK_DEPTH)]]
             named = (user_symbols.frames(int(key.tgid), user) if user_symbols is not None
                      else tuple(f"0x{a:x}" for a in user))
-            add_stack(out, key.tag, kernel + named, _count(user_fd, raw))
+            add_stack(out, key.tag, kernel + named, count)
     return {tag: most_first(per) for tag, per in out.items()}
+
+
+def _tagged(fd: int, key_type, tags):
+    """(key, count) of a stack map's entries whose tag is one of `tags`."""
+    for raw in bpfsys.map_keys(fd, ctypes.sizeof(key_type)):
+        key = key_type.from_buffer_copy(raw)
+        if key.tag in tags:
+            value = bpfsys.map_lookup(fd, raw, 8)
+            yield key, int.from_bytes(value, "little") if value is not None else 0
 
 
 def stack_fields(mine: list[tuple[tuple, int]], dropped: int) -> dict:
     return {"stacks": tuple(mine[:STACKS_KEPT]), "stack_count": len(mine), "stacks_dropped": dropped}
-
-
-def _count(fd: int, raw: bytes) -> int:
-    value = bpfsys.map_lookup(fd, raw, 8)
-    return int.from_bytes(value, "little") if value is not None else 0
