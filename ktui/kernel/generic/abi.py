@@ -89,9 +89,10 @@ AGG_SIGNED_HIST = 1  # plan.agg_signed: a negative value (an errno) is left out 
 AGG_SIGNED_SUM = 2  # ... the histogram, the sum
 AGG_KEYS = 4  # integer keys of a count (lang.model.AGG_KEYS_MAX)
 # Entries of the shared maps: every probe's keys (a probe's own max_keys is
-# held exactly by its count in ktui_agg_nkeys), stacks. Preallocated: a hash
-# map a kprobe program updates must be before 6.1, and no allocation can fail
-# inside a hit; each entry costs its key and value plus ~50 bytes.
+# held exactly by its count in ktui_agg_nkeys), stacks. Preallocated: before
+# 6.1 the kernel warns that a tracing program's run-time-allocated hash map is
+# unsafe (and refuses it on PREEMPT_RT), and no allocation can fail inside a
+# hit; each entry costs its key and value plus ~50 bytes.
 AGG_MAP_KEYS = 16384
 STACK_DEPTH = 63  # kernel frames of a stack (as the compiled programs')
 USTACK_DEPTH = 32
