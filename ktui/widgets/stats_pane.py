@@ -153,7 +153,15 @@ class StatsPane(VerticalScroll):
             self.wanted_view = next_view(shown_view(self.wanted_view, probe), probe)
         self._cursor, self._cursor_pick = 0, None  # another view: from its first line
         self._render_view()
+        # the view bar to the top: in a short pane (80x24) the view starts
+        # below what fits, under the probe's head and its rate sparkline
+        self.call_after_refresh(self._view_to_top)
         return TITLES[self.wanted_view]
+
+    def _view_to_top(self) -> None:
+        tabs = self.query_one("#stats-tabs", Static)
+        if tabs.display:
+            self.scroll_to_widget(tabs, top=True, animate=False)
 
     def _render_values(self, probe, stats) -> None:
         """The view bar, and the counters body or the aggregation view."""

@@ -160,3 +160,25 @@ async def test_bytes_per_process_reads_on_one_line_a_key_at_80_and_50_columns():
             first = next(line.split()[0] for line in shown if line.split()[:1] in (["cat"], ["sshd"], ["bash"]))
             assert first == "cat" and int(rows["cat"][2]) == 4096 * int(rows["cat"][1])
             assert float(rows["cat"][3].rstrip("%")) > 90
+
+
+async def test_in_a_short_pane_v_brings_the_view_into_sight():
+    """At 80x24 the stats pane below the events is a few rows tall: the
+    probe's head and rate sparkline fill it, and a view drawn under them
+    would never be seen. `v` scrolls the view bar to the pane's top."""
+    app = make_app(make_feed(loads_probeset(SET), lossy=set(), fail={}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        polls(app, 4)
+        await pilot.pause()
+        pane = app.main.query_one(StatsPane)
+        if not pane.display:
+            await pilot.press("s")
+            await pilot.pause()
+        tabs = pane.query_one("#stats-tabs")
+        assert pane.display and pane.size.height < 12, pane.size
+        await pilot.press("v")
+        await pilot.pause()
+        await pilot.pause()
+        assert "hist(a3)" in text(pane, "#stats-values")
+        # the view bar is the first row the pane shows
+        assert pane.scroll_offset.y == tabs.virtual_region.y, (pane.scroll_offset, tabs.virtual_region)
