@@ -159,6 +159,62 @@ def test_counting_probes_filter_on_arguments(workload, cache_dir, tmp_path):
                 assert stats[i].latency_sum_ns > 0 and not stats[i].errnos, stats[i]
 
 
+COUNTING = """
+name: counting
+probes:
+  - spec: fc=vfs_read:c
+    attach: fentry
+  - spec: kc=vfs_read:c
+    attach: kprobe
+"""
+
+
+def test_a_counting_probe_runs_its_own_program(workload, cache_dir, tmp_path):
+    """A call probe that only counts runs generic/counter.py's program, by
+    fentry and by kprobe: no set-wide --pid, so it counts every process's
+    reads but ktui's own, and names them past its exact first hits by a
+    1-in-COMM_EVERY sample, weighted: each workload's share comes out
+    within a few samples of its true count."""
+    from ktui.kernel.codegen.runtime import COMM_EVERY, COMM_EXACT
+
+    a_reads, b_reads, own_reads = 3000, 1500, 300
+    assert a_reads > 2 * COMM_EXACT  # most of a's hits are sampled
+    w = workload([[["comm", "ktui-ctr-a"], ["read", 1, a_reads], ["comm", "ktui-ctr-b"], ["read", 1, b_reads]]])
+    options = SessionOptions(engine="generic", cache_dir=cache_dir / "ktui", log_path=tmp_path / "ktui.log")
+    own_comm = f"/proc/self/task/{os.getpid()}/comm"
+    with Session(loads_probeset(COUNTING), options) as s:
+        s.wait_loaded()
+        statuses = s.statuses()
+        counters = [slot.counter for slot in s._engine.slots.values()]
+        # ktui's own reads (this process is the session's): renamed, and not counted
+        before = open(own_comm).read().strip()
+        with open(own_comm, "w") as f:
+            f.write("ktui-ctr-self")
+        try:
+            zero = os.open("/dev/zero", os.O_RDONLY)
+            for _ in range(own_reads):
+                os.read(zero, 1)
+            os.close(zero)
+        finally:
+            with open(own_comm, "w") as f:
+                f.write(before)
+        w.run_phase()
+        s.detach_all()
+        stats = s.stats().probes
+    assert {st.probe.name: (st.state, st.via) for st in statuses.values()} == {
+        "fc": (ProbeState.ATTACHED, "fentry"), "kc": (ProbeState.ATTACHED, "kprobe")}
+    assert counters == [True, True]
+    # the hash picks 1 in COMM_EVERY of a run of counts to within a few
+    slack = 4 * COMM_EVERY
+    for i, st in statuses.items():
+        comms = dict(stats[i].top_comms)
+        assert stats[i].hits >= a_reads + b_reads, stats[i]
+        assert not stats[i].top_comms_exact, stats[i]
+        assert abs(comms.get("ktui-ctr-a", 0) - a_reads) <= slack, (st.probe.name, comms)
+        assert abs(comms.get("ktui-ctr-b", 0) - b_reads) <= slack, (st.probe.name, comms)
+        assert "ktui-ctr-self" not in comms, (st.probe.name, comms)
+
+
 def test_bare_probes_keep_the_set_wide_comm_filter(workload, cache_dir, tmp_path):
     """A bare probe reads comm into the stack, not the scratch state: the
     set's comm filter (`--comm`) must still decide, at a call and at a

@@ -123,7 +123,10 @@ def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):
     log_fd = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o600)
     engine = GenericEngine(exclude_pids=(os.getpid(),), pid=child.pid, comm=None)
     try:
-        slot = engine.add(parse_spec("vfs_read:c"), 0)
+        # a probe with a fetch: one that only counts runs a program of its
+        # own from the start (generic/counter.py), with no handover
+        slot = engine.add(parse_spec("vfs_read:c:a3"), 0)
+        assert not slot.counter
         engine.attach(slot, "vfs_read", 0, None)
         go.touch()
         wait_for(lambda: engine.stats()[0].hits >= EARLY, f"the dispatcher to count {EARLY} reads",

@@ -31,6 +31,7 @@ from ktui.kernel.maps import bpfsys
 from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
+from ktui.kernel.generic.counter import COMM_KEY, Counters, comms_by_slot
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
 from ktui.kernel.codegen.runtime import COMM_EXACT
@@ -43,7 +44,7 @@ from ktui.record.layout import HEADER_SIZE
 __all__ = ["GenericEngine", "NotGeneric", "Slot"]
 
 TOP_COMMS = 5
-_COMM_KEY = struct.Struct("<I16s")
+_COMM_KEY = COMM_KEY
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
@@ -72,6 +73,9 @@ class Slot:
     # its tracing copies (loaded on first attach, kept while the slot
     # lives): [fexit or fentry, fentry entry half (return probes)]
     tprogs: list[int] = field(default_factory=list)
+    # a counting probe (a call, plan F_BARE, no --comm): its programs are
+    # counter.py's, which count by themselves (no dispatcher, no plan)
+    counter: bool = False
 
     @property
     def tracing(self) -> bool:
@@ -104,6 +108,12 @@ class GenericEngine:
         # where a hit's context is read (kernel/symbols/interrupt_context): 0s, not known
         self.context: tuple[int, int, int] = (0, 0, 0)
         self.dispatcher = Dispatcher(self.exclude_pids, pid)
+        # counting probes' own programs (counter.py); None where they cannot
+        # run (a --comm filter, which they do not read; a kernel refusing them)
+        self.counters: Counters | None = None
+        self.counters_refused = ""  # why the kernel refused them: the session logs it
+        if comm is None:
+            self.counters, self.counters_refused = _counters_if_loadable(self.dispatcher.exclude_fd, pid)
         self.program: LoadedProgram | None = None
         self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
         self.slots: dict[int, Slot] = {}
@@ -138,10 +148,13 @@ class GenericEngine:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
-            build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
+            plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
+            slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE)
             halves = 2 if probe.kind is Kind.RETURN else 1
             try:
-                for half in range(halves):
+                if slot.counter:
+                    slot.progs.append(self.counters.load(index, f"ktui_c{index}"))
+                for half in range(0 if slot.counter else halves):
                     slot.progs.append(self.dispatcher.load(f"ktui_d{index}{'e' if half else ''}"))
             except BaseException:
                 _close_all(slot.progs)
@@ -160,7 +173,10 @@ class GenericEngine:
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
     def _install(self, slot: Slot) -> None:
-        """Plan, then the route: the slot is the program's."""
+        """Plan, then the route: the slot is the program's (a counting
+        probe's is its own program: nothing to route)."""
+        if slot.counter:
+            return
         self._write_plan(slot)
         self.dispatcher.route(slot.index, self.program.prog_fd)
 
@@ -221,7 +237,10 @@ class GenericEngine:
 
         if slot.fds:
             return
-        assert self.program is not None and self.tracing is not None
+        if slot.counter and not slot.tprogs:
+            slot.tprogs = [self.counters.load(slot.index, f"ktui_cf{slot.index}", slot.btf_id,
+                                              bpfsys.BPF_TRACE_FENTRY)]
+        assert slot.counter or (self.program is not None and self.tracing is not None)
         retprobe = slot.probe.kind is Kind.RETURN
         if not slot.tprogs:
             halves = [(bpfsys.BPF_TRACE_FEXIT if retprobe else bpfsys.BPF_TRACE_FENTRY, slot.cookie(False))]
@@ -309,6 +328,8 @@ class GenericEngine:
         it is in (its maps start zeroed)."""
         key = struct.pack("<I", index)
         bpfsys.map_update(self.dispatcher.early_fd, key, bytes(self._percpu_size(8)))
+        if self.counters is not None:
+            self.counters.clear(index, reused=self._gens[index] > 1)
         if self.program is None:
             return
         for name in _SLOT_COUNTERS:
@@ -392,18 +413,21 @@ class GenericEngine:
             return {}
         count = max(slots) + 1
         early = self._sum_counters(self.dispatcher.early_fd, count, np)
+        counting = {i: s for i, s in slots.items() if s.counter}
+        out = self._counting_stats(counting, count, runs) if counting else {}
         if self.program is None:
-            return {s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i]), counted_only=int(early[i]),
-                                           **runs[i])
-                    for i, s in slots.items()}
+            out.update({s.probe_id: ProbeStats(probe_id=s.probe_id, hits=int(early[i]), counted_only=int(early[i]),
+                                               **runs[i])
+                        for i, s in slots.items() if not s.counter})
+            return out
+        slots = {i: s for i, s in slots.items() if not s.counter}
         per_cpu_hits = self._per_cpu_counters(self._map("ktui_hits"), count, np)
         hits = per_cpu_hits.sum(axis=1)
         counters = {name: self._sum_counters(self._map(name), count, np)
                     for name in ("ktui_emitted", "ktui_lost", "ktui_lat_sum", "ktui_unpaired", "ktui_unstored",
                                  "ktui_nested", "ktui_errno_rest")}
-        comms = self._comms()
+        comms = comms_by_slot(self._map("ktui_comms")) if slots else {}
         aggregates = self._aggregates(slots, count, np)
-        out = {}
         for i, slot in slots.items():
             hist: tuple[int, ...] = ()
             errnos: dict[int, int] = {}
@@ -430,6 +454,17 @@ class GenericEngine:
                 **aggregates.get(i, {}),
             )
         return out
+
+    def _counting_stats(self, slots: dict[int, Slot], count: int, runs: dict) -> dict[int, ProbeStats]:
+        """Counting probes' stats, from their own maps (counter.py): exact
+        top processes while the count is within its exact first hits."""
+        hits = self.counters.hits(count)
+        comms = self.counters.comms()
+        return {s.probe_id: ProbeStats(
+                    probe_id=s.probe_id, hits=int(hits[i]),
+                    top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
+                    top_comms_exact=bool(hits[i] <= COMM_EXACT), **runs[i])
+                for i, s in slots.items()}
 
     @staticmethod
     def _runs(slot: Slot, timed: bool) -> dict[str, int]:
@@ -501,19 +536,6 @@ class GenericEngine:
                 out[i].update(read.stack_fields(stacks.get(tag, []), int(stacks_dropped[i])))
         return out
 
-    def _comms(self) -> dict[int, dict[str, int]]:
-        # bpf_get_current_comm leaves stale bytes after the NUL: add up by name
-        out: dict[int, dict[str, int]] = {}
-        fd = self._map("ktui_comms")
-        for raw in bpfsys.map_keys(fd, _COMM_KEY.size):
-            value = bpfsys.map_lookup(fd, raw, 8)
-            if value is not None:
-                index, comm = _COMM_KEY.unpack(raw)
-                name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
-                per = out.setdefault(index, {})
-                per[name] = per.get(name, 0) + struct.unpack("<Q", value)[0]
-        return out
-
     # ------------------------------------------------------------ closing
 
     def close(self) -> None:
@@ -527,6 +549,8 @@ class GenericEngine:
                 slot.tprogs = []
                 _close_all(progs)
             self.dispatcher.close()
+            if self.counters is not None:
+                self.counters.close()
             if self.reader is not None:
                 self.reader.close()
                 self.reader = None
@@ -534,6 +558,19 @@ class GenericEngine:
                 self.program.close()
                 self.program = None
 
+
+
+def _counters_if_loadable(exclude_fd: int, pid: int | None) -> tuple[Counters | None, str]:
+    """The counting probes' maps, where the kernel takes their program (5.12+:
+    atomic fetch-and-add); else None, and the kernel's word: counting
+    probes go through the dispatcher."""
+    counters = Counters(exclude_fd, pid)
+    try:
+        os.close(counters.load(0, "ktui_c"))
+    except OSError as exc:
+        counters.close()
+        return None, str(exc).splitlines()[0] if str(exc) else repr(exc)
+    return counters, ""
 
 
 def _close_all(fds: list[int]) -> None:

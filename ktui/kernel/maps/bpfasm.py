@@ -24,6 +24,7 @@ MOV64_K = 0xB7
 MOV64_X = 0xBF
 MOV32_X = 0xBC  # 32-bit move: zero-extends (the low half of a u64)
 ADD64_K = 0x07
+JA = 0x05
 JEQ_K = 0x15
 JNE_K = 0x55
 CALL = 0x85
@@ -87,9 +88,14 @@ class Asm:
     def exit(self) -> "Asm":
         return self.emit(insn(EXIT))
 
-    def jump(self, op: int, reg: int, imm: int, label: str) -> "Asm":
-        self._items.append(("jump", (op, reg, imm, label)))
+    def jump(self, op: int, reg: int, imm: int, label: str, src: int = 0) -> "Asm":
+        """Forward to `label` when `reg op imm` (a BPF_K op), or `reg op
+        src` (a BPF_X op)."""
+        self._items.append(("jump", (op, reg, src, imm, label)))
         return self
+
+    def goto(self, label: str) -> "Asm":
+        return self.jump(JA, 0, 0, label)
 
     def label(self, name: str) -> "Asm":
         self._items.append(("label", name))
@@ -109,11 +115,11 @@ class Asm:
                 out.append(value)
                 pos += len(value) // 8
             elif kind == "jump":
-                op, reg, imm, name = value
+                op, reg, src, imm, name = value
                 pos += 1
                 if at[name] < pos:
                     raise ValueError(f"jump to {name} goes backwards")
-                out.append(insn(op, reg, 0, at[name] - pos, imm))
+                out.append(insn(op, reg, src, at[name] - pos, imm))
         return b"".join(out)
 
 

@@ -108,7 +108,7 @@ class AttachingMixin:
             return self._set_status(pid_, ProbeState.FAILED, reason)
         if self.load_error:
             return self._set_status(pid_, ProbeState.FAILED, self.load_error)
-        if self._engine.program is None:
+        if self._engine.program is None and not slot.counter:  # a counting probe needs no program
             return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 

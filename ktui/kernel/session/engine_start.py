@@ -44,6 +44,9 @@ class EngineStartMixin:
         if made is not None:
             made.context = self._context_addresses()  # in the program's config once it is in
             log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
+            if made.counters_refused:
+                log_line(self._log_fd, f"ktui: probes that only count go through the dispatcher: "
+                         f"{made.counters_refused}")
         return made
 
     def _own_pids(self) -> tuple[int, ...]:
@@ -127,7 +130,7 @@ class EngineStartMixin:
         self._load_kprobe_variant()
         log_fd = -1
         try:
-            if any(slot.tracing for slot in list(self._slots.values())) and not self.load_error:
+            if any(s.tracing and not s.counter for s in list(self._slots.values())) and not self.load_error:
                 self._attach_waiting_fentry()
             if self._compile_tracing_later and not self.load_error:
                 log_fd = self._claim_tracing_compile()

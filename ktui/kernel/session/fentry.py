@@ -61,7 +61,10 @@ class FentryMixin:
         slot, probe = self._slots[pid_], self._probes[pid_]
         if self.load_error:
             return self._set_status(pid_, ProbeState.FAILED, self.load_error)
-        if self._engine.program is not None and self._engine.tracing is None and self.loaded.is_set():
+        # a counting probe's own program needs neither the generic program
+        # nor its tracing variant (generic/counter.py): it attaches now
+        waits = not slot.counter
+        if waits and self._engine.program is not None and self._engine.tracing is None and self.loaded.is_set():
             # a probe added after the start, the first to want fentry
             try:
                 self._engine.tracing = self.loader.tracing_variant(
@@ -69,7 +72,7 @@ class FentryMixin:
                     func_arg_helpers=self.features.func_arg_helpers)
             except Exception as exc:  # noqa: BLE001 - the probe falls back, saying why
                 return self._fall_back(pid_, f"the fentry/fexit variant did not compile: {exc}")
-        if self._engine.program is None or self._engine.tracing is None:
+        if waits and (self._engine.program is None or self._engine.tracing is None):
             return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
         via = slot.via
         started = time.monotonic()
