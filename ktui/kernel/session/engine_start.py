@@ -115,8 +115,9 @@ class EngineStartMixin:
                 self._attach(pid_)
             else:
                 self._set_status(pid_, ProbeState.OFF)
-        log_line(self._log_fd, f"ktui: {len(self._slots)} probe(s) attached to the dispatcher "
-                 f"in {time.monotonic() - started:.2f} s")
+        counting = sum(1 for slot in self._slots.values() if slot.counter)
+        log_line(self._log_fd, f"ktui: {len(self._slots)} probe(s) attached ({counting} counting by a program "
+                 f"of their own, the rest through the dispatcher) in {time.monotonic() - started:.2f} s")
         threading.Thread(target=self._load_generic, name="ktui-generic-load", daemon=True).start()
         return rest
 
