@@ -69,7 +69,8 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   "keys_dropped" (the distinct keys of those hits) and
   "keys_dropped_unknown" (hits whose key could not be remembered either:
   keys_dropped is then a lower bound), "value_hist" (with hist:
-  65 log2 slots of the fetched value, as "hist"), "value_keys" (distinct
+  65 log2 slots of the fetched value, as "hist", and "value_hist_sum",
+  the exact sum of the values it counts), "value_keys" (distinct
   keys counted) and "top_values" (with count: or sum:, at most 10, most
   first: by sum when the probe sums, else by count), each
   {"key":{FETCH: VALUE},"count":N,"sum":N} ("key" is {} for a sum without
@@ -243,6 +244,7 @@ def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
                              for frames, count in merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
     if agg.hist is not None:
         out["value_hist"] = list(stats.value_hist)
+        out["value_hist_sum"] = stats.value_hist_sum
     if agg.counts:
         names = [str(k) for k in agg.keys]
         out["value_keys"] = stats.value_keys

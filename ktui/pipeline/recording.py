@@ -256,6 +256,7 @@ def aggregates_from_json(v: dict) -> dict:
     """hist/count/sum/stack fields (absent in recordings made before them)."""
     return {
         "value_hist": fit(v.get("value_hist", ())),
+        "value_hist_sum": int(v.get("value_hist_sum", 0)),  # 0 in recordings made before it
         "top_values": tuple((tuple(k), int(c), int(s)) for k, c, s in v.get("top_values", ())),
         "value_keys": int(v.get("value_keys", 0)), "values_dropped": int(v.get("values_dropped", 0)),
         "value_sum": int(v.get("value_sum", 0)),

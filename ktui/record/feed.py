@@ -172,6 +172,7 @@ class ProbeStats:
     # In-kernel aggregations (a probe's hist/count/sum, lang.aggregate):
     # log2 slots of its `hist` fetch (record.histogram; () without one) ...
     value_hist: tuple[int, ...] = ()
+    value_hist_sum: int = 0  # the exact sum of the values `value_hist` counts (a Prometheus _sum)
     # ... its top keys as (key values, count, sum), most first: by sum when
     # the probe sums, else by count; a key's values in `count:` order
     # (ints, comm as str); () as the key of a sum without keys

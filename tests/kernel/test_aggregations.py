@@ -83,6 +83,7 @@ def test_value_histogram_and_top_values_are_exact(workload, session):
         expected[slot_of(size)] += n
     assert stats.hits == 18
     assert list(stats.value_hist) == expected
+    assert stats.value_hist_sum == sum(size * n for _, size, n in READS)  # the kernel's exact sum
     assert stats.top_values == (((7,), 10, 0), ((100,), 5, 0), ((4096,), 3, 0))
     assert stats.value_keys == 3
     assert stats.values_dropped == 0

@@ -47,6 +47,7 @@ probes:
   - spec: vfs_read:c:a3
     label: sampled
     sample: 4
+  - spec: vh=vfs_read:c hist(a3)
 """
 
 
@@ -78,7 +79,8 @@ def run_set(engine: str, workload, cache_dir: Path):
         names = {st.probe_id: st.probe.name for st in s.statuses().values()}
     values = Counter((names[e.probe_id], comparable(names[e.probe_id], e.values), e.pid == w.pid)
                      for e in events)
-    counters = {names[i]: (st.hits, st.emitted, st.lost, sum(st.hist), st.errnos) for i, st in stats.items()}
+    counters = {names[i]: (st.hits, st.emitted, st.lost, sum(st.hist), st.errnos, st.value_hist, st.value_hist_sum)
+                for i, st in stats.items()}
     return values, counters
 
 
@@ -93,6 +95,8 @@ def test_generic_values_equal_compiled(workload, tmp_path, warm_cache):
     assert sizes == {1: 40, 7: 60, 13: 9}  # badread: 13 bytes from a write-only fd
     assert generic[1]["count"][0] == 40 + 60 + 20 + 9
     assert generic[1]["sampled"][1] == (40 + 60 + 20 + 9 + 3) // 4
+    # hist(a3) and the kernel's sum of its values, the same in both engines
+    assert generic[1]["vh"][6] == 1 * 40 + 7 * 60 + 4096 * 20 + 13 * 9
 
 
 def test_counts_across_the_handover_are_exact(tmp_path, warm_cache):

@@ -178,9 +178,11 @@ def test_maps_read_back_as_top_values_by_sum_merging_stale_comm_tails():
 def test_value_histogram_is_one_lookup():
     probe = parse_probe_text("vfs_read:c hist(a3)")
     hist = PerCpuTable({0: hist_row([{3: 1}, {3: 2, 13: 1}, {}])})
-    got = read_aggregates({b"ktui_vhist": hist, b"ktui_agg_dropped": PerCpuTable({0: [0, 0, 0]})}, probe, 0)
+    got = read_aggregates({b"ktui_vhist": hist, b"ktui_agg_dropped": PerCpuTable({0: [0, 0, 0]}),
+                           b"ktui_vhist_sum": PerCpuTable({0: [7 + 14, 8200, 0]})}, probe, 0)
     assert hist.lookups == 1
     assert got["value_hist"] == tuple(3 if k == 3 else 1 if k == 13 else 0 for k in range(HIST_SLOTS))
+    assert got["value_hist_sum"] == 7 + 14 + 8200  # the values' exact sum, over the CPUs
     assert "top_values" not in got
 
 
@@ -191,7 +193,7 @@ def test_ndjson_keys():
     out = aggregate_fields(probe, stats)
     assert json.loads(json.dumps(out)) == {
         "values_dropped": 2, "keys_dropped": 1, "keys_dropped_unknown": 1,
-        "value_hist": [0, 1] + [0] * 63, "value_keys": 1,
+        "value_hist": [0, 1] + [0] * 63, "value_hist_sum": 0, "value_keys": 1,
         "top_values": [{"key": {"comm": "dd"}, "count": 3, "sum": 12}]}
     total = aggregate_fields(parse_probe_text("vfs_read:r sum(retval)"),
                              ProbeStats(0, top_values=(((), 4, 9),)))
@@ -202,7 +204,7 @@ def test_a_recording_keeps_the_aggregations():
     from ktui.pipeline.recording import stats_from_json, stats_to_json
     from ktui.record.feed import StatsSnapshot
 
-    stats = ProbeStats(3, hits=9, value_hist=(0, 2) + (0,) * 63, top_values=((("dd", 7), 2, 14),),
+    stats = ProbeStats(3, hits=9, value_hist=(0, 2) + (0,) * 63, value_hist_sum=2, top_values=((("dd", 7), 2, 14),),
                        value_keys=1, value_sum=14, values_dropped=1, keys_dropped=1, keys_dropped_unknown=3, stacks=(((0xffff1, 0xffff2), 9),),
                        stack_count=1, stacks_dropped=2)
     back = stats_from_json(json.loads(json.dumps(stats_to_json(StatsSnapshot(1.0, {3: stats})))))

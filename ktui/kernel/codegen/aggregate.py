@@ -64,6 +64,7 @@ def aggregate_maps(probes: Sequence[Probe]) -> list[str]:
     ]
     if any(agg.hist is not None for _, agg in aggs):
         lines.append("BPF_PERCPU_ARRAY(ktui_vhist, struct ktui_hist, KTUI_NPROBES);")
+        lines.append("BPF_PERCPU_ARRAY(ktui_vhist_sum, u64, KTUI_NPROBES); /* the values' exact sum */")
     kinds = {agg.stack for _, agg in aggs if agg.stack is not None}
     if kinds:
         lines.append("BPF_PERCPU_ARRAY(ktui_stacks_dropped, u64, KTUI_NPROBES);")
@@ -216,8 +217,12 @@ def aggregate_lines(index: int, probe: Probe, gen: FetchGen, comm: str) -> list[
             f"    if ({guard}) {{",
             "        struct ktui_hist *vh = ktui_vhist.lookup(&probe);",
             f"        u32 vs = ktui_log2_slot({value});",
-            "        if (vh && vs < KTUI_HIST_SLOTS)",
+            "        if (vh && vs < KTUI_HIST_SLOTS) {",
             "            vh->slot[vs]++;",
+            "            u64 *vsum = ktui_vhist_sum.lookup(&probe);",
+            "            if (vsum)",
+            f"                *vsum += {value};",
+            "        }",
             "    }",
         ]
     if agg.counts:

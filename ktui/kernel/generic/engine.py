@@ -48,7 +48,7 @@ _COMM_KEY = COMM_KEY
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
-                  "ktui_errno_rest", "ktui_vhist", "ktui_agg_drops", "ktui_lost_full", "ktui_stack_drop")
+                  "ktui_errno_rest", "ktui_vhist", "ktui_vhist_sum", "ktui_agg_drops", "ktui_lost_full", "ktui_stack_drop")
 # the aggregations' shared hash maps, keyed by the probe's tag first (abi.AggKey...)
 _TAGGED_MAPS = (("ktui_aggs", abi.AggKey), ("ktui_agg_lost", abi.AggKey), ("ktui_stacks", abi.StackKey),
                 ("ktui_ustacks", abi.UStackKey))
@@ -513,9 +513,11 @@ class GenericEngine:
         out = {i: {"values_dropped": int(dropped[i])} for i in mine}
         tags = {s.tag: i for i, s in mine.items()}
         if any(s.probe.agg.hist is not None for s in mine.values()):
+            hist_sums = self._sum_counters(self._map("ktui_vhist_sum"), count, np)
             for i, s in mine.items():
                 if s.probe.agg.hist is not None:
                     out[i]["value_hist"] = self._hist(i, np, "ktui_vhist")
+                    out[i]["value_hist_sum"] = int(hist_sums[i])
         counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts}
         if counting:
             entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()})

@@ -120,6 +120,8 @@ BPF_PERCPU_ARRAY(ktui_state, struct ktui_state, KTUI_NEST_LEVELS);
  * ktui_agg_lost (or, that full too, counted in ktui_lost_full: the
  * number of lost keys is then a lower bound); stacks by their frames. */
 BPF_PERCPU_ARRAY(ktui_vhist, struct ktui_hist, KTUI_MAX_PROBES);
+/* the exact sum of the values ktui_vhist counts: a Prometheus histogram's _sum */
+BPF_PERCPU_ARRAY(ktui_vhist_sum, u64, KTUI_MAX_PROBES);
 BPF_HASH(ktui_aggs, struct ktui_aggkey, struct ktui_aggval, KTUI_AGG_MAP_KEYS);
 BPF_HASH(ktui_agg_lost, struct ktui_aggkey, u8, KTUI_AGG_MAP_KEYS);
 BPF_ARRAY(ktui_agg_nkeys, u64, KTUI_MAX_PROBES);
@@ -608,8 +610,12 @@ static __always_inline void ktui_aggregate(void *ctx, struct ktui_state *st, str
         struct ktui_hist *h = ktui_vhist.lookup(&slot);
         if (h && !((plan->agg_signed & AGG_SIGNED_HIST) && (s64)v < 0)) {
             u32 s = ktui_log2_slot(v);
-            if (s < KTUI_HIST_SLOTS)
+            if (s < KTUI_HIST_SLOTS) {
                 __sync_fetch_and_add(&h->slots[s], 1);
+                u64 *sum = ktui_vhist_sum.lookup(&slot);
+                if (sum)
+                    __sync_fetch_and_add(sum, v);
+            }
         }
     }
     if (agg & AGG_COUNT)

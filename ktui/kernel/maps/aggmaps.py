@@ -46,6 +46,7 @@ def read_aggregates(bpf, probe: Probe, local: int) -> dict:
     fields: dict = {"values_dropped": percpu_sum(bpf[b"ktui_agg_dropped"], local)}
     if agg.hist is not None:
         fields["value_hist"] = percpu_hist(bpf[b"ktui_vhist"], local)
+        fields["value_hist_sum"] = percpu_sum(bpf[b"ktui_vhist_sum"], local)
     if agg.counts:
         entries: dict[tuple, tuple[int, int]] = {}
         for k, v in bpf[agg_map_name(local).encode()].items():
