@@ -161,7 +161,7 @@ class Exporter:
             return self._frozen if self._frozen is not None else self._read_views()
 
     def _read_views(self):
-        from ktui.pipeline.prometheus import ProbeView
+        from ktui.pipeline.prometheus import ProbeView, value_shape
 
         stats = self.session.stats().probes
         out = []
@@ -171,7 +171,7 @@ class Exporter:
                 name=name, set=self.sets.get(name, self.probeset.name),
                 is_return=st.probe.kind is Kind.RETURN,
                 attached=st.counting,
-                stats=stats.get(pid_, ProbeStats(pid_))))
+                stats=stats.get(pid_, ProbeStats(pid_)), **value_shape(st.probe)))
         return out
 
     def reload(self) -> None:

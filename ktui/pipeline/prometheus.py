@@ -24,6 +24,24 @@ Metrics (labels `set` and `probe` on every one):
   ktui_probe_errno_checked               gauge    1 if errnos are counted, 0 if not (void...) [return probes]
   ktui_probe_attached                    gauge    1 while the probe is attached
 
+A probe's in-kernel aggregations (lang.aggregate), for the probes that have
+them:
+  ktui_probe_value                       histogram  `hist(FETCH)`: log2 buckets, the exact in-kernel sum
+  ktui_probe_key_hits_total{KEYS}        counter  `count(KEYS)`: hits by key, the top TOP_VALUES keys
+  ktui_probe_key_sum_total{KEYS}         counter  `sum(FETCH)` by key (a signed FETCH's negative values,
+                                                  errnos, are counted but not summed: it never goes down)
+  ktui_probe_keys                        gauge    distinct keys counted, exported or not
+  ktui_probe_keys_omitted                gauge    keys past the cap of TOP_VALUES series a probe exports
+  ktui_probe_key_hits_dropped_total      counter  hits not counted under a key: the count map was full
+
+KEYS are the `count` keys as labels, each named as the probe names the
+fetch (`comm`, `a3`, `size`) where that is a label name Prometheus takes,
+else `key1`, `key2`... in order; a comm is its text, an integer its
+decimal value. A value histogram's bucket `le` is the largest value its
+log2 slot counts (2^k - 1: "0", "1", "3", "7"...; exact integers); its
+`_sum` is the kernel's exact sum of the values counted (a signed fetch's
+negative values are in neither: see the probe's hits).
+
 The latency histogram's buckets are the kernel's log2 slots
 (record.histogram): slot k counts 2^(k-1) .. 2^k - 1 ns, so its upper
 bound `le` is (2^k - 1) ns, written as an exact decimal number of seconds
@@ -36,14 +54,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+import re
 
 from ktui.pipeline.format import errno_name
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS, fit, slot_bounds
 
 TOP_COMMS = 5  # comm series per probe: the label cardinality stays bounded
+TOP_VALUES = 10  # count/sum series per probe (what a stats read keeps: kernel.maps.aggmaps.TOP_VALUES)
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_RESERVED = {"set", "probe", "le", "quantile", "job", "instance"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +78,34 @@ class ProbeView:
     is_return: bool
     attached: bool
     stats: ProbeStats
+    # its aggregations (value_shape): a `hist`; the label names of its
+    # `count` keys (None: no count or sum); a `sum`
+    value_hist: bool = False
+    value_keys: tuple[str, ...] | None = None
+    value_sum: bool = False
+
+
+def value_shape(probe) -> dict:
+    """ProbeView's aggregation fields for a lang.model.Probe."""
+    agg = probe.agg
+    if agg is None:
+        return {}
+    out: dict = {"value_hist": agg.hist is not None}
+    if agg.counts:
+        out["value_keys"] = key_labels([k.name for k in agg.keys])
+        out["value_sum"] = agg.sum is not None
+    return out
+
+
+def key_labels(names: Sequence[str]) -> tuple[str, ...]:
+    """Label names for `count` keys named `names`: each as it is named
+    where Prometheus takes it as a label name, else key1, key2... by its
+    place (`+0(a4):s64` has no name a label can carry)."""
+    out: list[str] = []
+    for i, name in enumerate(names, 1):
+        ok = _LABEL_NAME.match(name) and not name.startswith("__") and name not in _RESERVED
+        out.append(name if ok and name not in out else f"key{i}")
+    return tuple(out)
 
 
 def seconds_text(ns: int) -> str:
@@ -67,13 +118,15 @@ def seconds_text(ns: int) -> str:
 
 # le of each slot: the largest latency it counts
 BUCKET_BOUNDS = tuple(seconds_text(slot_bounds(k)[1]) for k in range(HIST_SLOTS))
+# ... and the largest value, for a `hist` of a fetched value
+VALUE_BOUNDS = tuple(str(slot_bounds(k)[1]) for k in range(HIST_SLOTS))
 
 
-def latency_buckets(hist: Sequence[int]) -> list[tuple[str, int]]:
+def latency_buckets(hist: Sequence[int], bounds: Sequence[str] = BUCKET_BOUNDS) -> list[tuple[str, int]]:
     """Cumulative (le, count) pairs from log2 slots, ending with +Inf."""
     counts = fit(hist) or (0,) * HIST_SLOTS
     out, running = [], 0
-    for le, n in zip(BUCKET_BOUNDS, counts):
+    for le, n in zip(bounds, counts):
         running += n
         out.append((le, running))
     out.append(("+Inf", running))
@@ -147,7 +200,43 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                 errnos.add_metric(key + [errno_name(err)], n)
             latency.add_metric(key, latency_buckets(s.hist), s.latency_sum_ns / 1e9)
     return [hits, emitted, lost, missed, unpaired, unstored, recursion, nested, errnos, errno_other, latency,
-            comms, omitted, comms_exact, errno_checked, attached]
+            comms, omitted, comms_exact, errno_checked, attached, *value_families(probes)]
+
+
+def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) -> list:
+    """The probes' aggregations. A count family's series carry the labels
+    of their own probe's keys (probes differ in them), so its samples are
+    added one by one, each with its own label set."""
+    labels = ["set", "probe"]
+    hist = HistogramMetricFamily("ktui_probe_value", "A probe's hist(FETCH): log2 buckets of the value, the "
+                                 "exact in-kernel sum.", labels=labels)
+    count = Metric("ktui_probe_key_hits", "A probe's count(KEYS): hits by key, its top keys.", "counter")
+    sums = Metric("ktui_probe_key_sum", "A probe's sum(FETCH) by key (negative values, errnos, are not "
+                  "summed).", "counter")
+    keys = GaugeMetricFamily("ktui_probe_keys", "Distinct keys a probe's count(KEYS) counted.", labels=labels)
+    omitted = GaugeMetricFamily("ktui_probe_keys_omitted", f"Keys past the {top_values} series a probe exports.",
+                                labels=labels)
+    dropped = CounterMetricFamily("ktui_probe_key_hits_dropped",
+                                  "Hits not counted under a key: the probe's count map was full.", labels=labels)
+    for p in probes:
+        key = [p.set, p.name]
+        s = p.stats
+        if p.value_hist:
+            hist.add_metric(key, latency_buckets(s.value_hist, VALUE_BOUNDS), s.value_hist_sum)
+        if p.value_keys is None:
+            continue
+        base = {"set": p.set, "probe": p.name}
+        top = s.top_values[:top_values]
+        for values, n, total in top:
+            series = {**base, **{name: str(v) for name, v in zip(p.value_keys, values)}}
+            count.add_sample("ktui_probe_key_hits_total", series, n)
+            if p.value_sum:
+                sums.add_sample("ktui_probe_key_sum_total", series, total)
+        keys.add_metric(key, s.value_keys)
+        omitted.add_metric(key, max(0, s.value_keys - len(top)))
+        dropped.add_metric(key, s.values_dropped)
+    # only those some probe has: a set without aggregations exposes none of them
+    return [f for f in (hist, count, sums, keys, omitted, dropped) if f.samples]
 
 
 class ProbeCollector(Collector):

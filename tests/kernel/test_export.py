@@ -39,6 +39,7 @@ probes:
     label: calls
   - spec: vfs_read:r
     label: rets
+  - spec: bytes=vfs_read:r count(comm) sum(retval) hist(a3)
 """
 SET_WITH_OPENS = SET + """  - spec: do_sys_openat2:c
     label: opens
@@ -126,7 +127,7 @@ def procs():
 def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, tmp_path):
     assert shutil.which("prometheus"), "Debian's prometheus is missing: scripts/install.sh --test"
     opened = str(tmp_path / "opened")
-    w = workload([[["read", 7, READS], ["badread", BADREADS]],
+    w = workload([[["comm", "ktui-exp"], ["read", 7, READS], ["badread", BADREADS]],
                   [["open", opened]] * OPENS + [["read", 7, READS_AFTER_RELOAD]]])
     set_file = tmp_path / "exp.yaml"
     set_file.write_text(SET)
@@ -158,7 +159,8 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     count = 'ktui_probe_latency_seconds_count{probe="rets"}'
     inf_bucket = 'ktui_probe_latency_seconds_bucket{probe="rets",le="+Inf"}'
 
-    prom.wait_settled(calls, count)
+    values = 'ktui_probe_value_count{probe="bytes"}'
+    prom.wait_settled(calls, count, values)
 
     # 1. exact counts through Prometheus
     start = time.time()
@@ -171,6 +173,16 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     assert ebadf[-1][1] == BADREADS
     latency_sum = prom.scraped_after('ktui_probe_latency_seconds_sum{probe="rets"}', done)
     assert growth(latency_sum, start) > 0
+    # the aggregations of `bytes`: hist(a3) (7 and 13 bytes asked for), by
+    # comm the hits and the sum of retval (7 each read; -EBADF, counted, not summed)
+    assert growth(prom.scraped_after(values, done), start) == READS + BADREADS
+    assert growth(prom.scraped_after('ktui_probe_value_sum{probe="bytes"}', done), start) == 7 * READS + 13 * BADREADS
+    assert growth(prom.scraped_after('ktui_probe_value_bucket{probe="bytes",le="7"}', done), start) == READS
+    assert growth(prom.scraped_after('ktui_probe_value_bucket{probe="bytes",le="15"}', done),
+                  start) == READS + BADREADS
+    by_comm = '{probe="bytes",comm="ktui-exp"}'
+    assert prom.scraped_after(f"ktui_probe_key_hits_total{by_comm}", done)[-1][1] == READS + BADREADS
+    assert prom.scraped_after(f"ktui_probe_key_sum_total{by_comm}", done)[-1][1] == 7 * READS
 
     # 2. SIGHUP with a changed file: the new probe shows and counts exactly
     set_file.write_text(SET_WITH_OPENS)
@@ -190,7 +202,7 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     exporter.send_signal(signal.SIGHUP)
     wait_for(lambda: err.has("keeping the running probe set"), "the reload error", timeout=300)
     page = get(metrics_url)
-    for probe in ("calls", "rets", "opens"):
+    for probe in ("calls", "rets", "bytes", "opens"):
         assert f'ktui_probe_attached{{probe="{probe}",set="exp"}} 1.0' in page, page
 
     # 4. SIGTERM: every probe detached, exit 0

@@ -360,3 +360,65 @@ def test_a_scraper_that_gives_up_or_a_failing_read_is_no_traceback(capfd, fails)
         assert err.count("\n") == 1 and "map read failed" in err, err
     else:  # a scraper that went away is not worth a line
         assert err == "", err
+
+
+def aggregation_views() -> list[ProbeView]:
+    """Probes with hist, count by comm with a signed sum, count by two keys
+    of which one has no label name, and an unsigned sum without keys."""
+    from ktui.lang.probeset import loads_probeset
+    from ktui.pipeline.prometheus import value_shape
+
+    ps = loads_probeset("name: agg\nprobes:\n"
+                        "  - spec: bytes=vfs_read:r count(comm) sum(retval) hist(a3)\n"
+                        "  - spec: sizes=vfs_read:c count(a3, +0(a4):s64) max_keys(64)\n"
+                        "  - spec: total=vfs_read:c sum(a3)\n")
+    hist = [0] * HIST_SLOTS
+    hist[1], hist[3], hist[13] = 4, 2, 1  # 1; 4..7; 4096..8191
+    top = tuple(((f"c{i}",), 20 - i, 100 * (20 - i)) for i in range(12))[:10]
+    stats = {
+        "bytes": ProbeStats(0, hits=300, value_hist=tuple(hist), value_hist_sum=4 + 10 + 4096,
+                            top_values=((("dd",), 5, 900),) + top, value_keys=13),
+        "sizes": ProbeStats(1, hits=40, top_values=(((7, -1), 30, 0), ((4096, 0), 6, 0)), value_keys=2,
+                            values_dropped=4),
+        "total": ProbeStats(2, hits=3, top_values=(((), 3, 12),), value_keys=1),
+    }
+    return [ProbeView(p.name, "agg", p.kind.name == "RETURN", True, stats[p.name], **value_shape(p))
+            for p in ps.probes]
+
+
+def test_every_aggregation_is_exported_with_its_keys_as_labels():
+    samples = parsed(exposition(aggregation_views()))
+    base = {"bytes": frozenset({("set", "agg"), ("probe", "bytes")}),
+            "sizes": frozenset({("set", "agg"), ("probe", "sizes")}),
+            "total": frozenset({("set", "agg"), ("probe", "total")})}
+    # hist(a3): buckets at exact integer bounds, the kernel's sum
+    buckets = {dict(k)["le"]: v for (name, k), v in samples.items()
+               if name == "ktui_probe_value_bucket" and frozenset(kv for kv in k if kv[0] != "le") == base["bytes"]}
+    assert len(buckets) == HIST_SLOTS + 1
+    assert buckets["0"] == 0 and buckets["1"] == 4 and buckets["3"] == 4 and buckets["7"] == 6
+    assert buckets["4095"] == 6 and buckets["8191"] == 7 == buckets["+Inf"]
+    assert samples["ktui_probe_value_sum", base["bytes"]] == 4 + 10 + 4096
+    assert samples["ktui_probe_value_count", base["bytes"]] == 7
+    assert ("ktui_probe_value_count", base["sizes"]) not in samples  # no hist there
+    # count(comm) sum(retval): hits and the sum by comm
+    assert samples["ktui_probe_key_hits_total", base["bytes"] | {("comm", "dd")}] == 5
+    assert samples["ktui_probe_key_sum_total", base["bytes"] | {("comm", "dd")}] == 900
+    assert ("ktui_probe_key_sum_total", base["sizes"] | {("a3", "7"), ("key2", "-1")}) not in samples  # no sum
+    # at most 10 series; the rest counted as omitted keys
+    assert sum(1 for name, k in samples if name == "ktui_probe_key_hits_total" and k >= base["bytes"]) == 10
+    assert samples["ktui_probe_keys", base["bytes"]] == 13
+    assert samples["ktui_probe_keys_omitted", base["bytes"]] == 3
+    # two keys, the second no label name: key2
+    assert samples["ktui_probe_key_hits_total", base["sizes"] | {("a3", "7"), ("key2", "-1")}] == 30
+    assert samples["ktui_probe_key_hits_dropped_total", base["sizes"]] == 4
+    # sum(a3) without keys: one series of no key label, an unsigned counter
+    assert samples["ktui_probe_key_sum_total", base["total"]] == 12
+    assert samples["ktui_probe_key_hits_total", base["total"]] == 3
+
+
+def test_key_label_names():
+    from ktui.pipeline.prometheus import key_labels
+
+    assert key_labels(["comm", "a3"]) == ("comm", "a3")
+    assert key_labels(["+0(a4):s64", "size", "probe", "__x", "comm", "comm"]) == (
+        "key1", "size", "key3", "key4", "comm", "key6")
