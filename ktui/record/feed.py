@@ -160,8 +160,9 @@ class ProbeStats:
     # int-sized guess), or "off: <why>" ("off: void", "off: unsigned",
     # "off: not an integer", "off: by the probe set", "off: no BTF")
     errno_check: str = ""
-    # False once any CPU counted past its exact first hits: `top_comms` is
-    # then an estimate (a random 1-in-64 sample, each weighted 64)
+    # False once any CPU counted past its exact first hits (a probe that only
+    # counts, generic/counter.py: once the probe did): `top_comms` is then an
+    # estimate (a 1-in-64 sample, each weighted 64)
     top_comms_exact: bool = True
     # BPF run-time statistics (BPF_ENABLE_STATS), only while asked for:
     # time in the probe's programs (both halves of a return probe) and how
