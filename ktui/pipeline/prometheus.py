@@ -51,13 +51,12 @@ changes between scrapes; `_sum` is the kernel's exact nanosecond sum.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-import re
 
 from ktui.pipeline.format import errno_name
 from ktui.record.feed import ProbeStats

@@ -182,9 +182,7 @@ class Counters:
         bpfsys.map_update(self.hits_fd, key, bytes(8))
         bpfsys.map_update(self.dropped_fd, key, bytes(8))
         if reused:
-            for raw in bpfsys.map_keys(self.comms_fd, COMM_KEY.size):
-                if COMM_KEY.unpack(raw)[0] == index:
-                    bpfsys.map_delete(self.comms_fd, raw)
+            forget_comms(self.comms_fd, index)
 
     def hits(self, count: int):
         """The first `count` slots' counts (a numpy array)."""
@@ -213,6 +211,18 @@ def comms_by_slot(fd: int) -> dict[int, dict[str, int]]:
             per = out.setdefault(index, {})
             per[name] = per.get(name, 0) + struct.unpack("<Q", value)[0]
     return out
+
+
+def forget_comms(fd: int, index: int) -> None:
+    """Delete slot `index`'s entries from a map keyed {slot, comm}."""
+    for raw in bpfsys.map_keys(fd, COMM_KEY.size):
+        if COMM_KEY.unpack(raw)[0] == index:
+            bpfsys.map_delete(fd, raw)
+
+
+def top_comms(comms: dict[int, dict[str, int]], index: int, top: int) -> tuple[tuple[str, int], ...]:
+    """Slot `index`'s `top` processes of `comms_by_slot`, most hits first."""
+    return tuple(sorted(comms.get(index, {}).items(), key=lambda kv: -kv[1])[:top])
 
 
 def _close(fd: int) -> None:

@@ -31,7 +31,7 @@ from ktui.kernel.maps import bpfsys
 from ktui.kernel.attach import kprobe_pmu
 from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
-from ktui.kernel.generic.counter import COMM_KEY, Counters, comms_by_slot
+from ktui.kernel.generic.counter import Counters, comms_by_slot, forget_comms, top_comms
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
 from ktui.kernel.codegen.runtime import COMM_EXACT
@@ -44,7 +44,6 @@ from ktui.record.layout import HEADER_SIZE
 __all__ = ["GenericEngine", "NotGeneric", "Slot"]
 
 TOP_COMMS = 5
-_COMM_KEY = COMM_KEY
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
@@ -342,10 +341,7 @@ class GenericEngine:
         errnos = self._map("ktui_errnos")
         for k in range(index * abi.ERRNO_BUCKETS, (index + 1) * abi.ERRNO_BUCKETS):
             bpfsys.map_update(errnos, struct.pack("<I", k), zero)
-        fd = self._map("ktui_comms")
-        for raw in bpfsys.map_keys(fd, _COMM_KEY.size):
-            if _COMM_KEY.unpack(raw)[0] == index:
-                bpfsys.map_delete(fd, raw)
+        forget_comms(self._map("ktui_comms"), index)
         self._forget(index)
         # its old entry stacks need no clearing: a new generation starts them empty
 
@@ -444,7 +440,7 @@ class GenericEngine:
                 errnos=tuple(sorted(errnos.items(), key=lambda kv: -kv[1])),
                 errnos_other=int(counters["ktui_errno_rest"][i]),
                 errno_check=errno_check(slot.probe) if ret else "",
-                top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
+                top_comms=top_comms(comms, i, TOP_COMMS),
                 # exact while no CPU has counted past its exact first hits
                 top_comms_exact=bool((per_cpu_hits[i] <= COMM_EXACT).all()),
                 unpaired=int(counters["ktui_unpaired"][i]),
@@ -462,7 +458,7 @@ class GenericEngine:
         comms = self.counters.comms()
         return {s.probe_id: ProbeStats(
                     probe_id=s.probe_id, hits=int(hits[i]),
-                    top_comms=tuple(sorted(comms.get(i, {}).items(), key=lambda kv: -kv[1])[:TOP_COMMS]),
+                    top_comms=top_comms(comms, i, TOP_COMMS),
                     top_comms_exact=bool(hits[i] <= COMM_EXACT), **runs[i])
                 for i, s in slots.items()}
 
