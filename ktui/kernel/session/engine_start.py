@@ -42,7 +42,6 @@ class EngineStartMixin:
             raise KtuiError(f"the generic engine needs attach cookies on kprobe links, and on this kernel "
                             f"they {state}: {cookies.detail} (see `ktui doctor`)")
         if made is not None:
-            made.context = self._context_addresses()  # in the program's config once it is in
             log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
             if made.counters_refused:
                 log_line(self._log_fd, f"ktui: probes that only count go through the dispatcher: "
@@ -207,6 +206,11 @@ class EngineStartMixin:
                         self._attach_generic(pid_)
 
     def _load_kprobe_variant(self) -> None:
+        # Where a hit's context is read goes into the program's config when
+        # it is installed. Found here, after the probes are attached, not
+        # before: it reads /proc/kallsyms (a second under emulation), which
+        # a probe counting from the first moment does not need.
+        context = self._context_addresses()
         try:
             program = self.loader.load_generic(self._log_fd, self.options.cache_dir, self.options.cache,
                                                self.options.ringbuf_pages * mmap.PAGESIZE, self._compile,
@@ -224,6 +228,7 @@ class EngineStartMixin:
             if self._closed:
                 program.close()
                 return
+            self._engine.context = context
             self._engine.install_program(program)
             for pid_, slot in list(self._slots.items()):
                 if self._status[pid_].state is ProbeState.LOADING and not slot.tracing:
