@@ -206,9 +206,9 @@ class WebConfig:
             if not first:
                 return None  # connected and closed (a port check)
             if first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
+                # Go's server answers so, and logs nothing: the scraper's
+                # target page says it (one line a scrape here would be noise)
                 sock.sendall(NOT_TLS_REPLY)
-                print(f"ktui: plain HTTP from {peer} to the HTTPS port: answered 400",
-                      file=sys.stderr, flush=True)
                 return None
             return self.tls.wrap_socket(sock, server_side=True)
         except OSError as exc:  # ssl.SSLError and socket.timeout are OSErrors
@@ -229,7 +229,10 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
 class _Reader(NodeReader):
     def read(self, root: Node | None) -> WebConfig:
         if root is None or self.is_null(root):  # an empty file: the toolkit serves plain HTTP
-            return WebConfig(self.source, None, None, "no TLS, no basic auth")
+            return WebConfig(self.source, None, None, "no TLS; no basic auth")
+        if not isinstance(root, MappingNode):
+            self.check_tag(root, "")
+            self.fail(root, f"a web config is a mapping (tls_server_config:, basic_auth_users:), got {describe(root)}")
         items = self.items(root, TOP_KEYS, "web config", "")
         tls = auth = None
         parts = []
@@ -254,13 +257,15 @@ class _Reader(NodeReader):
               prefix: str) -> dict[str, tuple[Node, Node]]:
         """`mapping`, with the toolkit's keys ktui does not do refused by
         name (in file order with the unknown ones)."""
-        if isinstance(node, MappingNode):
-            for key_node, _ in node.value:
-                key = key_node.value if isinstance(key_node, ScalarNode) else None
-                if key in REFUSED:
-                    self.fail(key_node, f"{key}: {REFUSED[key]}", prefix)
-                if key not in allowed:
-                    break  # mapping() says it is unknown
+        self.check_tag(node, prefix)
+        if not isinstance(node, MappingNode) or node.tag != MAP:
+            self.fail(node, f"expected a mapping, got {describe(node)}", prefix)
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, ScalarNode) else None
+            if key in REFUSED:
+                self.fail(key_node, f"{key}: {REFUSED[key]}", prefix)
+            if key not in allowed:
+                break  # mapping() says it is unknown
         return self.mapping(node, allowed, what, prefix)
 
     def _empty(self, node: Node) -> bool:
