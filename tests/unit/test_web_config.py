@@ -11,6 +11,8 @@ import base64
 import os
 import shutil
 import ssl
+import subprocess
+from pathlib import Path
 
 import bcrypt
 import pytest
@@ -385,3 +387,41 @@ def test_a_password_past_bcrypts_72_bytes_is_checked_as_go_does(checks):
     long = "x" * 100
     auth = BasicAuth({b"alice": bcrypt.hashpw(long[:72].encode(), bcrypt.gensalt(4))})
     assert auth.check(header("alice", long)) and not auth.check(header("alice", "x" * 71))
+
+
+# ---------------------------------------------------------------- the shipped examples
+
+CONTRIB = Path(__file__).parents[2] / "contrib" / "export"
+
+
+def test_the_contrib_web_config_is_refused_until_its_placeholder_is_replaced(pki, tmp_path):
+    text = (CONTRIB / "web-config.yml").read_text()
+    (tmp_path / "tls").mkdir()
+    shutil.copy(pki.server[0], tmp_path / "tls" / "server.crt")
+    shutil.copy(pki.server[1], tmp_path / "tls" / "server.key")
+    path = tmp_path / "web-config.yml"
+    path.write_text(text)
+    line = text.splitlines().index("  prometheus: REPLACE-WITH-A-BCRYPT-HASH") + 1
+    assert error(path).startswith(f"{path}:{line}:15: basic_auth_users: user 'prometheus': not a bcrypt hash")
+    path.write_text(text.replace("REPLACE-WITH-A-BCRYPT-HASH", bcrypt_hash("pw")))
+    web = load_web_config(path)
+    assert web.summary == "TLS (TLS 1.2 to TLS 1.3); basic auth for 1 user"
+    assert web.authorized(header("prometheus", "pw"))
+
+
+def test_the_contrib_prometheus_config_with_tls_and_basic_auth_is_valid(pki, tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian's prometheus) is missing")
+    password = tmp_path / "password"
+    password.write_text("pw\n")
+    text = (CONTRIB / "prometheus.yml").read_text()
+    for key in ("scheme", "tls_config", "ca_file", "basic_auth", "username", "password_file"):
+        text = text.replace(f"# {key}:", f"{key}:")
+    text = text.replace("/etc/prometheus/ktui-ca.crt", str(pki.server[0]))
+    text = text.replace("/etc/prometheus/ktui-password", str(password))
+    assert "scheme: https" in text and "password_file: " + str(password) in text
+    config = tmp_path / "prometheus.yml"
+    config.write_text(text)
+    result = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
