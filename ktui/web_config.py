@@ -209,6 +209,7 @@ class WebConfig:
                 # Go's server answers so, and logs nothing: the scraper's
                 # target page says it (one line a scrape here would be noise)
                 sock.sendall(NOT_TLS_REPLY)
+                _linger(sock)
                 return None
             return self.tls.wrap_socket(sock, server_side=True)
         except OSError as exc:  # ssl.SSLError and socket.timeout are OSErrors
@@ -395,6 +396,20 @@ class _Reader(NodeReader):
             users[user] = stored.encode()
             lines[user] = key_node.start_mark.line + 1
         return users
+
+
+def _linger(sock: socket.socket) -> None:
+    """Half-close, then read what the client sent until it closes (a second
+    at most): closing with its request unread would reset the connection,
+    and the client could lose the 400 before reading it."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(1.0)
+        for _ in range(16):
+            if not sock.recv(4096):
+                return
+    except OSError:  # gone, or slow to close: it has its answer either way
+        pass
 
 
 class _EncryptedKey(Exception):
