@@ -324,7 +324,8 @@ class _Reader(NodeReader):
                 self.fail(mode_node, f"client_auth_type: unknown value {mode_name[:40]!r}; expected one of: "
                           + ", ".join([*CLIENT_AUTH, *CLIENT_AUTH_REFUSED][:5]), prefix)
         context.verify_mode = CLIENT_AUTH[mode_name]
-        described = f"TLS ({VERSION_TEXT[low]} to {VERSION_TEXT[high]})" if low != high else f"TLS ({VERSION_TEXT[low]})"
+        described = (f"{VERSION_TEXT[low]} to {VERSION_TEXT[high][4:]}" if low != high
+                     else f"{VERSION_TEXT[low]} only")  # "TLS 1.2 to 1.3", "TLS 1.3 only"
         if "client_ca_file" in items:
             ca_node = items["client_ca_file"][1]
             if mode_name == "NoClientCert":

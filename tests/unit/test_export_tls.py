@@ -215,7 +215,7 @@ def test_export_over_tls_with_basic_auth_scraped_by_prometheus(pki, tmp_path, ca
     export(tmp_path, web, drive)
     [serving] = [ln for ln in str(stderr).splitlines() if "serving metrics" in ln]
     assert serving.startswith("ktui: serving metrics on https://127.0.0.1:")
-    assert serving.endswith("/metrics (TLS (TLS 1.2 to TLS 1.3); basic auth for 1 user)")
+    assert serving.endswith("/metrics (TLS 1.2 to 1.3; basic auth for 1 user)")
     assert "HTTP" not in str(stderr).replace(serving, "")  # plain HTTP requests are answered, not logged
 
 
@@ -237,7 +237,7 @@ def test_sighup_reads_the_web_config_again_and_keeps_it_when_broken(pki, tmp_pat
         assert fetch(port, auth=("prometheus", "old"), ca=pki.server2[0])[0] == 401
         with pytest.raises(ssl.SSLCertVerificationError):  # the old certificate is no longer served
             fetch(port, auth=("prometheus", "new"), ca=pki.server[0])
-        assert "ktui: reloaded the web config: TLS (TLS 1.2 to TLS 1.3); basic auth for 1 user" in err()
+        assert "ktui: reloaded the web config: TLS 1.2 to 1.3; basic auth for 1 user" in err()
         # a broken one: one line, and the running config stays
         path.write_text(path.read_text().replace("$2b$", "$9z$"))
         os.kill(os.getpid(), signal.SIGHUP)

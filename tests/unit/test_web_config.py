@@ -71,7 +71,7 @@ def test_tls_with_verified_client_certificates_and_users(conf):
     assert web.scheme == "https" and web.source == str(path)
     assert web.tls.verify_mode == ssl.CERT_REQUIRED
     assert (web.tls.minimum_version, web.tls.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
-    assert web.summary == "TLS (TLS 1.2 to TLS 1.3), client certificates required; basic auth for 2 users"
+    assert web.summary == "TLS 1.2 to 1.3, client certificates required; basic auth for 2 users"
     assert web.authorized(header("alice", "a")) and web.authorized(header("bob", "b"))
     assert not web.authorized(header("alice", "b")) and not web.authorized(None)
 
@@ -81,7 +81,7 @@ def test_defaults_are_the_toolkits(conf):
     assert web.tls.verify_mode == ssl.CERT_NONE  # NoClientCert
     assert web.tls.minimum_version == ssl.TLSVersion.TLSv1_2  # TLS12, as the toolkit
     assert web.auth is None and web.authorized(None)
-    assert web.summary == "TLS (TLS 1.2 to TLS 1.3); no basic auth"
+    assert web.summary == "TLS 1.2 to 1.3; no basic auth"
 
 
 def test_verify_if_given_and_tls13_only(conf):
@@ -89,7 +89,7 @@ def test_verify_if_given_and_tls13_only(conf):
                                "  min_version: TLS13\n"))
     assert web.tls.verify_mode == ssl.CERT_OPTIONAL
     assert web.tls.minimum_version == ssl.TLSVersion.TLSv1_3
-    assert web.summary == "TLS (TLS 1.3), client certificates verified if given; no basic auth"
+    assert web.summary == "TLS 1.3 only, client certificates verified if given; no basic auth"
 
 
 @pytest.mark.parametrize("text", ["", "# nothing\n", "tls_server_config:\nbasic_auth_users: {}\n",
@@ -148,7 +148,7 @@ def test_node_exporters_documented_example_says_what_it_lacks(conf):
     path = conf(example)
     assert error(path).startswith(f"{path}:15:1: rate_limit: not supported by ktui export")
     web = load_web_config(conf(example[:example.index("\n# Rate limiting")]))
-    assert web.summary == "TLS (TLS 1.2 to TLS 1.3); basic auth for 2 users"
+    assert web.summary == "TLS 1.2 to 1.3; basic auth for 2 users"
 
 
 # ---------------------------------------------------------------- what is refused, where
@@ -405,7 +405,7 @@ def test_the_contrib_web_config_is_refused_until_its_placeholder_is_replaced(pki
     assert error(path).startswith(f"{path}:{line}:15: basic_auth_users: user 'prometheus': not a bcrypt hash")
     path.write_text(text.replace("REPLACE-WITH-A-BCRYPT-HASH", bcrypt_hash("pw")))
     web = load_web_config(path)
-    assert web.summary == "TLS (TLS 1.2 to TLS 1.3); basic auth for 1 user"
+    assert web.summary == "TLS 1.2 to 1.3; basic auth for 1 user"
     assert web.authorized(header("prometheus", "pw"))
 
 
