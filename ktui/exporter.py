@@ -295,9 +295,10 @@ class _Signals:
 
 def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: Listen, *,
                web: "WebConfig | None" = None, open_feed=None) -> int:
-    """`ktui export`. `load` reads the probe set files again (SIGHUP), and
-    so is `web`'s file, when given (loaded and checked by the caller);
-    `open_feed(ps, options)` as in headless.run_stream (tests pass a fake)."""
+    """`ktui export`. `load` reads the probe set files again (SIGHUP);
+    `web`, the web config the caller loaded (None: plain HTTP, no auth), is
+    read again from its file then too; `open_feed(ps, options)` as in
+    headless.run_stream (tests pass a fake)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
