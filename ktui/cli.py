@@ -8,6 +8,7 @@
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
     ktui replay REC                          the dashboard on a recording
     ktui export FILE... [--listen ADDR:PORT]   the sets' counters as Prometheus metrics
+        [--web-config FILE]                  (TLS and basic auth)
     ktui doctor [--json]                     what this kernel has, and what ktui does with it
     ktui vm [ARGS...]                        ktui ARGS inside a throwaway VM (default: the dashboard)
 
@@ -606,26 +607,33 @@ def _export_loader(files, specs, pid, comm):
                    "--listen 0.0.0.0:PORT serves every network, and the metrics reveal the names "
                    "of the processes that hit the probes (the comm label) and which kernel "
                    "functions this host traces.")
-def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, listen):
+@click.option("--web-config", "--web.config.file", "web_config", type=click.Path(), default=None, metavar="FILE",
+              help="TLS and basic auth, from a web config file in the format of Prometheus' exporter "
+                   "toolkit (node_exporter's --web.config.file): the subset docs/export.md lists; "
+                   "any other key is refused by name. SIGHUP reads it again.")
+def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, listen,
+               web_config):
     """Serve the probe sets' in-kernel counters as Prometheus metrics.
 
     Each scrape of http://ADDR:PORT/metrics reads the BPF maps once: hits,
     emitted and lost events, missed returns, errno counts, the latency
     histogram of return probes and the top task names (docs/export.md). SIGTERM or SIGINT detach every probe and exit 0;
     SIGHUP reloads the files (a file that does not load keeps the running
-    set and logs why)."""
+    set and logs why), the web config too."""
     from ktui.exporter import run_export
+    from ktui.web_config import load_web_config
 
     load = _export_loader(files, specs, pid, comm)
     try:
         loaded = load()
+        web = load_web_config(web_config) if web_config is not None else None
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
     options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,
                                no_cache=no_cache, cost=cost)
-    _leave(run_export(loaded, load, options, listen))
+    _leave(run_export(loaded, load, options, listen, web=web))
 
 
 @main.command("replay")

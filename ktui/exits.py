@@ -1,7 +1,7 @@
 """The exit statuses of the `ktui` command, in one place.
 
     0    ok
-    1    invalid input: a probe set, spec, filter, recording or --comm
+    1    invalid input: a probe set, spec, filter, recording, --comm or `export --web-config` file
     2    usage: the command line itself (an unknown option, a number out of range);
          one line, `ktui: ...`, like every other error
     3    this machine cannot run probes (not root, no kprobes, no bcc, lockdown, set-uid)

@@ -12,6 +12,12 @@ systemd); SIGHUP loads the probe set file(s) again and applies the
 difference (a probe whose definition changed is removed and added again, so
 its counters restart, which Prometheus reads as a counter reset). A file
 that does not load keeps the running set and logs one line on stderr.
+
+With `--web-config FILE` (web_config.py): TLS, the handshake in each
+connection's own thread, and basic auth on every path. SIGHUP reads that
+file again too (certificate rotation): new connections get the new
+certificate, every request after it the new users; a file that does not
+load keeps the running config and logs one line.
 """
 
 from __future__ import annotations
@@ -20,15 +26,19 @@ import errno
 import ipaddress
 import signal
 import socket
+import ssl
 import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
 from ktui.lang.model import Kind, KtuiError, ProbeSet
 from ktui.record.feed import FeedError, ProbeStats
+
+if TYPE_CHECKING:
+    from ktui.web_config import WebConfig
 
 DEFAULT_LISTEN = "127.0.0.1:9436"
 DRAIN_INTERVAL = 0.1  # seconds: events of probes with fetches are dropped this often
@@ -86,7 +96,11 @@ def parse_listen(text: str) -> Listen:
 def _handler(render: Callable[[], tuple[bytes, str]]):
     class MetricsHandler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.path.split("?", 1)[0] == "/metrics":
+            web = self.server.web  # the running web config: a reload applies from the next request
+            if web is not None and not web.authorized(self.headers.get("Authorization")):
+                self._reply(401, b"unauthorized\n", "text/plain; charset=utf-8",
+                            {"WWW-Authenticate": 'Basic realm="ktui"'})
+            elif self.path.split("?", 1)[0] == "/metrics":
                 body, content_type = render()
                 self._reply(200, body, content_type)
             elif self.path == "/":
@@ -95,14 +109,16 @@ def _handler(render: Callable[[], tuple[bytes, str]]):
             else:
                 self._reply(404, b"not found\n", "text/plain; charset=utf-8")
 
-        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+        def _reply(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
                 # The scraper gave up first (Prometheus closes at its
                 # scrape_timeout, e.g. while a SIGHUP reload holds the set):
                 # nobody is left to answer, and it is not ktui's error.
@@ -114,12 +130,30 @@ def _handler(render: Callable[[], tuple[bytes, str]]):
     return MetricsHandler
 
 
-def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]]) -> ThreadingHTTPServer:
-    """The bound, listening HTTP server (not serving yet), or ListenError."""
+def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]],
+                web: "WebConfig | None" = None) -> ThreadingHTTPServer:
+    """The bound, listening HTTP server (not serving yet), or ListenError.
+    `web`: TLS and basic auth (None: plain HTTP, no auth); the server's
+    `web` attribute can be swapped while it serves (a SIGHUP reload)."""
 
     class Server(ThreadingHTTPServer):
         address_family = listen.family
         daemon_threads = True
+        web: "WebConfig | None" = None
+
+        def finish_request(self, request, client_address) -> None:
+            # In the connection's own thread (ThreadingMixIn): the TLS
+            # handshake here never holds the accept loop.
+            web = self.web  # the config this connection came under
+            if web is None or web.tls is None:
+                return super().finish_request(request, client_address)
+            conn = web.handshake(request, client_address[0])
+            if conn is None:
+                return
+            try:
+                super().finish_request(conn, client_address)
+            finally:
+                self.shutdown_request(conn)  # the raw socket was handed over to conn
 
         def handle_error(self, request, client_address) -> None:
             # socketserver prints a traceback to stderr; an exporter under
@@ -129,13 +163,29 @@ def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]]) -> Thre
                   file=sys.stderr, flush=True)
 
     try:
-        return Server((listen.host, listen.port), _handler(render))
+        server = Server((listen.host, listen.port), _handler(render))
     except OSError as exc:
         reasons = {errno.EADDRINUSE: "address already in use",
                    errno.EACCES: "permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)",
                    errno.EADDRNOTAVAIL: "no such address on this machine"}
         reason = reasons.get(exc.errno, exc.strerror or str(exc))
         raise ListenError(f"--listen {listen}: {reason}", EXIT_ENVIRONMENT) from None
+    server.web = web
+    return server
+
+
+def reload_web(current: "WebConfig") -> "WebConfig":
+    """The web config file read again, or `current` (and one line on
+    stderr) when it does not load."""
+    from ktui.web_config import load_web_config
+
+    try:
+        new = load_web_config(current.source)
+    except KtuiError as exc:
+        print(f"ktui: reload: {exc}; keeping the running web config", file=sys.stderr, flush=True)
+        return current
+    print(f"ktui: reloaded the web config: {new.summary}", file=sys.stderr, flush=True)
+    return new
 
 
 class Exporter:
@@ -244,9 +294,11 @@ class _Signals:
 
 
 def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: Listen, *,
-               open_feed=None) -> int:
+               web: "WebConfig | None" = None, open_feed=None) -> int:
     """`ktui export`. `load` reads the probe set files again (SIGHUP);
-    `open_feed(ps, options)` as in headless.run_stream (tests pass a fake)."""
+    `web`, the web config the caller loaded (None: plain HTTP, no auth), is
+    read again from its file then too; `open_feed(ps, options)` as in
+    headless.run_stream (tests pass a fake)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -255,7 +307,7 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
 
     registry = CollectorRegistry(auto_describe=False)
     try:
-        server = open_server(listen, lambda: (generate_latest(registry), CONTENT_TYPE_LATEST))
+        server = open_server(listen, lambda: (generate_latest(registry), CONTENT_TYPE_LATEST), web)
     except ListenError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return exc.code
@@ -268,13 +320,17 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
                 exporter = Exporter(session, loaded, load)
                 registry.register(ProbeCollector(exporter.views))
                 threading.Thread(target=server.serve_forever, name="ktui-metrics", daemon=True).start()
-                print(f"ktui: serving metrics on http://{listen}/metrics", file=sys.stderr, flush=True)
+                scheme = web.scheme if web is not None else "http"
+                settings = f" ({web.summary})" if web is not None else ""
+                print(f"ktui: serving metrics on {scheme}://{listen}/metrics{settings}", file=sys.stderr, flush=True)
                 while True:
                     signals.wake.clear()  # before the flags: a signal from here on ends the wait
                     if signals.stop:
                         break
                     if signals.reload:
                         signals.reload = False
+                        if server.web is not None:  # first: it is quick, the probes may take seconds
+                            server.web = reload_web(server.web)
                         exporter.reload()
                     if exporter.emits():
                         session.drain()  # events of probes with fetches: not exported

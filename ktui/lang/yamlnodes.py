@@ -38,8 +38,9 @@ CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
-def read_bounded(source: str) -> bytes:
-    """The file's bytes, refusing anything but a regular file of at most 1 MiB.
+def read_bounded(source: str, what: str = "a probe set") -> bytes:
+    """The file's bytes, refusing anything but a regular file of at most 1 MiB
+    (`what` the file is meant to be, for the message).
 
     O_NONBLOCK keeps a FIFO from hanging us; reading one byte past the limit
     catches files that grow, and /proc-style files that report size 0."""
@@ -52,7 +53,7 @@ def read_bounded(source: str) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise ProbeSetError("not a regular file", source=source)
         if info.st_size > MAX_FILE_BYTES:
-            raise ProbeSetError(too_big(info.st_size), source=source, line=1, col=1)
+            raise ProbeSetError(too_big(info.st_size, what), source=source, line=1, col=1)
         chunks, size = [], 0
         while size <= MAX_FILE_BYTES:
             chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
@@ -66,24 +67,24 @@ def read_bounded(source: str) -> bytes:
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > MAX_FILE_BYTES:
-        raise ProbeSetError(too_big(len(data)), source=source, line=1, col=1)
+        raise ProbeSetError(too_big(len(data), what), source=source, line=1, col=1)
     return data
 
 
-def too_big(size: int) -> str:
-    return f"file too large ({size} bytes); a probe set is at most {MAX_FILE_BYTES} bytes"
+def too_big(size: int, what: str = "a probe set") -> str:
+    return f"file too large ({size} bytes); {what} is at most {MAX_FILE_BYTES} bytes"
 
 
-def decode_utf8(data: bytes, source: str) -> str:
+def decode_utf8(data: bytes, source: str, what: str = "a probe set") -> str:
     if len(data) > MAX_FILE_BYTES:
-        raise ProbeSetError(too_big(len(data)), source=source, line=1, col=1)
+        raise ProbeSetError(too_big(len(data), what), source=source, line=1, col=1)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line_start = data.rfind(b"\n", 0, err.start) + 1
         col = len(data[line_start:err.start].decode("utf-8", "replace")) + 1
         raise ProbeSetError(
-            f"not UTF-8 text (byte 0x{data[err.start]:02x}); a probe set is a YAML text file",
+            f"not UTF-8 text (byte 0x{data[err.start]:02x}); {what} is a YAML text file",
             source=source, line=data.count(b"\n", 0, err.start) + 1, col=col,
         ) from None
 
@@ -97,9 +98,10 @@ class NodeLoader(yaml.SafeLoader):
     count bound stops a 1 MiB file of tiny values early instead of spending
     seconds composing it only to reject it."""
 
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, what: str = "a probe set") -> None:
         super().__init__(text)
         self.ktui_source = source
+        self.ktui_what = what
         self.ktui_depth = 0
         self.ktui_nodes = 0
 
@@ -107,11 +109,11 @@ class NodeLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             fail_at(self.ktui_source, event.start_mark,
-                     f"aliases (*{event.anchor}) are not allowed in a probe set")
+                     f"aliases (*{event.anchor}) are not allowed in {self.ktui_what}")
         self.ktui_nodes += 1
         if self.ktui_nodes > MAX_NODES:
             fail_at(self.ktui_source, self.peek_event().start_mark,
-                     f"too many values (more than {MAX_NODES}); this is not a probe set")
+                     f"too many values (more than {MAX_NODES}); this is not {self.ktui_what}")
         self.ktui_depth += 1
         try:
             if self.ktui_depth > MAX_DEPTH:
@@ -122,10 +124,10 @@ class NodeLoader(yaml.SafeLoader):
             self.ktui_depth -= 1
 
 
-def compose(text: str, source: str) -> Node | None:
+def compose(text: str, source: str, what: str = "a probe set") -> Node | None:
     loader = None
     try:
-        loader = NodeLoader(text, source)  # the reader checks characters here
+        loader = NodeLoader(text, source, what)  # the reader checks characters here
         return loader.get_single_node()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -138,7 +140,7 @@ def compose(text: str, source: str) -> Node | None:
         col = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
         char = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or "\0")
         raise ProbeSetError(
-            f"character U+{char:04X} is not allowed in YAML; a probe set is a text file",
+            f"character U+{char:04X} is not allowed in YAML; {what} is a text file",
             source=source, line=line, col=col,
         ) from None
     except yaml.YAMLError as err:
