@@ -7,22 +7,31 @@ selector, never increase(), which extrapolates) and requires the counters
 to have grown by exactly that many, and the latency histogram's _count by
 exactly the number of returns. Then SIGHUP: a changed file adds a probe
 that shows in the metrics and counts exactly, a bad file keeps the running
-set. Then SIGTERM: exit 0 and no kprobe left behind."""
+set. Then SIGTERM: exit 0 and no kprobe left behind.
+
+The exporter serves over TLS with basic auth (--web-config, a self-signed
+certificate): Prometheus scrapes it with the certificate and the password;
+a job with a wrong password, and a request with none, are refused."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import ssl
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
+
+from tests.pki import bcrypt_hash, self_signed
 
 from .conftest import kprobe_entries, wait_for
 from .test_exit_paths import check_clean
@@ -52,9 +61,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=30) as r:
+def get(url: str, tls: ssl.SSLContext | None = None, password: str | None = None) -> str:
+    request = urllib.request.Request(url)
+    if password is not None:
+        token = base64.b64encode(f"prometheus:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=30, context=tls) as r:
         return r.read().decode()
+
+
+def web_config(tmp_path) -> tuple[str, ssl.SSLContext]:
+    """A web config file (TLS with a self-signed certificate, one user
+    `prometheus` whose password is `right`), and a client context that
+    trusts that certificate."""
+    cert, key = self_signed(tmp_path, "server")
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+                   f"basic_auth_users:\n  prometheus: '{bcrypt_hash('right')}'\n")
+    return str(web), ssl.create_default_context(cafile=str(cert))
+
+
+def scrape_job(name: str, port: int, cert: str, password: str) -> str:
+    return (f"  - job_name: {name}\n    scheme: https\n    tls_config:\n      ca_file: {cert}\n"
+            f"    basic_auth:\n      username: prometheus\n      password: {password}\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
 
 
 class Lines:
@@ -124,7 +154,7 @@ def procs():
             p.wait()
 
 
-def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, tmp_path):
+def test_prometheus_scrapes_exact_counts_over_tls_reload_and_clean_exit(workload, procs, tmp_path):
     assert shutil.which("prometheus"), "Debian's prometheus is missing: scripts/install.sh --test"
     opened = str(tmp_path / "opened")
     w = workload([[["comm", "ktui-exp"], ["read", 7, READS], ["badread", BADREADS]],
@@ -132,23 +162,34 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     set_file = tmp_path / "exp.yaml"
     set_file.write_text(SET)
     export_port, prom_port = free_port(), free_port()
-    metrics_url = f"http://127.0.0.1:{export_port}/metrics"
+    metrics_url = f"https://127.0.0.1:{export_port}/metrics"
+    web, tls = web_config(tmp_path)
     before = len(kprobe_entries())
 
+    def metrics() -> str:
+        return get(metrics_url, tls, "right")
+
     exporter = subprocess.Popen([*KTUI, "export", str(set_file), "--pid", str(w.pid),
-                                 "--listen", f"127.0.0.1:{export_port}"], stderr=subprocess.PIPE)
+                                 "--listen", f"127.0.0.1:{export_port}", "--web-config", web],
+                                stderr=subprocess.PIPE)
     procs.append(exporter)
     err = Lines(exporter.stderr)
     wait_for(lambda: err.has("serving metrics") or exporter.poll() is not None, "ktui export", timeout=600)
     assert exporter.poll() is None, str(err)
     if err.has("loading their program"):  # the generic program: events and latencies once it is in
         wait_for(lambda: err.has("probe(s) live") or exporter.poll() is not None, "the program", timeout=900)
-    assert 'ktui_probe_hits_total{probe="calls",set="exp"}' in get(metrics_url)
+    assert 'ktui_probe_hits_total{probe="calls",set="exp"}' in metrics()
+    for password in (None, "wrong"):  # no password, a wrong one: refused
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            get(metrics_url, tls, password)
+        assert refused.value.code == 401, password
 
     config = tmp_path / "prometheus.yml"
+    cert = str(tmp_path / "server.crt")
     config.write_text("global:\n  scrape_interval: 1s\n"
                       f"  scrape_timeout: {SCRAPE_TIMEOUT:g}s\nscrape_configs:\n"
-                      f"  - job_name: ktui\n    static_configs:\n      - targets: ['127.0.0.1:{export_port}']\n")
+                      + scrape_job("ktui", export_port, cert, "right")
+                      + scrape_job("intruder", export_port, cert, "wrong"))
     prom_proc = subprocess.Popen(["prometheus", f"--config.file={config}",
                                   f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                                   f"--web.listen-address=127.0.0.1:{prom_port}"],
@@ -160,7 +201,10 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     inf_bucket = 'ktui_probe_latency_seconds_bucket{probe="rets",le="+Inf"}'
 
     values = 'ktui_probe_value_count{probe="bytes"}'
-    prom.wait_settled(calls, count, values)
+    prom.wait_settled(calls, count, values, 'up{job="intruder"}')
+    # Prometheus scrapes with the password; a job with a wrong one gets nothing
+    assert prom.samples('up{job="ktui"}')[-1][1] == 1
+    assert {v for _, v in prom.samples('up{job="intruder"}')} == {0.0}
 
     # 1. exact counts through Prometheus
     start = time.time()
@@ -188,7 +232,7 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     set_file.write_text(SET_WITH_OPENS)
     exporter.send_signal(signal.SIGHUP)
     opens = 'ktui_probe_hits_total{probe="opens"}'
-    wait_for(lambda: 'probe="opens"' in get(metrics_url), "the reloaded probe", timeout=300)
+    wait_for(lambda: 'probe="opens"' in metrics(), "the reloaded probe", timeout=300)
     prom.wait_settled(opens)
     start2 = time.time()
     w.run_phase()
@@ -201,7 +245,7 @@ def test_prometheus_scrapes_exact_counts_reload_and_clean_exit(workload, procs, 
     set_file.write_text("name: exp\nprobes: [\n")
     exporter.send_signal(signal.SIGHUP)
     wait_for(lambda: err.has("keeping the running probe set"), "the reload error", timeout=300)
-    page = get(metrics_url)
+    page = metrics()
     for probe in ("calls", "rets", "bytes", "opens"):
         assert f'ktui_probe_attached{{probe="{probe}",set="exp"}} 1.0' in page, page
 
