@@ -83,6 +83,38 @@ def test_non_root_needs_bpf_and_perfmon(good, caps, ok):
         assert "CAP_BPF+CAP_PERFMON" in found[0].message and "sudo" in found[0].message
 
 
+BPF_PERFMON = (1 << CAP_BPF) | (1 << CAP_PERFMON)
+
+
+@pytest.mark.parametrize("paranoid,caps,warned", [
+    ("3\n", BPF_PERFMON, True),  # Debian's default: a kprobe needs CAP_SYS_ADMIN
+    ("3\n", BPF_PERFMON | (1 << CAP_SYS_ADMIN), False),
+    ("2\n", BPF_PERFMON, False),  # upstream's highest: CAP_PERFMON opens it
+    (None, BPF_PERFMON, False),  # not readable: nothing said
+])
+def test_debians_perf_paranoid_3_says_a_kprobe_needs_cap_sys_admin(good, paranoid, caps, warned):
+    if paranoid is not None:
+        touch(good, "proc/sys/kernel/perf_event_paranoid", paranoid)
+    found = {p.key: p for p in run(good, euid=1000, caps=caps)}
+    assert ("perf_paranoid" in found) is warned
+    if warned:
+        assert not found["perf_paranoid"].fatal
+        assert "kernel.perf_event_paranoid is 3" in found["perf_paranoid"].message
+        assert "CAP_SYS_ADMIN" in found["perf_paranoid"].message
+    # as root nothing is said, whatever the sysctl
+    assert "perf_paranoid" not in keys(run(good, euid=0, caps=0))
+
+
+def test_a_refused_kprobe_says_which_privilege_this_kernel_wants():
+    from ktui.kernel.attach.privilege import perf_permission_reason
+
+    debian = perf_permission_reason(caps=BPF_PERFMON, paranoid=3)
+    assert "kernel.perf_event_paranoid is 3" in debian and "CAP_SYS_ADMIN" in debian
+    assert "perf_event_paranoid=2" in debian  # the other way out
+    assert "need root or CAP_PERFMON" in perf_permission_reason(caps=BPF_PERFMON, paranoid=2)
+    assert "need root or CAP_PERFMON" in perf_permission_reason(caps=1 << CAP_SYS_ADMIN, paranoid=3)
+
+
 def test_root_needs_no_caps(good):
     assert "root" not in keys(run(good, euid=0, caps=0))
 

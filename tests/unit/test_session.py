@@ -235,3 +235,18 @@ def test_the_session_goes_by_the_kernels_probed_features(tmp_path):
     with pytest.raises(KtuiError, match="needs attach cookies on kprobe links, and on this kernel they "
                                         "could not be checked: bpf\\(2\\) not permitted"):
         forced.open()
+
+
+def test_a_tracefs_closed_to_ktui_leaves_return_probes_to_the_pmu_and_says_why(tmp_path):
+    """Run with capabilities, not as root, ktui may not read tracefs (mode
+    0700): its return probes then go by the kprobe PMU, and the log says
+    what is missing (this was a traceback)."""
+    class Closed(FakeLoader):
+        def return_events(self):
+            raise PermissionError(13, "Permission denied", "/sys/kernel/tracing/kprobe_events")
+
+    loader = Closed()
+    with session(tmp_path, loader, "vfs_read:r:retval") as s:
+        assert {st.state for st in s.statuses().values()} == {ProbeState.ATTACHED}
+    log = (tmp_path / "ktui.log").read_text()
+    assert "tracefs is closed to this process (it needs root or CAP_DAC_OVERRIDE)" in log

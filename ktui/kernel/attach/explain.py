@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
+from ktui.kernel.attach.privilege import perf_permission_reason
 from ktui.kernel.symbols.ksyms import KernelSymbols
 from ktui.kernel.quiet import Captured
 from ktui.lang.model import Probe
@@ -38,14 +39,14 @@ def explain_attach_error(probe: Probe, exc: Exception, cap: Captured | None, sym
         reason = symbol_reason(probe, symbols)
         if reason:
             return reason
+    if isinstance(exc, OSError) and exc.errno in (errno.EPERM, errno.EACCES):
+        return perf_permission_reason()
     if isinstance(exc, OSError) and exc.errno is not None:
         where = str(probe.target)
         reasons = {
             errno.ENOENT: f"{where}: no such probe point (not found, or inlined away)",
             errno.EILSEQ: f"{where}: offset is not on an instruction boundary",
             errno.EINVAL: f"{where}: cannot be probed (notrace, blacklisted, or a bad offset)",
-            errno.EPERM: "permission denied (need root or CAP_PERFMON; kernel lockdown?)",
-            errno.EACCES: "permission denied (need root or CAP_PERFMON; kernel lockdown?)",
             errno.EBUSY: f"{where}: busy (another probe owns this point?)",
             errno.EMFILE: "too many open files: raise `ulimit -n` for this many probes",
         }

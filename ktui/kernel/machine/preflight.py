@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-CAP_PERFMON = 38
-CAP_BPF = 39
-CAP_SYS_ADMIN = 21
+from ktui.kernel.attach.privilege import (  # noqa: F401 - CAP_* and effective_caps re-exported
+    CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_caps, perf_paranoid, perf_permission_reason)
 
 # Lockdown levels that stop kprobes and bpf_probe_read_kernel (LOCKDOWN_KPROBES,
 # LOCKDOWN_BPF_READ_KERNEL and LOCKDOWN_PERF are all "confidentiality" reasons).
@@ -39,16 +38,6 @@ def _read(path: Path) -> str | None:
         return path.read_text()
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def effective_caps(status: Path = Path("/proc/self/status")) -> int:
-    for line in (_read(status) or "").splitlines():
-        if line.startswith("CapEff:"):
-            try:
-                return int(line.split()[1], 16)
-            except (IndexError, ValueError):
-                return 0
-    return 0
 
 
 def caps_suffice(caps: int) -> bool:
@@ -111,6 +100,10 @@ def check_environment(
     if euid != 0 and not caps_suffice(caps):
         problems.append(Problem("root", "need root or CAP_BPF+CAP_PERFMON: run with sudo "
                                         "(or setcap cap_bpf,cap_perfmon+ep on the python binary)"))
+    elif euid != 0 and not caps & (1 << CAP_SYS_ADMIN):
+        paranoid = perf_paranoid(root / "proc/sys/kernel/perf_event_paranoid")
+        if paranoid is not None and paranoid > 2:
+            warnings.append(Problem("perf_paranoid", perf_permission_reason(caps, paranoid), fatal=False))
     if not have_bcc():
         problems.append(Problem("bcc", "bcc is not installed: apt-get install python3-bpfcc "
                                        "(and use a venv made with --system-site-packages)"))

@@ -22,7 +22,15 @@ class ReturnEventsMixin:
     def _open_return_events(self) -> None:
         """Where return probes' kretprobes come from; first, the events a
         SIGKILLed ktui left behind go."""
-        self._returns = self.loader.return_events()
+        try:
+            self._returns = self.loader.return_events()
+        except PermissionError:
+            # tracefs is mode 0700: a ktui run with capabilities, not as
+            # root, needs CAP_DAC_OVERRIDE to make kretprobe events there
+            self._returns = None
+            log_line(self._log_fd, "ktui: tracefs is closed to this process (it needs root or CAP_DAC_OVERRIDE): "
+                     "return probes use the kprobe PMU (maxactive cannot be set, missed returns are not counted)")
+            return
         if self._returns is None:
             log_line(self._log_fd, "ktui: no tracefs: return probes use the kprobe PMU "
                      "(maxactive cannot be set, missed returns are not counted)")
