@@ -23,11 +23,13 @@ import socket
 import subprocess
 import sys
 import ssl
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -254,3 +256,66 @@ def test_prometheus_scrapes_exact_counts_over_tls_reload_and_clean_exit(workload
     assert exporter.wait(timeout=300) == 0, str(err)
     assert "Traceback" not in str(err), str(err)
     check_clean(before)
+
+
+CAPS_SET = """name: caps
+probes:
+  - spec: vfs_read:c
+    label: calls
+  - spec: vfs_read:r
+    label: rets
+  - spec: kcalls=vfs_read:c:a3
+    attach: kprobe
+  - spec: bytes=vfs_read:r count(comm) sum(retval)
+"""
+
+
+def test_the_exporter_runs_as_nobody_with_the_units_capabilities(ktui_for_anyone, workload, procs):
+    """As the systemd unit runs it (contrib/export/ktui-export.service):
+    not root, with exactly the capabilities the unit grants (read from the
+    unit file, so the two cannot drift apart), on Debian's stock kernel
+    (kernel.perf_event_paranoid=3). Every probe attaches, by fentry and by
+    kprobe, the counts are exact, nothing is reported as not permitted, and
+    SIGTERM detaches everything."""
+    from tests.unitfile import capabilities, service_settings
+
+    caps = ",".join(f"+{c}" for c in sorted(capabilities(service_settings())))
+    python, env = ktui_for_anyone("click", "prometheus_client")
+    home = Path(tempfile.mkdtemp(prefix="ktui-caps-"))  # in /tmp: nobody may pass (tmp_path's parent is 0700)
+    home.chmod(0o777)
+    set_file = home / "caps.yaml"
+    set_file.write_text(CAPS_SET)
+    set_file.chmod(0o644)
+    w = workload([[["comm", "ktui-caps"], ["read", 7, READS]]])
+    port = free_port()
+    before = len(kprobe_entries())
+    exporter = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", f"--inh-caps=-all,{caps}",
+         f"--ambient-caps=-all,{caps}", f"--bounding-set=-all,{caps}", *python,
+         "export", str(set_file), "--pid", str(w.pid), "--listen", f"127.0.0.1:{port}",
+         "--log", str(home / "ktui.log")],
+        stderr=subprocess.PIPE, env={**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache")}, cwd="/")
+    procs.append(exporter)
+    err = Lines(exporter.stderr)
+    wait_for(lambda: err.has("serving metrics") or exporter.poll() is not None, "ktui export as nobody",
+             timeout=600)
+    assert exporter.poll() is None, str(err)
+    url = f"http://127.0.0.1:{port}/metrics"
+    probes = ("calls", "rets", "kcalls", "bytes")
+    wait_for(lambda: all(f'ktui_probe_attached{{probe="{p}",set="caps"}} 1.0' in get(url) for p in probes)
+             or exporter.poll() is not None, "every probe attached", timeout=600)
+    w.run_phase()
+    hits = {p: f'ktui_probe_hits_total{{probe="{p}",set="caps"}} {float(READS)}' for p in probes}
+    wait_for(lambda: all(line in get(url) for line in hits.values()), "exact counts", timeout=120)
+    page = get(url)
+    assert f'ktui_probe_key_hits_total{{comm="ktui-caps",probe="bytes",set="caps"}} {float(READS)}' in page, page
+    assert f'ktui_probe_key_sum_total{{comm="ktui-caps",probe="bytes",set="caps"}} {float(7 * READS)}' in page
+
+    exporter.send_signal(signal.SIGTERM)
+    assert exporter.wait(timeout=300) == 0, str(err)
+    assert "Traceback" not in str(err), str(err)
+    log = (home / "ktui.log").read_text()
+    for missing in ("not permitted", "permission denied", "tracefs is closed", "interrupt context not known"):
+        assert missing not in log, log
+    check_clean(before)
+    shutil.rmtree(home)

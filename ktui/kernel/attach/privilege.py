@@ -41,12 +41,18 @@ def perf_paranoid(path: Path = PARANOID) -> int | None:
         return None
 
 
-def perf_permission_reason(caps: int | None = None, paranoid: int | None = None) -> str:
-    """Why opening a perf event was refused, in one line."""
+def paranoid_note(caps: int | None = None, paranoid: int | None = None) -> str:
+    """What Debian's perf_event_paranoid=3 asks of this process for a
+    kprobe, or "" where it asks nothing more than upstream."""
     caps = effective_caps() if caps is None else caps
     paranoid = perf_paranoid() if paranoid is None else paranoid
     if paranoid is not None and paranoid > 2 and not caps & (1 << CAP_SYS_ADMIN):
-        return (f"permission denied: kernel.perf_event_paranoid is {paranoid} (Debian's default), where a "
-                "kprobe needs CAP_SYS_ADMIN; give ktui that, or set kernel.perf_event_paranoid=2 and "
-                "CAP_PERFMON suffices")
-    return "permission denied (need root or CAP_PERFMON; kernel lockdown?)"
+        return (f"kernel.perf_event_paranoid is {paranoid} (Debian's default), where a kprobe needs "
+                "CAP_SYS_ADMIN; give ktui that, or set kernel.perf_event_paranoid=2 and CAP_PERFMON suffices")
+    return ""
+
+
+def perf_permission_reason(caps: int | None = None, paranoid: int | None = None) -> str:
+    """Why opening a perf event was refused, in one line."""
+    note = paranoid_note(caps, paranoid)
+    return f"permission denied: {note}" if note else "permission denied (need root or CAP_PERFMON; kernel lockdown?)"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from ktui.kernel.attach.privilege import (  # noqa: F401 - CAP_* and effective_caps re-exported
-    CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_caps, perf_paranoid, perf_permission_reason)
+    CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_caps, paranoid_note, perf_paranoid)
 
 # Lockdown levels that stop kprobes and bpf_probe_read_kernel (LOCKDOWN_KPROBES,
 # LOCKDOWN_BPF_READ_KERNEL and LOCKDOWN_PERF are all "confidentiality" reasons).
@@ -103,7 +103,7 @@ def check_environment(
     elif euid != 0 and not caps & (1 << CAP_SYS_ADMIN):
         paranoid = perf_paranoid(root / "proc/sys/kernel/perf_event_paranoid")
         if paranoid is not None and paranoid > 2:
-            warnings.append(Problem("perf_paranoid", perf_permission_reason(caps, paranoid), fatal=False))
+            warnings.append(Problem("perf_paranoid", paranoid_note(caps, paranoid), fatal=False))
     if not have_bcc():
         problems.append(Problem("bcc", "bcc is not installed: apt-get install python3-bpfcc "
                                        "(and use a venv made with --system-site-packages)"))
