@@ -174,25 +174,28 @@ def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]],
     return server
 
 
-def reload_web(current: "WebConfig") -> "WebConfig":
-    """The web config file read again, or `current` (and one line on
-    stderr) when it does not load."""
+def reload_web(current: "WebConfig") -> "tuple[WebConfig, bool]":
+    """(the web config file read again, True), or (`current`, False) and
+    one line on stderr when it does not load."""
     from ktui.web_config import load_web_config
 
     try:
         new = load_web_config(current.source)
     except KtuiError as exc:
         print(f"ktui: reload: {exc}; keeping the running web config", file=sys.stderr, flush=True)
-        return current
+        return current, False
     print(f"ktui: reloaded the web config: {new.summary}", file=sys.stderr, flush=True)
-    return new
+    return new, True
 
 
 class Exporter:
     """The running set: what a scrape shows, and SIGHUP's reload."""
 
-    def __init__(self, session, loaded: Loaded, load: Callable[[], Loaded]) -> None:
+    def __init__(self, session, loaded: Loaded, load: Callable[[], Loaded], health=None) -> None:
+        from ktui.pipeline.prometheus import ExporterHealth
+
         self.session = session
+        self.health = health or ExporterHealth()
         self.probeset, self.sets = loaded
         self.load = load
         # A scrape never sees half a reload, and never waits for one (adding
@@ -211,7 +214,7 @@ class Exporter:
             return self._frozen if self._frozen is not None else self._read_views()
 
     def _read_views(self):
-        from ktui.pipeline.prometheus import ProbeView, value_shape
+        from ktui.pipeline.prometheus import ProbeView, probe_state, value_shape
 
         stats = self.session.stats().probes
         out = []
@@ -220,18 +223,18 @@ class Exporter:
             out.append(ProbeView(
                 name=name, set=self.sets.get(name, self.probeset.name),
                 is_return=st.probe.kind is Kind.RETURN,
-                attached=st.counting,
+                attached=st.counting, state=probe_state(st),
                 stats=stats.get(pid_, ProbeStats(pid_)), **value_shape(st.probe)))
         return out
 
-    def reload(self) -> None:
+    def reload(self) -> bool:
         """Load the files again and apply the difference; a file that does
-        not load leaves everything as it is."""
+        not load leaves everything as it is (False)."""
         try:
             probeset, sets = self.load()
         except KtuiError as exc:
             print(f"ktui: reload: {exc}; keeping the running probe set", file=sys.stderr, flush=True)
-            return
+            return False
         with self._lock:
             self._frozen = self._read_views()
         try:
@@ -239,6 +242,7 @@ class Exporter:
         finally:
             with self._lock:
                 self._frozen = None
+        return True
 
     def _apply(self, probeset, sets) -> None:
         """Remove what changed or went, add what is new; then the new set is
@@ -318,7 +322,7 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
         try:
             with _Signals() as signals:
                 exporter = Exporter(session, loaded, load)
-                registry.register(ProbeCollector(exporter.views))
+                registry.register(ProbeCollector(exporter.views, health=exporter.health))
                 threading.Thread(target=server.serve_forever, name="ktui-metrics", daemon=True).start()
                 scheme = web.scheme if web is not None else "http"
                 settings = f" ({web.summary})" if web is not None else ""
@@ -329,9 +333,11 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
                         break
                     if signals.reload:
                         signals.reload = False
+                        web_ok = True
                         if server.web is not None:  # first: it is quick, the probes may take seconds
-                            server.web = reload_web(server.web)
-                        exporter.reload()
+                            server.web, web_ok = reload_web(server.web)
+                        sets_ok = exporter.reload()
+                        exporter.health.reloaded(web_ok and sets_ok)
                     if exporter.emits():
                         session.drain()  # events of probes with fetches: not exported
                         signals.wake.wait(DRAIN_INTERVAL)

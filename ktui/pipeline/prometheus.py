@@ -23,6 +23,19 @@ Metrics (labels `set` and `probe` on every one):
   ktui_probe_comm_hits_exact             gauge    1 while those are exact counts, 0 once an estimate
   ktui_probe_errno_checked               gauge    1 if errnos are counted, 0 if not (void...) [return probes]
   ktui_probe_attached                    gauge    1 while the probe is attached
+  ktui_probe_state{state}                gauge    1 for the probe's state, 0 for the others: pending,
+                                                  loading (its program not in: counts nothing yet),
+                                                  counting (counts hits; events and latencies once its
+                                                  program is in), attached, off, failed
+
+The exporter's own health (no `set` or `probe` label):
+  ktui_exporter_scrape_success           gauge    1 if this scrape read the maps, 0 if the read failed
+  ktui_exporter_scrape_duration_seconds  gauge    how long this scrape's map read took
+  ktui_exporter_map_read_errors_total    counter  scrapes whose map read failed (the probes' metrics are
+                                                  then left out of that scrape; stderr says why, once)
+  ktui_exporter_reloads_total{result}    counter  SIGHUP reloads: result success or failure (a file that
+                                                  did not load; the running set and web config stay)
+  ktui_exporter_last_reload_successful   gauge    0 after a reload that failed, until one succeeds
 
 A probe's in-kernel aggregations (lang.aggregate), for the probes that have
 them:
@@ -52,6 +65,9 @@ changes between scrapes; `_sum` is the kernel's exact nanosecond sum.
 from __future__ import annotations
 
 import re
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -82,6 +98,25 @@ class ProbeView:
     value_hist: bool = False
     value_keys: tuple[str, ...] | None = None
     value_sum: bool = False
+    # what it is doing (ProbeStatus: probe_state): one of PROBE_STATES
+    state: str = "attached"
+
+
+# A probe's states, as ktui_probe_state's `state` label: every one is
+# exported for every probe (1 for its state), so a query never misses a
+# series that is 0.
+PROBE_STATES = ("pending", "loading", "counting", "attached", "off", "failed")
+
+
+def probe_state(status) -> str:
+    """The state label of a record.feed.ProbeStatus: a loading probe that
+    already counts (a kprobe: its dispatcher counts while the program
+    loads) is `counting`; one that waits for its program (fentry) is
+    `loading`."""
+    state = status.state.value
+    if state == "loading" and status.counting:
+        return "counting"
+    return state
 
 
 def value_shape(probe) -> dict:
@@ -174,6 +209,9 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                                       "function, no BTF, or off in the probe set).", labels=labels)
     attached = GaugeMetricFamily("ktui_probe_attached", "1 while the probe is attached and counting.",
                                  labels=labels)
+    state = GaugeMetricFamily("ktui_probe_state", "1 for the probe's state (pending, loading: counts nothing "
+                              "yet, counting: hits only until its program is in, attached, off, failed), "
+                              "0 for the others.", labels=labels + ["state"])
     for p in probes:
         key = [p.set, p.name]
         s = p.stats
@@ -183,6 +221,8 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
         recursion.add_metric(key, s.recursion_misses)
         nested.add_metric(key, s.nest_dropped)
         attached.add_metric(key, 1 if p.attached else 0)
+        for name in PROBE_STATES:
+            state.add_metric(key + [name], 1 if p.state == name else 0)
         top = s.top_comms[:top_comms]
         for comm, n in top:
             comms.add_metric(key + [comm], n)
@@ -199,7 +239,7 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                 errnos.add_metric(key + [errno_name(err)], n)
             latency.add_metric(key, latency_buckets(s.hist), s.latency_sum_ns / 1e9)
     return [hits, emitted, lost, missed, unpaired, unstored, recursion, nested, errnos, errno_other, latency,
-            comms, omitted, comms_exact, errno_checked, attached, *value_families(probes)]
+            comms, omitted, comms_exact, errno_checked, attached, state, *value_families(probes)]
 
 
 def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) -> list:
@@ -238,12 +278,73 @@ def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) ->
     return [f for f in (hist, count, sums, keys, omitted, dropped) if f.samples]
 
 
-class ProbeCollector(Collector):
-    """Registered once; each scrape calls `read()` for the current probes."""
+class ExporterHealth:
+    """The exporter's own numbers: map reads that failed, reloads. Shared by
+    the scrape threads and the main loop (a reload)."""
 
-    def __init__(self, read: Callable[[], Sequence[ProbeView]], top_comms: int = TOP_COMMS) -> None:
+    def __init__(self, log: Callable[[str], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self.read_errors = 0
+        self.reloads = {"success": 0, "failure": 0}
+        self.last_reload_ok = True
+        self._last_error = ""
+        self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def read_failed(self, exc: BaseException) -> None:
+        """Counted; one line on stderr when the reason is new (a read that
+        keeps failing, scraped every second, is not a line a second)."""
+        text = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.read_errors += 1
+            new, self._last_error = text != self._last_error, text
+        if new:
+            self._log(f"ktui: a scrape could not read the maps: {text} (counted in "
+                      "ktui_exporter_map_read_errors_total)")
+
+    def reloaded(self, ok: bool) -> None:
+        with self._lock:
+            self.reloads["success" if ok else "failure"] += 1
+            self.last_reload_ok = ok
+
+    def families(self, success: bool, seconds: float) -> list:
+        with self._lock:
+            errors, reloads, last_ok = self.read_errors, dict(self.reloads), self.last_reload_ok
+        ok = GaugeMetricFamily("ktui_exporter_scrape_success", "1 if this scrape read the maps, 0 if the "
+                               "read failed (the probes' metrics are then left out).", value=1 if success else 0)
+        duration = GaugeMetricFamily("ktui_exporter_scrape_duration_seconds",
+                                     "How long this scrape's read of the maps took.", value=seconds)
+        failed = CounterMetricFamily("ktui_exporter_map_read_errors", "Scrapes whose map read failed.",
+                                     value=errors)
+        reload_count = CounterMetricFamily("ktui_exporter_reloads", "SIGHUP reloads of the probe sets and "
+                                           "web config, by result.", labels=["result"])
+        for result in ("success", "failure"):
+            reload_count.add_metric([result], reloads[result])
+        last = GaugeMetricFamily("ktui_exporter_last_reload_successful", "0 after a reload whose file did not "
+                                 "load (the running set stays), until one succeeds.", value=1 if last_ok else 0)
+        return [ok, duration, failed, reload_count, last]
+
+
+class ProbeCollector(Collector):
+    """Registered once; each scrape calls `read()` for the current probes,
+    then adds the exporter's health. A read that raises leaves the probes'
+    metrics out of that scrape, and is counted: Prometheus still gets an
+    answer that says so."""
+
+    def __init__(self, read: Callable[[], Sequence[ProbeView]], top_comms: int = TOP_COMMS,
+                 health: ExporterHealth | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.read = read
         self.top_comms = top_comms
+        self.health = health or ExporterHealth()
+        self.clock = clock  # tests stop it: a golden text with no duration that varies
 
     def collect(self) -> Iterator:
-        yield from families(self.read(), self.top_comms)
+        started = self.clock()
+        try:
+            views = self.read()
+        except Exception as exc:  # noqa: BLE001 - counted and said, never a failed scrape
+            self.health.read_failed(exc)
+            views = None
+        seconds = self.clock() - started
+        if views is not None:
+            yield from families(views, self.top_comms)
+        yield from self.health.families(views is not None, seconds)

@@ -47,7 +47,7 @@ def snapshot() -> list[ProbeView]:
 
 def exposition(views, top_comms: int = 5) -> str:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ProbeCollector(lambda: views, top_comms))
+    registry.register(ProbeCollector(lambda: views, top_comms, clock=lambda: 0.0))
     return generate_latest(registry).decode()
 
 
@@ -211,9 +211,12 @@ def test_run_export_scrapes_reloads_on_sighup_and_stops_on_sigterm(tmp_path, cap
             path.write_text(path.read_text() + "  - spec: vfs_write:c\n    label: writes\n")
             os.kill(os.getpid(), signal.SIGHUP)
             until(lambda: 'probe="writes"' in scrape(), "the reloaded probe")
+            until(lambda: 'ktui_exporter_reloads_total{result="success"} 1.0' in scrape(), "the reload counted")
+            seen["after_good"] = scrape()
             path.write_text("name: s\nprobes: [\n")
             os.kill(os.getpid(), signal.SIGHUP)
             until(lambda: "keeping the running" in capsys.readouterr().err, "the reload error")
+            until(lambda: 'ktui_exporter_reloads_total{result="failure"} 1.0' in scrape(), "the failure counted")
             seen["after_bad"] = scrape()
         finally:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -231,7 +234,64 @@ def test_run_export_scrapes_reloads_on_sighup_and_stops_on_sigterm(tmp_path, cap
     assert 'probe="writes"' not in seen["first"]
     for probe in ("reads", "writes"):
         assert f'ktui_probe_attached{{probe="{probe}",set="s"}} 1.0' in seen["after_bad"]
+        assert f'ktui_probe_state{{probe="{probe}",set="s",state="attached"}} 1.0' in seen["after_bad"]
+    assert "ktui_exporter_last_reload_successful 1.0" in seen["after_good"]
+    # a file that did not load: counted, and said until a reload succeeds
+    assert 'ktui_exporter_reloads_total{result="success"} 1.0' in seen["after_bad"]
+    assert "ktui_exporter_last_reload_successful 0.0" in seen["after_bad"]
+    assert "ktui_exporter_scrape_success 1.0" in seen["after_bad"]
     assert loader.attached == {}  # every probe detached
+
+
+def test_a_probes_state_is_what_it_is_doing():
+    """ktui_probe_state: a kprobe whose program is still loading already
+    counts (its dispatcher does); an fentry probe waiting for its program
+    counts nothing yet (issue 33: ktui_probe_attached said 1 for both)."""
+    from ktui.pipeline.prometheus import PROBE_STATES, probe_state
+    from ktui.record.feed import ProbeState, ProbeStatus
+
+    probe = parse_spec("vfs_read:c:a3")
+
+    def status(state, via=""):
+        return ProbeStatus(0, probe, state, via=via)
+
+    assert probe_state(status(ProbeState.LOADING, via="kprobe")) == "counting"
+    assert probe_state(status(ProbeState.LOADING, via="fentry")) == "loading"
+    assert probe_state(status(ProbeState.ATTACHED, via="fentry")) == "attached"
+    assert probe_state(status(ProbeState.FAILED)) == "failed"
+    assert probe_state(status(ProbeState.OFF)) == "off"
+    assert probe_state(status(ProbeState.PENDING)) == "pending"
+    assert set(PROBE_STATES) == {s.value for s in ProbeState} | {"counting"}
+    view = ProbeView("p", "s", False, False, ProbeStats(0), state="loading")
+    text = exposition([view])
+    for name in PROBE_STATES:  # every state, so a query never misses a 0
+        expected = 1.0 if name == "loading" else 0.0
+        assert f'ktui_probe_state{{probe="p",set="s",state="{name}"}} {expected}' in text
+
+
+def test_a_failed_map_read_is_counted_said_once_and_the_scrape_still_answers():
+    lines: list[str] = []
+    fail = {"on": True}
+
+    def read():
+        if fail["on"]:
+            raise OSError(9, "Bad file descriptor")
+        return snapshot()
+
+    from ktui.pipeline.prometheus import ExporterHealth
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ProbeCollector(read, health=ExporterHealth(log=lines.append)))
+    for _ in range(3):
+        text = generate_latest(registry).decode()
+    assert "ktui_exporter_scrape_success 0.0" in text
+    assert "ktui_exporter_map_read_errors_total 3.0" in text
+    assert "ktui_probe_hits_total" not in text  # no numbers rather than wrong ones
+    assert len(lines) == 1 and "Bad file descriptor" in lines[0]  # the same reason: one line
+    fail["on"] = False
+    text = generate_latest(registry).decode()
+    assert "ktui_exporter_scrape_success 1.0" in text and "ktui_probe_hits_total" in text
+    assert "ktui_exporter_map_read_errors_total 3.0" in text
 
 
 def test_a_scrape_during_a_slow_reload_answers_at_once_with_the_set_as_it_was(tmp_path):
