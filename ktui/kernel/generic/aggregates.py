@@ -36,13 +36,10 @@ def key_values(probe: Probe, key: abi.AggKey) -> tuple:
 def count_entries(fd: int, probes: dict[int, Probe]) -> dict[int, dict[tuple, tuple[int, int]]]:
     """tag -> {key values: (count, sum)} for the probes of `probes` (by tag)."""
     out: dict[int, dict[tuple, tuple[int, int]]] = {}
-    for raw in bpfsys.map_keys(fd, _AGG_KEY):
+    for raw, value in bpfsys.hash_items(fd, _AGG_KEY, ctypes.sizeof(abi.AggVal)):
         key = abi.AggKey.from_buffer_copy(raw)
         probe = probes.get(key.tag)
         if probe is None:
-            continue
-        value = bpfsys.map_lookup(fd, raw, ctypes.sizeof(abi.AggVal))
-        if value is None:
             continue
         val = abi.AggVal.from_buffer_copy(value)
         per = out.setdefault(key.tag, {})
@@ -91,11 +88,10 @@ def stacks(kernel_fd: int, user_fd: int, tags: dict[int, int], kinds: set[str],
 
 def _tagged(fd: int, key_type, tags):
     """(key, count) of a stack map's entries whose tag is one of `tags`."""
-    for raw in bpfsys.map_keys(fd, ctypes.sizeof(key_type)):
+    for raw, value in bpfsys.hash_items(fd, ctypes.sizeof(key_type), 8):
         key = key_type.from_buffer_copy(raw)
         if key.tag in tags:
-            value = bpfsys.map_lookup(fd, raw, 8)
-            yield key, int.from_bytes(value, "little") if value is not None else 0
+            yield key, int.from_bytes(value, "little")
 
 
 def stack_fields(mine: list[tuple[tuple, int]], dropped: int) -> dict:

@@ -202,14 +202,12 @@ def comms_by_slot(fd: int) -> dict[int, dict[str, int]]:
     """Hits by process name, by slot (weighted where sampled), from a map
     keyed {slot, comm}: the generic program's or the counting probes'."""
     out: dict[int, dict[str, int]] = {}
-    for raw in bpfsys.map_keys(fd, COMM_KEY.size):
-        value = bpfsys.map_lookup(fd, raw, 8)
-        if value is not None:
-            index, comm = COMM_KEY.unpack(raw)
-            # bpf_get_current_comm may leave stale bytes after the NUL: add up by name
-            name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
-            per = out.setdefault(index, {})
-            per[name] = per.get(name, 0) + struct.unpack("<Q", value)[0]
+    for raw, value in bpfsys.hash_items(fd, COMM_KEY.size, 8):
+        index, comm = COMM_KEY.unpack(raw)
+        # bpf_get_current_comm may leave stale bytes after the NUL: add up by name
+        name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
+        per = out.setdefault(index, {})
+        per[name] = per.get(name, 0) + struct.unpack("<Q", value)[0]
     return out
 
 

@@ -12,6 +12,7 @@ fills only its own fields, the rest stays zero.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import struct
 from dataclasses import dataclass
@@ -163,6 +164,65 @@ def map_keys(fd: int, key_size: int) -> list[bytes]:
         keys.append(nxt.raw)
         ctypes.memmove(cur, nxt, key_size)
         first = False
+
+
+HASH_BATCH = 256  # entries a hash map's batched read asks for at a time
+
+
+def hash_items(fd: int, key_size: int, value_size: int, batch: int = HASH_BATCH) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of a hash map, read BPF_MAP_LOOKUP_BATCH by batch
+    (5.6+): a syscall per `batch` entries where map_keys and map_lookup take
+    two per entry, which is what a scrape of many keys paid. A kernel
+    without batched hash reads (EINVAL) gets the entry-by-entry walk. Like
+    that walk, a snapshot only: entries added meanwhile may be missed."""
+    keys = ctypes.create_string_buffer(key_size * batch)
+    values = ctypes.create_string_buffer(value_size * batch)
+    # the cursor: a bucket number for a hash map (the kernel's u32), opaque here
+    cursors = [ctypes.create_string_buffer(8), ctypes.create_string_buffer(8)]
+    out: list[tuple[bytes, bytes]] = []
+    first = True
+    attr = _attr()
+    while True:
+        in_batch, out_batch = cursors
+        size = batch
+        while True:
+            # in_batch(u64) out_batch(u64) keys(u64) values(u64) count(u32) map_fd(u32) elem_flags(u64) flags(u64)
+            struct.pack_into("<QQQQIIQQ", attr, 0, 0 if first else ctypes.addressof(in_batch),
+                             ctypes.addressof(out_batch), ctypes.addressof(keys), ctypes.addressof(values),
+                             size, fd, 0, 0)
+            try:
+                _bpf(BPF_MAP_LOOKUP_BATCH, attr, "reading a hash map")
+                done = False
+            except BpfError as exc:
+                if exc.errno == errno.EINVAL and first and not out:
+                    return _hash_items_one_by_one(fd, key_size, value_size)
+                if exc.errno == errno.ENOSPC and size < (1 << 20):
+                    # a bucket holds more entries than `size`: ask for more room
+                    size *= 2
+                    keys = ctypes.create_string_buffer(key_size * size)
+                    values = ctypes.create_string_buffer(value_size * size)
+                    continue
+                if exc.errno != errno.ENOENT:  # ENOENT: the last batch, maybe with entries
+                    raise
+                done = True
+            break
+        got = struct.unpack_from("<I", attr, 32)[0]
+        raw_keys, raw_values = keys.raw, values.raw
+        out.extend((raw_keys[i * key_size:(i + 1) * key_size], raw_values[i * value_size:(i + 1) * value_size])
+                   for i in range(got))
+        if done:
+            return out
+        cursors.reverse()  # this call's out_batch is the next one's in_batch
+        first = False
+
+
+def _hash_items_one_by_one(fd: int, key_size: int, value_size: int) -> list[tuple[bytes, bytes]]:
+    out = []
+    for key in map_keys(fd, key_size):
+        value = map_lookup(fd, key, value_size)
+        if value is not None:  # deleted since it was listed
+            out.append((key, value))
+    return out
 
 
 def array_lookup_all(fd: int, count: int, value_size: int, start: int = 0) -> bytes:
