@@ -90,9 +90,16 @@ class StopSignals:
     take seconds under emulation) detaches the feed's probes at once, as
     Collector.stop would, and the collector stops as soon as it is there."""
 
-    def __init__(self, feed) -> None:
+    # After a first signal, the events already emitted are still written:
+    # from a flood that can take long (formatting NDJSON). Past this many
+    # seconds one line says a second signal stops the writing.
+    HINT_AFTER = 1.0
+
+    def __init__(self, feed, again: Callable[[], None] | None = None) -> None:
         self.feed = feed
+        self.again = again  # what a second signal does (stream: stop writing, count the rest)
         self.requested = False
+        self.done = False  # set by the command once it has finished: no hint then
         self._collector: Collector | None = None
         self._early: threading.Thread | None = None
         self._old: dict = {}
@@ -106,13 +113,26 @@ class StopSignals:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum, frame) -> None:
+        if self.requested:
+            if self.again is not None:
+                self.again()
+            return
         self.requested = True
+        if self.again is not None:
+            hint = threading.Timer(self.HINT_AFTER, self._hint)
+            hint.daemon = True
+            hint.start()
         if self._collector is not None:
             self._collector.stop()
         elif self._early is None:
             self._early = threading.Thread(target=self._detach_quietly, name="ktui-detach",
                                            daemon=True)
             self._early.start()
+
+    def _hint(self) -> None:
+        if not self.done:
+            print("ktui: stopping: the probes are detached; writing the events they emitted "
+                  "(Ctrl-C again: stop writing them, and count them)", file=sys.stderr, flush=True)
 
     def _detach_quietly(self) -> None:
         try:
@@ -272,7 +292,9 @@ UNCOUNTED_WORDS = (("unpaired", "returns unpaired"), ("entries_unstored", "entri
 
 
 def _print_summary(summary: dict) -> None:
-    print(f"ktui: {summary['events']} events", file=sys.stderr)
+    unwritten = (f", {summary['unwritten']} more taken from the buffer and not written (stopped by a "
+                 "second interrupt)") if summary.get("unwritten") else ""
+    print(f"ktui: {summary['events']} events{unwritten}", file=sys.stderr)
     for p in summary["probes"]:
         counted = (f", counted while loading {p['counted_only']}" if p.get("counted_only") else "")
         # what the kernel saw and could not count, when any: returns missed
@@ -364,7 +386,8 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
     session = (open_feed or _open_session_or_status)(ps, options)
     if isinstance(session, int):
         return session
-    with StopSignals(session) as stop:
+    with StopSignals(session, again=lambda: sink.stop_writing() if sink is not None else None) as stop:
+        sink = None
         try:
             import asyncio
 
@@ -379,6 +402,7 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
             gone = ReaderGone(sys.stdout.fileno())
             watch = (gone, guarded.pipe_broken) if gone.watching else None
             asyncio.run(_collect(collector, guarded, duration, watch))
+            stop.done = True
             summary = sink.summary()
             if folded is not None:
                 write_folded(folded, session, sink.last_stats)

@@ -117,7 +117,16 @@ class NdjsonSink:
         self.symbolize = symbolize
         self.with_stats = with_stats
         self.events = 0
+        # events taken from the buffer but not written, once asked to stop
+        # writing (a second interrupt): counted, so written + unwritten is
+        # still what the kernel emitted
+        self.unwritten = 0
+        self.skip = False  # set from a signal handler: checked before each chunk
         self._last_stats: StatsSnapshot | None = None
+
+    def stop_writing(self) -> None:
+        """Count the events still to come instead of writing them."""
+        self.skip = True
 
     def _probe_info(self):
         info = {}
@@ -134,6 +143,9 @@ class NdjsonSink:
         # to stop: the summary's `emitted` counts every one (Collector.finish).
         info = self._probe_info()
         for start in range(0, len(batch), self.CHUNK):
+            if self.skip:
+                self.unwritten += len(batch) - start
+                return
             self._write(batch.events(start, start + self.CHUNK), info)
 
     def _write(self, events, info) -> None:
@@ -189,10 +201,10 @@ class NdjsonSink:
         return self._last_stats
 
     def summary(self) -> dict:
-        return summary_of(self.feed, self._last_stats, self.events)
+        return summary_of(self.feed, self._last_stats, self.events, self.unwritten)
 
 
-def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
+def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int, unwritten: int = 0) -> dict:
     statuses = feed.statuses()
     names = {k: st.probe.name for k, st in statuses.items()}
     probes = []
@@ -205,7 +217,10 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int) -> dict:
         if stats.timed:
             line.update(run_ns=s.run_ns, run_count=s.run_count)
         probes.append(line)
-    return {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}
+    out = {"v": SCHEMA_VERSION, "type": "summary", "events": events, "probes": probes}
+    if unwritten:
+        out["unwritten"] = unwritten  # a second interrupt: taken from the buffer, not written
+    return out
 
 
 def uncounted_fields(s: ProbeStats) -> dict:

@@ -238,3 +238,85 @@ def test_each_stop_signal_ends_stream_and_record_the_same_way(sig, command, tmp_
             written.update(replay.drain().probe_counts())
         assert not replay.truncated
         assert {i: s.emitted for i, s in replay.stats().probes.items()} == dict(written)
+
+
+class FloodedKernelFeed(BusyKernelFeed):
+    """A flood already in the buffer when the probes are detached: more
+    events than a stream formats in seconds, handed over 20,000 at a time,
+    as a ring buffer read in batches would."""
+
+    FLOOD = 400_000  # per probe
+    BATCH = 20_000
+
+    def detach_all(self) -> None:
+        if self.attached:
+            for probe_id in (0, 1):
+                self.emitted[probe_id] += self.FLOOD
+                self.buffered[probe_id] += self.FLOOD
+        super().detach_all()
+
+    def drain(self):
+        self.drains += 1
+        if self.drains % 2:
+            self._fire()
+        take = {i: min(self.buffered[i], self.BATCH // 2) for i in (0, 1)}
+        if not sum(take.values()):
+            return EmptyBatch()
+        records = np.zeros(sum(take.values()), dtype=self.decoder.dtype)
+        records["probe"] = [0] * take[0] + [1] * take[1]
+        for i in (0, 1):
+            self.buffered[i] -= take[i]
+        return RecordBatch(self.decoder, records)
+
+
+def test_a_second_interrupt_stops_writing_and_counts_what_is_left(capfd):
+    """After Ctrl-C, stream writes every event the probes emitted (the
+    summary adds up); from a flood that takes long, so one line says a
+    second Ctrl-C stops it: the events still in the buffer are then taken
+    and counted, not written, and written + unwritten is still exactly
+    what was emitted."""
+    feed = FloodedKernelFeed()
+
+    def interrupt_twice() -> None:
+        deadline = time.monotonic() + 60
+        while feed.drains < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        # once the hint is due (the flood takes far longer to write than this)
+        time.sleep(StopSignals.HINT_AFTER + 0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    from ktui.headless import StopSignals
+
+    threading.Thread(target=interrupt_twice, daemon=True).start()
+    status = run_stream(feed.probeset, None, interval=0.05, duration=60, with_stats=False,
+                        open_feed=lambda ps, options: feed)
+    assert status == 0 and feed.closed
+    out, err = capfd.readouterr()
+    lines = [json.loads(x) for x in out.splitlines()]
+    summary = lines[-1]
+    written = sum(1 for x in lines if x["type"] == "event")
+    emitted = sum(p["emitted"] for p in summary["probes"])
+    assert summary["events"] == written
+    assert summary["unwritten"] > 0  # the second interrupt came while the flood was written
+    assert written + summary["unwritten"] == emitted == sum(feed.emitted.values())
+    assert err.count("Ctrl-C again") == 1
+    assert f"{summary['unwritten']} more taken from the buffer and not written" in err
+
+
+def test_one_interrupt_that_ends_at_once_says_nothing_more(capfd):
+    feed = BusyKernelFeed()
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while feed.drains < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    status = run_stream(feed.probeset, None, interval=0.05, duration=60, with_stats=False,
+                        open_feed=lambda ps, options: feed)
+    time.sleep(1.5)  # past the hint's moment: it must not come once the stream has ended
+    assert status == 0
+    out, err = capfd.readouterr()
+    assert "Ctrl-C again" not in err and "unwritten" not in out.splitlines()[-1]
