@@ -247,9 +247,16 @@ def test_prometheus_scrapes_exact_counts_over_tls_reload_and_clean_exit(workload
     set_file.write_text("name: exp\nprobes: [\n")
     exporter.send_signal(signal.SIGHUP)
     wait_for(lambda: err.has("keeping the running probe set"), "the reload error", timeout=300)
+    wait_for(lambda: 'ktui_exporter_reloads_total{result="failure"} 1.0' in metrics(), "the failed reload counted",
+             timeout=120)
     page = metrics()
     for probe in ("calls", "rets", "bytes", "opens"):
         assert f'ktui_probe_attached{{probe="{probe}",set="exp"}} 1.0' in page, page
+        assert f'ktui_probe_state{{probe="{probe}",set="exp",state="attached"}} 1.0' in page, page
+    # the exporter's health: one reload took, one did not; the maps read
+    assert 'ktui_exporter_reloads_total{result="success"} 1.0' in page, page
+    assert "ktui_exporter_last_reload_successful 0.0" in page, page
+    assert "ktui_exporter_scrape_success 1.0" in page and "ktui_exporter_map_read_errors_total 0.0" in page
 
     # 4. SIGTERM: every probe detached, exit 0
     exporter.send_signal(signal.SIGTERM)
