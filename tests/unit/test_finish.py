@@ -245,7 +245,7 @@ class FloodedKernelFeed(BusyKernelFeed):
     events than a stream formats in seconds, handed over 20,000 at a time,
     as a ring buffer read in batches would."""
 
-    FLOOD = 400_000  # per probe
+    FLOOD = 4_000_000  # per probe: longer to write than the test waits, on any machine
     BATCH = 20_000
 
     def detach_all(self) -> None:
