@@ -291,11 +291,12 @@ def test_a_silent_client_does_not_hold_up_a_scrape(pki, tmp_path, serve, monkeyp
     stalled = socket.create_connection(("127.0.0.1", port))
     stalled.sendall(b"\x16\x03\x01")  # a handshake record's header, cut short
     try:
-        start = time.monotonic()
+        # answered while both are held: a handshake in the accept loop would
+        # hold the first scrape until the silent client's timeout (6 s),
+        # past this scrape's own (4 s)
         for _ in range(3):
             status, _, body = fetch(port, auth=("p", "pw"), ca=pki.server[0], timeout=4)
             assert status == 200 and METRICS in body
-        assert time.monotonic() - start < 4.0
         for sock in (silent, stalled):  # still held open by the server: not yet timed out
             sock.setblocking(False)
             with pytest.raises(BlockingIOError):
