@@ -191,11 +191,11 @@ def reload_web(current: "WebConfig") -> "tuple[WebConfig, bool]":
 class Exporter:
     """The running set: what a scrape shows, and SIGHUP's reload."""
 
-    def __init__(self, session, loaded: Loaded, load: Callable[[], Loaded], health=None) -> None:
+    def __init__(self, session, loaded: Loaded, load: Callable[[], Loaded]) -> None:
         from ktui.pipeline.prometheus import ExporterHealth
 
         self.session = session
-        self.health = health or ExporterHealth()
+        self.health = ExporterHealth()
         self.probeset, self.sets = loaded
         self.load = load
         # A scrape never sees half a reload, and never waits for one (adding
@@ -222,8 +222,7 @@ class Exporter:
             name = st.probe.name
             out.append(ProbeView(
                 name=name, set=self.sets.get(name, self.probeset.name),
-                is_return=st.probe.kind is Kind.RETURN,
-                attached=st.counting, state=probe_state(st),
+                is_return=st.probe.kind is Kind.RETURN, state=probe_state(st),
                 stats=stats.get(pid_, ProbeStats(pid_)), **value_shape(st.probe)))
         return out
 

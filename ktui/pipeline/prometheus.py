@@ -91,7 +91,6 @@ class ProbeView:
     name: str
     set: str
     is_return: bool
-    attached: bool
     stats: ProbeStats
     # its aggregations (value_shape): a `hist`; the label names of its
     # `count` keys (None: no count or sum); a `sum`
@@ -100,6 +99,12 @@ class ProbeView:
     value_sum: bool = False
     # what it is doing (ProbeStatus: probe_state): one of PROBE_STATES
     state: str = "attached"
+
+    @property
+    def attached(self) -> bool:
+        """In the kernel and counting its hits (ktui_probe_attached): what
+        ProbeStatus.counting says, read from the state, not kept beside it."""
+        return self.state in ("counting", "attached")
 
 
 # A probe's states, as ktui_probe_state's `state` label: every one is

@@ -42,7 +42,7 @@ def snapshot() -> list[ProbeView]:
                      errno_check="long")
     call = ProbeStats(0, hits=1000, emitted=990, lost=10, top_comms=(("dd", 700),), nest_dropped=6,
                       top_comms_exact=False)
-    return [ProbeView("reads", "vfs", False, True, call), ProbeView("read_ret", "vfs", True, True, ret)]
+    return [ProbeView("reads", "vfs", False, call), ProbeView("read_ret", "vfs", True, ret)]
 
 
 def exposition(views, top_comms: int = 5) -> str:
@@ -90,7 +90,7 @@ def test_issue_28_counters_and_honesty_marks_are_exported():
     """Unpaired returns, entries not stored, nested hits dropped and errnos
     outside the table as counters; whether top comms are exact and whether
     errnos are checked as gauges (a call probe has no return counters)."""
-    void_ret = ProbeView("unlock_ret", "vfs", True, True, ProbeStats(2, hits=3, errno_check="off: void"))
+    void_ret = ProbeView("unlock_ret", "vfs", True, ProbeStats(2, hits=3, errno_check="off: void"))
     samples = parsed(exposition(snapshot() + [void_ret]))
     ret = frozenset({("set", "vfs"), ("probe", "read_ret")})
     call = frozenset({("set", "vfs"), ("probe", "reads")})
@@ -262,7 +262,7 @@ def test_a_probes_state_is_what_it_is_doing():
     assert probe_state(status(ProbeState.OFF)) == "off"
     assert probe_state(status(ProbeState.PENDING)) == "pending"
     assert set(PROBE_STATES) == {s.value for s in ProbeState} | {"counting"}
-    view = ProbeView("p", "s", False, False, ProbeStats(0), state="loading")
+    view = ProbeView("p", "s", False, ProbeStats(0), state="loading")
     text = exposition([view])
     for name in PROBE_STATES:  # every state, so a query never misses a 0
         expected = 1.0 if name == "loading" else 0.0
@@ -442,7 +442,7 @@ def aggregation_views() -> list[ProbeView]:
                             values_dropped=4),
         "total": ProbeStats(2, hits=3, top_values=(((), 3, 12),), value_keys=1),
     }
-    return [ProbeView(p.name, "agg", p.kind.name == "RETURN", True, stats[p.name], **value_shape(p))
+    return [ProbeView(p.name, "agg", p.kind.name == "RETURN", stats[p.name], **value_shape(p))
             for p in ps.probes]
 
 
