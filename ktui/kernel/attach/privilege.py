@@ -41,11 +41,10 @@ def perf_paranoid(path: Path = PARANOID) -> int | None:
         return None
 
 
-def paranoid_note(caps: int | None = None, paranoid: int | None = None) -> str:
-    """What Debian's perf_event_paranoid=3 asks of this process for a
-    kprobe, or "" where it asks nothing more than upstream."""
-    caps = effective_caps() if caps is None else caps
-    paranoid = perf_paranoid() if paranoid is None else paranoid
+def paranoid_note(caps: int, paranoid: int | None) -> str:
+    """What Debian's perf_event_paranoid=3 asks of a process with these
+    capabilities for a kprobe, or "" where it asks nothing more than
+    upstream (or the sysctl could not be read: None)."""
     if paranoid is not None and paranoid > 2 and not caps & (1 << CAP_SYS_ADMIN):
         return (f"kernel.perf_event_paranoid is {paranoid} (Debian's default), where a kprobe needs "
                 "CAP_SYS_ADMIN; give ktui that, or set kernel.perf_event_paranoid=2 and CAP_PERFMON suffices")
@@ -53,6 +52,8 @@ def paranoid_note(caps: int | None = None, paranoid: int | None = None) -> str:
 
 
 def perf_permission_reason(caps: int | None = None, paranoid: int | None = None) -> str:
-    """Why opening a perf event was refused, in one line."""
-    note = paranoid_note(caps, paranoid)
+    """Why opening a perf event was refused, in one line (this process's
+    capabilities and the running kernel's sysctl unless given)."""
+    note = paranoid_note(effective_caps() if caps is None else caps,
+                         perf_paranoid() if paranoid is None else paranoid)
     return f"permission denied: {note}" if note else "permission denied (need root or CAP_PERFMON; kernel lockdown?)"

@@ -100,10 +100,10 @@ def check_environment(
     if euid != 0 and not caps_suffice(caps):
         problems.append(Problem("root", "need root or CAP_BPF+CAP_PERFMON: run with sudo "
                                         "(or setcap cap_bpf,cap_perfmon+ep on the python binary)"))
-    elif euid != 0 and not caps & (1 << CAP_SYS_ADMIN):
-        paranoid = perf_paranoid(root / "proc/sys/kernel/perf_event_paranoid")
-        if paranoid is not None and paranoid > 2:
-            warnings.append(Problem("perf_paranoid", paranoid_note(caps, paranoid), fatal=False))
+    elif euid != 0:
+        note = paranoid_note(caps, perf_paranoid(root / "proc/sys/kernel/perf_event_paranoid"))
+        if note:
+            warnings.append(Problem("perf_paranoid", note, fatal=False))
     if not have_bcc():
         problems.append(Problem("bcc", "bcc is not installed: apt-get install python3-bpfcc "
                                        "(and use a venv made with --system-site-packages)"))
