@@ -97,6 +97,13 @@ class CountingSink:
         self.last = stats
 
 
+def until_draining(feed) -> None:
+    """Until the collector has drained a few times (it runs), or a minute."""
+    deadline = time.monotonic() + 60
+    while feed.drains < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_finish_detaches_then_drains_to_the_end_then_reads_stats():
     feed, sink = BusyKernelFeed(), CountingSink()
     collector = Collector(feed, interval=0.001)
@@ -203,9 +210,7 @@ def test_each_stop_signal_ends_stream_and_record_the_same_way(sig, command, tmp_
     feed = BusyKernelFeed()
 
     def signal_once_running() -> None:
-        deadline = time.monotonic() + 60
-        while feed.drains < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_draining(feed)
         os.kill(os.getpid(), sig)  # handled in the main thread, where the collector runs
 
     # Where ktui would not take the signal, this handler would (and the
@@ -278,9 +283,7 @@ def test_a_second_interrupt_stops_writing_and_counts_what_is_left(capfd):
     feed = FloodedKernelFeed()
 
     def interrupt_twice() -> None:
-        deadline = time.monotonic() + 60
-        while feed.drains < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_draining(feed)
         os.kill(os.getpid(), signal.SIGINT)
         # once the hint is due (the flood takes far longer to write than this)
         time.sleep(StopSignals.HINT_AFTER + 0.5)
@@ -308,9 +311,7 @@ def test_one_interrupt_that_ends_at_once_says_nothing_more(capfd):
     feed = BusyKernelFeed()
 
     def interrupt() -> None:
-        deadline = time.monotonic() + 60
-        while feed.drains < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_draining(feed)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
