@@ -63,6 +63,7 @@ class ProbeSetError(KtuiError):
 class Kind(enum.Enum):
     CALL = "c"  # kprobe at function entry (or at an offset / address)
     RETURN = "r"  # kretprobe (ktui adds an entry kprobe to measure latency)
+    TRACEPOINT = "t"  # a static tracepoint (tracefs events/CATEGORY/NAME): fields by name
 
 
 # Fetch types, as in the kernel's kprobe_events syntax. None means "default":
@@ -186,7 +187,32 @@ class Named:
         return head + "".join(str(s) for s in self.steps)
 
 
-FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named]
+@dataclass(frozen=True)
+class Record:
+    """The start of a tracepoint's record: what its fields are read
+    relative to (`+24(record)`). Only a binding makes one (`lang.bind`):
+    the spec names the field."""
+
+    def __str__(self) -> str:
+        return "record"
+
+
+@dataclass(frozen=True)
+class DataLoc:
+    """A tracepoint record's dynamic field (`__data_loc` or `__rel_loc`):
+    a u32 at `offset` in the record holds `length << 16 | where`, `where`
+    counting from the record's start (data_loc) or from the end of that
+    u32 (rel_loc). Only a binding makes one (`lang.bind`); the spec says
+    the field's name."""
+
+    offset: int
+    relative: bool = False
+
+    def __str__(self) -> str:
+        return f"{'__rel_loc' if self.relative else '__data_loc'}(+{self.offset})"
+
+
+FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named, Record, DataLoc]
 
 
 def positional(expr: "FetchExpr") -> "FetchExpr":
@@ -342,13 +368,17 @@ def _paren(node: "FilterExpr", parent: type, *, right: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a probe attaches: `symbol[+offset]` or a raw kernel address."""
+    """Where a probe attaches: `symbol[+offset]`, a raw kernel address, or
+    a tracepoint `CATEGORY/NAME` (tracefs' own path: `syscalls/sys_enter_openat`)."""
 
     symbol: str | None = None
     offset: int = 0
     address: int | None = None
+    tracepoint: str | None = None
 
     def __str__(self) -> str:
+        if self.tracepoint is not None:
+            return self.tracepoint
         if self.address is not None:
             return f"0x{self.address:x}"
         if self.offset:
