@@ -67,14 +67,15 @@ def warm_cache(kernel_rig) -> Path:
     scripts/build-generic.sh) fails here, with what to run, not as
     minutes of compiles in every test after."""
     from ktui.kernel.generic.loader import compiled_variant
+    from ktui.kernel.generic.shipped import KPROBE, TRACEPOINT, TRACING
 
     log_fd = os.open(os.devnull, os.O_WRONLY)
+    kinds = (KPROBE, TRACING, TRACEPOINT)
     try:
-        sources = {tracing: compiled_variant(log_fd, cache=None, tracing=tracing, compiler=_no_compile)[1]
-                   for tracing in (False, True)}
+        sources = {kind: compiled_variant(log_fd, cache=None, kind=kind, compiler=_no_compile)[1] for kind in kinds}
     finally:
         os.close(log_fd)
-    assert sources == {False: "shipped", True: "shipped"}, sources
+    assert sources == dict.fromkeys(kinds, "shipped"), sources
     return shared_cache_dir()
 
 

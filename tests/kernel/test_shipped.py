@@ -31,8 +31,9 @@ from pathlib import Path
 
 from ktui.btf.index import KernelBtf
 from ktui.kernel.generic.cache import decode_entry, encode_entry
-from ktui.kernel.generic.shipped import SUFFIX, VARIANTS, shipped_dir, shipped_key, shipped_program
-from ktui.kernel.generic.loader import load_compiled, load_tracing_copy, program_text
+from ktui.kernel.generic.shipped import (KPROBE, SUFFIX, TRACEPOINT, TRACING, VARIANTS, shipped_dir, shipped_key,
+                                         shipped_program)
+from ktui.kernel.generic.loader import load_compiled, load_tracepoint_program, load_tracing_copy, program_text
 from ktui.kernel.maps import bpfsys
 
 from ktui.record.histogram import HIST_SLOTS, slot_of
@@ -126,17 +127,20 @@ print(json.dumps({
 
 
 def test_every_shipped_variant_passes_this_kernels_verifier():
-    """All four, those for kernels without bpf_get_func_arg too: the kprobe
+    """All six, those for kernels without bpf_get_func_arg too: the kprobe
     variants loaded, one copy of each tracing variant for vfs_read's entry
-    and return, on the kprobe variant's maps as a session does."""
+    and return, and each tracepoint variant, on the kprobe variant's maps
+    as a session does."""
     vfs_read = KernelBtf().function_ids("vfs_read")[0]
-    kprobe = {h: load_compiled(shipped_program(program_text(func_arg_helpers=h), False, h), "shipped", 1 << 16)
+    kprobe = {h: load_compiled(shipped_program(program_text(func_arg_helpers=h), KPROBE, h), "shipped", 1 << 16)
               for h in (True, False)}
     try:
-        for name, tracing, helpers in VARIANTS:
-            if not tracing:
+        for name, kind, helpers in VARIANTS:
+            program = shipped_program(program_text(kind, func_arg_helpers=helpers), kind, helpers)
+            if kind == TRACEPOINT:
+                os.close(load_tracepoint_program(program, kprobe[helpers].maps, name="ktui_test"))
+            if kind != TRACING:
                 continue
-            program = shipped_program(program_text(tracing=True, func_arg_helpers=helpers), True, helpers)
             for attach_type in (bpfsys.BPF_TRACE_FENTRY, bpfsys.BPF_TRACE_FEXIT):
                 fd = load_tracing_copy(program, kprobe[helpers].maps, cookie=1, nargs=3, btf_id=vfs_read,
                                        attach_type=attach_type, name="ktui_test")
@@ -235,11 +239,11 @@ def refused_copy(root: Path) -> Path:
     unreachable). Well-formed otherwise: the loader takes them for today's."""
     copy = root / "ktui"
     shutil.copytree(ROOT / "ktui", copy, ignore=shutil.ignore_patterns("__pycache__"))
-    for name, tracing, helpers in VARIANTS:
-        if tracing:
+    for name, kind, helpers in VARIANTS:
+        if kind != KPROBE:
             continue
         path = copy / shipped_dir().relative_to(ROOT / "ktui") / (name + SUFFIX)
-        key = shipped_key(program_text(tracing=False, func_arg_helpers=helpers))
+        key = shipped_key(program_text(KPROBE, func_arg_helpers=helpers))
         program = decode_entry(path.read_bytes(), key)
         insns = bytes([0x95]) + bytes(7) + program.insns[8:]
         path.write_bytes(encode_entry(type(program)(insns, program.relocations, program.maps), key))

@@ -159,8 +159,8 @@ def test_the_loader_defines_func_arg_helpers_from_the_probe_not_the_version():
     feature; the text no longer asks LINUX_VERSION_CODE, and refuses to
     compile without the define."""
     for helpers in (False, True):
-        for tracing in (False, True):
-            text = program_text(tracing, func_arg_helpers=helpers)
+        for kind in ("kprobe", "tracing", "tracepoint"):
+            text = program_text(kind, func_arg_helpers=helpers)
             assert f"#define KTUI_FUNC_ARG_HELPERS {int(helpers)}\n" in text.split("#include", 1)[0]
     body = program_text().split("#include", 1)[1]
     assert "LINUX_VERSION_CODE" not in body and "#error" in body

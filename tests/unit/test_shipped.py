@@ -23,8 +23,8 @@ ROOT = shipped_dir().parents[3]
 def test_every_variant_is_shipped_built_from_todays_program_text():
     """Change program.c (or abi.py, or the C pasted in) without running
     scripts/build-generic.sh and this fails."""
-    for name, tracing, helpers in VARIANTS:
-        program = shipped_program(loader.program_text(tracing=tracing, func_arg_helpers=helpers), tracing, helpers)
+    for name, kind, helpers in VARIANTS:
+        program = shipped_program(loader.program_text(kind, func_arg_helpers=helpers), kind, helpers)
         assert program is not None, name
         assert all(program.insns[i * 8 + 4:i * 8 + 8] == bytes(4) for i, _ in program.relocations), name
     assert sorted(p.name for p in shipped_dir().glob("*" + SUFFIX)) == sorted(n + SUFFIX for n, _, _ in VARIANTS)
@@ -32,7 +32,7 @@ def test_every_variant_is_shipped_built_from_todays_program_text():
 
 def test_an_object_of_another_text_is_stale():
     with pytest.raises(Stale, match="build-generic.sh"):
-        shipped_program(loader.program_text() + "\n/* changed */\n", False, True)
+        shipped_program(loader.program_text() + "\n/* changed */\n", "kprobe", True)
 
 
 @pytest.mark.timeout(600)
@@ -81,8 +81,8 @@ def test_the_shipped_program_goes_before_the_cache_and_a_compile(tmp_path, monke
     fd = log_fd_of(tmp_path)
     try:
         assert loader.load_generic(fd, cache=cache, compiler=no_compile, func_arg_helpers=True).source == "shipped"
-        for tracing in (False, True):
-            assert loader.compiled_variant(fd, cache=None, tracing=tracing, compiler=no_compile,
+        for kind in ("kprobe", "tracing", "tracepoint"):
+            assert loader.compiled_variant(fd, cache=None, kind=kind, compiler=no_compile,
                                            func_arg_helpers=False)[1] == "shipped"
         assert not loader.needs_compile(None, tracing=True, func_arg_helpers=True)
     finally:
@@ -91,7 +91,7 @@ def test_the_shipped_program_goes_before_the_cache_and_a_compile(tmp_path, monke
 
 
 def test_a_refused_shipped_program_is_logged_with_the_verifiers_words_and_compiled(tmp_path, monkeypatch):
-    shipped = shipped_program(loader.program_text(), False, True)
+    shipped = shipped_program(loader.program_text(), "kprobe", True)
     kernel = Kernel(refuse=(shipped,))
     monkeypatch.setattr(loader, "load_compiled", kernel.load)
     fd = log_fd_of(tmp_path)
@@ -105,7 +105,7 @@ def test_a_refused_shipped_program_is_logged_with_the_verifiers_words_and_compil
 
 
 def test_refused_and_no_compiler_is_one_line_saying_what_is_missing(tmp_path, monkeypatch):
-    shipped = shipped_program(loader.program_text(), False, True)
+    shipped = shipped_program(loader.program_text(), "kprobe", True)
     monkeypatch.setattr(loader, "load_compiled", Kernel(refuse=(shipped,)).load)
 
     def no_headers(text, key):

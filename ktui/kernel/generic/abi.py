@@ -50,6 +50,7 @@ SRC_RETVAL = 3
 SRC_PID = 4
 SRC_TID = 5
 SRC_CPU = 6
+SRC_RECORD = 7  # a tracepoint's record: the base its fields are read from
 SRC_VAL = 8  # a filter operand: the value of fetch `reg`, as stored
 SRC_CONST = 9  # a filter operand: the comparison's constant
 SRC_STRVAL = 10  # a filter operand: the string of fetch `reg` (a payload offset)
@@ -61,6 +62,12 @@ K_SINT = 1
 K_KSTR = 2
 K_USTR = 3
 K_HEADER = 4  # comm, pid, tid, cpu: in the record header already
+
+# a fetch's last step (Fetch.loc): its address, or a tracepoint's dynamic
+# field there (lang.model.DataLoc: a u32 holding length << 16 | where)
+LOC_NONE = 0
+LOC_DATA = 1  # where counts from the record's start (__data_loc)
+LOC_REL = 2  # ... from the end of the u32 (__rel_loc)
 
 CMP_INT = 1
 CMP_STR = 2
@@ -113,6 +120,8 @@ class Fetch(ctypes.Structure):
         ("nderef", ctypes.c_uint8),  # 0: the source itself; n: n - 1 pointer hops, then the read
         ("reg", ctypes.c_uint16),
         ("dest", ctypes.c_uint16),  # payload offset
+        ("loc", ctypes.c_uint8),  # LOC_*
+        ("pad", ctypes.c_uint8 * 7),
         ("offs", ctypes.c_int64 * MAX_DEREF),
     ]
 
@@ -266,7 +275,8 @@ def c_declarations() -> str:
         "KTUI_NREGS": NREGS, "KTUI_TRACE_ARGS": TRACE_ARGS,
         "KTUI_COOKIE_ENTRY": f"{COOKIE_ENTRY}ULL",
         "SRC_REG": SRC_REG, "SRC_ARG": SRC_ARG, "SRC_RETVAL": SRC_RETVAL, "SRC_PID": SRC_PID,
-        "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,
+        "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_RECORD": SRC_RECORD,
+        "LOC_DATA": LOC_DATA, "LOC_REL": LOC_REL, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,
         "SRC_STRVAL": SRC_STRVAL, "SRC_COMM_STR": SRC_COMM_STR,
         "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,

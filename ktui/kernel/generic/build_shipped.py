@@ -49,8 +49,8 @@ def compile_all(log_fd: int) -> dict[str, bytes]:
     from ktui.kernel.generic.loader import compile_program, program_text
 
     out = {}
-    for name, tracing, helpers in VARIANTS:
-        text = program_text(tracing=tracing, func_arg_helpers=helpers)
+    for name, kind, helpers in VARIANTS:
+        text = program_text(kind, func_arg_helpers=helpers)
         out[name + SUFFIX] = encode_shipped(text, compile_program(text, log_fd))
     return out
 

@@ -32,7 +32,7 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.cache import CompiledProgram, ProgramCache, cache_key
 from ktui.kernel.codegen.runtime import entry_stack_c, interrupt_context_c
 from ktui.kernel.generic.compile_child import compile_in_child
-from ktui.kernel.generic.shipped import Stale, shipped_program
+from ktui.kernel.generic.shipped import KPROBE, TRACEPOINT, TRACING, Stale, shipped_program
 from ktui.kernel.quiet import captured_stderr, log_line
 
 FUNCTION = "ktui_generic"
@@ -43,16 +43,17 @@ _LD_IMM64 = 0x18
 Compiler = Callable[[str, str], CompiledProgram]
 
 
-def program_text(tracing: bool = False, *, func_arg_helpers: bool = True) -> str:
+def program_text(kind: str = KPROBE, *, func_arg_helpers: bool = True) -> str:
     """The whole C text: the generated declarations, then program.c.
-    `tracing`: its fentry/fexit variant (BPF_PROG_TYPE_TRACING).
+    `kind`: KPROBE, TRACING (its fentry/fexit variant, BPF_PROG_TYPE_TRACING)
+    or TRACEPOINT (BPF_PROG_TYPE_TRACEPOINT).
     `func_arg_helpers`: the tracing variant reads arguments with
     bpf_get_func_arg/ret, which the kernel was probed to have
     (kernel/features: func_arg), rather than one probe read; both
     variants get the same value (they share one layout of maps). The
     default suits a compile check: every kernel ktui is tested on has them."""
     body = resources.files("ktui.kernel.generic").joinpath("program.c").read_text(encoding="utf-8")
-    head = "#define KTUI_TRACING 1\n" if tracing else ""
+    head = {KPROBE: "", TRACING: "#define KTUI_TRACING 1\n", TRACEPOINT: "#define KTUI_TRACEPOINT 1\n"}[kind]
     head += f"#define KTUI_FUNC_ARG_HELPERS {int(func_arg_helpers)}\n"
     return head + abi.c_declarations() + "\n" + entry_stack_c() + "\n" + interrupt_context_c() + "\n" + body
 
@@ -140,10 +141,10 @@ def _one_off(log_fd: int) -> Compiler:
     return lambda text, key: compile_in_child(text, key, log_fd)
 
 
-def _shipped(text: str, *, tracing: bool, func_arg_helpers: bool, log_fd: int | None = None) -> CompiledProgram | None:
+def _shipped(text: str, *, kind: str, func_arg_helpers: bool, log_fd: int | None = None) -> CompiledProgram | None:
     """The variant's shipped object, if the package has one built from TEXT."""
     try:
-        return shipped_program(text, tracing, func_arg_helpers)
+        return shipped_program(text, kind, func_arg_helpers)
     except Stale as exc:
         if log_fd is not None:
             log_line(log_fd, f"ktui: {exc}")
@@ -155,9 +156,9 @@ def needs_compile(cache: ProgramCache | None, *, tracing: bool, func_arg_helpers
     the generic program, or (`tracing`: fentry/fexit may be used) its
     fentry/fexit variant."""
     helpers = _probed_func_arg(func_arg_helpers)
-    for variant in (False, True) if tracing else (False,):
-        text = program_text(tracing=variant, func_arg_helpers=helpers)
-        if _shipped(text, tracing=variant, func_arg_helpers=helpers) is not None:
+    for kind in (KPROBE, TRACING) if tracing else (KPROBE,):
+        text = program_text(kind, func_arg_helpers=helpers)
+        if _shipped(text, kind=kind, func_arg_helpers=helpers) is not None:
             continue
         if cache is None or cache.get(cache_key(text, __version__)) is None:
             return True
@@ -188,7 +189,7 @@ def load_generic(log_fd: int, *, cache: ProgramCache | None, ring_bytes: int | N
     # the shipped program, then the cache's (its key is worked out only
     # when needed: it reads the kernel headers' identity and kallsyms)
     ready = (("shipped", "the shipped generic program",
-              lambda: _shipped(text, tracing=False, func_arg_helpers=helpers, log_fd=log_fd)),
+              lambda: _shipped(text, kind=KPROBE, func_arg_helpers=helpers, log_fd=log_fd)),
              ("cache", "the cached generic program",
               lambda: cache.get(cache_key(text, __version__)) if cache is not None else None))
     for source, what, get in ready:
@@ -231,22 +232,22 @@ def tracing_variant(log_fd: int, *, cache: ProgramCache | None,
     """The fentry/fexit variant's instructions (not loaded: every probe
     loads its own copy, load_tracing_copy), from `cache` or compiled once
     (by `compiler`, else a helper of its own)."""
-    return compiled_variant(log_fd, cache=cache, tracing=True, compiler=compiler,
+    return compiled_variant(log_fd, cache=cache, kind=TRACING, compiler=compiler,
                             func_arg_helpers=func_arg_helpers)[0]
 
 
-def compiled_variant(log_fd: int, *, cache: ProgramCache | None, tracing: bool,
+def compiled_variant(log_fd: int, *, cache: ProgramCache | None, kind: str,
                      compiler: Compiler | None = None,
                      func_arg_helpers: bool | None = None) -> tuple[CompiledProgram, str]:
     """A variant's instructions, not loaded, and where they came from
     ("shipped", "cache" or "compiled"): the shipped ones, else from
     `cache`, or compiled once into it
-    (`tracing`: the fentry/fexit variant, else the kprobe one; by
+    (`kind`: KPROBE, TRACING or TRACEPOINT; by
     `compiler`, else a helper of its own; `func_arg_helpers`: see
     program_text, None: this kernel's probed features say)."""
     helpers = _probed_func_arg(func_arg_helpers)
-    text = program_text(tracing=tracing, func_arg_helpers=helpers)
-    shipped = _shipped(text, tracing=tracing, func_arg_helpers=helpers, log_fd=log_fd)
+    text = program_text(kind, func_arg_helpers=helpers)
+    shipped = _shipped(text, kind=kind, func_arg_helpers=helpers, log_fd=log_fd)
     if shipped is not None:
         return shipped, "shipped"
     key = cache_key(text, __version__)
@@ -255,7 +256,7 @@ def compiled_variant(log_fd: int, *, cache: ProgramCache | None, tracing: bool,
         return cached, "cache"
     started = time.monotonic()
     compiled = (compiler or _one_off(log_fd))(text, key)
-    what = "fentry/fexit variant" if tracing else "generic program"
+    what = {KPROBE: "generic program", TRACING: "fentry/fexit variant", TRACEPOINT: "tracepoint variant"}[kind]
     log_line(log_fd, f"ktui: {what} compiled in {time.monotonic() - started:.2f} s")
     if cache is not None:
         cache.put(key, compiled)
@@ -265,8 +266,8 @@ def compiled_variant(log_fd: int, *, cache: ProgramCache | None, tracing: bool,
 def cached_tracing_variant(cache: ProgramCache, *, func_arg_helpers: bool | None = None) -> CompiledProgram | None:
     """The fentry/fexit variant's instructions if the package or `cache` holds them."""
     helpers = _probed_func_arg(func_arg_helpers)
-    text = program_text(tracing=True, func_arg_helpers=helpers)
-    return _shipped(text, tracing=True, func_arg_helpers=helpers) or cache.get(cache_key(text, __version__))
+    text = program_text(TRACING, func_arg_helpers=helpers)
+    return _shipped(text, kind=TRACING, func_arg_helpers=helpers) or cache.get(cache_key(text, __version__))
 
 
 def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie: int, nargs: int,
@@ -287,3 +288,12 @@ def load_tracing_copy(program: CompiledProgram, maps: dict[str, int], *, cookie:
                                 expected_attach_type=attach_type, attach_btf_id=btf_id)
     finally:
         os.close(self_fd)
+
+
+def load_tracepoint_program(program: CompiledProgram, maps: dict[str, int], *, name: str) -> int:
+    """The tracepoint variant loaded as a BPF_PROG_TYPE_TRACEPOINT program
+    sharing the kprobe program's maps (same names, same layout: one text).
+    Each tracepoint probe loads its own, as each kprobe its own dispatcher:
+    the kernel's run-time statistics are then the probe's (dispatch.py)."""
+    insns = program.relocated(maps.__getitem__)
+    return bpfsys.prog_load(insns, name=name, log_size=1 << 20, prog_type=bpfsys.BPF_PROG_TYPE_TRACEPOINT)

@@ -87,6 +87,7 @@ struct ktui_state {
     struct ktui_stackkey skey;
     struct ktui_ustackkey ukey;
     u64 retval;
+    u64 record; /* a tracepoint's record (SRC_RECORD): its fields are read at offsets from it */
     u64 cpu;
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
@@ -179,6 +180,8 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
         return (u32)st->who.pid_tgid;
     case SRC_CPU:
         return st->cpu;
+    case SRC_RECORD:
+        return st->record;
     }
     return 0;
 }
@@ -229,6 +232,14 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     if (n) {
         KTUI_HOP(0) KTUI_HOP(1) KTUI_HOP(2) KTUI_HOP(3) KTUI_HOP(4) KTUI_HOP(5) KTUI_HOP(6)
         addr += f->offs[(n - 1) & (KTUI_MAX_DEREF - 1)];
+    }
+    if (f->loc) {
+        /* a tracepoint's dynamic field: the u32 at addr is (length << 16 |
+         * where), where counting from the record (v) or, __rel_loc, from
+         * the end of that u32 */
+        u32 loc = 0;
+        bpf_probe_read_kernel(&loc, sizeof(loc), (void *)addr);
+        addr = (f->loc == LOC_REL ? addr + sizeof(loc) : v) + (loc & 0xffff);
     }
     u32 dest = f->dest;
     if (dest > KTUI_PAYLOAD_MAX - KTUI_STRING_MAX)
@@ -770,7 +781,34 @@ static __always_inline int ktui_release(struct ktui_state *st, int rc)
     return rc;
 }
 
-#ifndef KTUI_TRACING
+#if defined(KTUI_TRACEPOINT)
+/* The tracepoint variant (BPF_PROG_TYPE_TRACEPOINT): ctx is the event's
+ * record, as tracefs' format file lays it out; the slot comes in the attach
+ * cookie of its perf link (5.15+). The verifier lets a tracepoint program
+ * read its context only at constant offsets, and one text serves every
+ * event: so the record's address is kept (SRC_RECORD) and each field read
+ * from it by a probe read at the offset the plan says. No return half, so
+ * no frame. */
+int ktui_generic(void *ctx)
+{
+    u64 cookie = bpf_get_attach_cookie(ctx);
+    u32 slot = cookie & 0xffff;
+    struct ktui_plan *plan = ktui_plans.lookup(&slot);
+    if (!plan)
+        return 0;
+    if (plan->flags & F_BARE)
+        return ktui_count_only(slot);
+    struct ktui_state *st = ktui_claim();
+    if (!st) {
+        ktui_bump(ktui_nested.lookup(&slot));
+        return 0;
+    }
+    st->who.pid_tgid = bpf_get_current_pid_tgid();
+    st->who.have_comm = 0;
+    st->record = (u64)ctx;
+    return ktui_release(st, ktui_run(ctx, st, plan, cookie, slot, 0));
+}
+#elif !defined(KTUI_TRACING)
 /* The kprobe variant: pt_regs, and the slot in the attach cookie. A call's
  * frame is its stack pointer at entry, which its return sees 8 bytes
  * higher (the return address popped): entry_stack.c. */

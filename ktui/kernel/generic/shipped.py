@@ -4,7 +4,7 @@ The generic program reads no kernel structure but the uapi pt_regs (BTF
 offsets are resolved in Python, lang/bind.py), so one build serves every
 kernel: bcc's output for 6.1's headers and for 6.12's is the same but for
 a few instructions' order. scripts/build-generic.sh compiles each variant
-(kprobe or fentry/fexit, with or without bpf_get_func_arg) once, against
+(kprobe, fentry/fexit or tracepoint, with or without bpf_get_func_arg) once, against
 Debian's 6.1 headers, into shipped/; the verifier of each kernel ktui is
 tested on passes them (tests/kernel/test_shipped.py). A machine with no
 compiler and no kernel headers then starts at once.
@@ -26,12 +26,19 @@ from pathlib import Path
 from ktui.kernel.generic.cache import CompiledProgram, decode_entry, encode_entry
 
 SUFFIX = ".ktuiprog"
-# (file stem, tracing, func_arg_helpers): every text program_text makes
+# what a variant's program is loaded as: a kprobe's, fentry/fexit's
+# (BPF_PROG_TYPE_TRACING) or a tracepoint's
+KPROBE, TRACING, TRACEPOINT = "kprobe", "tracing", "tracepoint"
+# (file stem, program kind, func_arg_helpers): every text program_text
+# makes. Every kind comes with and without the helpers: they change the
+# scratch state's layout, and a session's variants share its maps.
 VARIANTS = (
-    ("kprobe", False, True),
-    ("kprobe-no-func-arg", False, False),
-    ("tracing", True, True),
-    ("tracing-no-func-arg", True, False),
+    ("kprobe", KPROBE, True),
+    ("kprobe-no-func-arg", KPROBE, False),
+    ("tracing", TRACING, True),
+    ("tracing-no-func-arg", TRACING, False),
+    ("tracepoint", TRACEPOINT, True),
+    ("tracepoint-no-func-arg", TRACEPOINT, False),
 )
 
 
@@ -43,19 +50,20 @@ def shipped_key(program_text: str) -> str:
     return "shipped " + hashlib.sha256(program_text.encode()).hexdigest()
 
 
-def variant_name(tracing: bool, func_arg_helpers: bool) -> str:
-    return next(name for name, t, h in VARIANTS if t == tracing and h == func_arg_helpers)
+def variant_name(kind: str, func_arg_helpers: bool) -> str:
+    return next(name for name, k, h in VARIANTS if k == kind and h == func_arg_helpers)
 
 
 class Stale(ValueError):
     """A shipped object built from another program text."""
 
 
-def shipped_program(program_text: str, tracing: bool, func_arg_helpers: bool,
+def shipped_program(program_text: str, kind: str, func_arg_helpers: bool,
                     directory: Path | None = None) -> CompiledProgram | None:
-    """The variant's shipped object; None when there is none (a package
-    built without them); Stale when it was built from another text."""
-    path = (directory or shipped_dir()) / (variant_name(tracing, func_arg_helpers) + SUFFIX)
+    """The variant's shipped object (`kind`: KPROBE, TRACING or
+    TRACEPOINT); None when there is none (a package built without them);
+    Stale when it was built from another text."""
+    path = (directory or shipped_dir()) / (variant_name(kind, func_arg_helpers) + SUFFIX)
     return _read(path, shipped_key(program_text))
 
 

@@ -43,6 +43,7 @@ BPF_F_NO_PREALLOC = 1  # map flag: local storage maps must say it
 PERCPU_TYPES = (5, 6, 10)  # percpu hash, percpu array, lru percpu hash
 
 BPF_PROG_TYPE_KPROBE = 2
+BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_PROG_TYPE_TRACING = 26
 BPF_TRACE_FENTRY = 24  # expected attach types of a tracing program
 BPF_TRACE_FEXIT = 25
