@@ -25,7 +25,9 @@ from ktui.lang.model import (
     Arg,
     Builtin,
     Compare,
+    DataLoc,
     Deref,
+    Fetch,
     Field,
     FilterExpr,
     IntLit,
@@ -33,6 +35,7 @@ from ktui.lang.model import (
     Not,
     Or,
     Probe,
+    Record,
     Reg,
     RetVal,
     StrLit,
@@ -81,11 +84,12 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     for i, slot in enumerate(layout.slots):
         _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
     plan.nfetch = len(layout.slots)
+    scratch = _Scratch(plan, layout, ret)
     if probe.agg is not None:
-        _fill_aggregate(plan, probe.agg, layout, ret)
+        _fill_aggregate(plan, probe.agg, layout, scratch)
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
-        _fill_filter(plan, probe, layout, tracing)
+        _fill_filter(plan, probe, layout, scratch, tracing)
     _fetch_passes(plan)
     plan.sample = max(1, probe.sample)
     plan.rate_limit = probe.rate_limit or 0
@@ -129,33 +133,46 @@ def _aggregate_fetches(plan: abi.Plan) -> int:
     return mask
 
 
-def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, ret: bool) -> None:
+class _Scratch:
+    """Fetches of the plan's own, after the event's: values the
+    aggregations or the filter read that no event field holds (a field
+    only compared, a key only counted), each into payload words past the
+    probe's record, scratch no record holds. One per value and type."""
+
+    def __init__(self, plan: abi.Plan, layout: ProbeLayout, ret: bool) -> None:
+        self.plan, self.ret = plan, ret
+        self.dest = (layout.payload_size + 7) // 8 * 8
+        self.own: dict[tuple, int] = {}
+
+    def fetch(self, fetch, kind: str) -> int:
+        """The index of a fetch of `fetch`'s value stored as `kind` ("uint",
+        "sint" or "str")."""
+        key = (fetch.expr, fetch.effective_type)
+        if key in self.own:
+            return self.own[key]
+        i = self.plan.nfetch
+        if i >= abi.MAX_FETCHES or self.dest > abi.PAYLOAD_MAX - abi.STRING_MAX:
+            raise NotGeneric("the fetches, aggregations and filter hold more values than the generic program does")
+        _fill_fetch(self.plan.fetch[i], fetch, self.dest, kind, self.ret)
+        self.dest += abi.STRING_MAX if kind == "str" else 8
+        self.plan.nfetch = i + 1
+        self.own[key] = i
+        return i
+
+
+def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch: _Scratch) -> None:
     """The aggregations: which fetch each reads (an event fetch of the same
-    value, or one of its own after them, into a payload word past the
-    probe's record: scratch no record holds), the count's keys, the cap."""
+    value, or one of the scratch's), the count's keys, the cap."""
     if agg.max_keys > abi.AGG_MAP_KEYS and agg.counts:
         raise NotGeneric(f"max_keys({agg.max_keys}) is more than the generic program's count map holds "
                          f"({abi.AGG_MAP_KEYS} keys of every probe)")
-    own: dict[tuple, int] = {}
-    scratch = (layout.payload_size + 7) // 8 * 8
 
     def index_of(fetch) -> int:
-        signed = is_signed(fetch)
         for i, slot in enumerate(layout.slots):
             if slot.kind in ("uint", "sint") and slot.fetch.expr == fetch.expr \
                     and slot.fetch.effective_type == fetch.effective_type:
                 return i
-        key = (fetch.expr, fetch.effective_type)
-        if key in own:
-            return own[key]
-        i = plan.nfetch
-        dest = scratch + 8 * len(own)
-        if i >= abi.MAX_FETCHES or dest > abi.PAYLOAD_MAX - abi.STRING_MAX:
-            raise NotGeneric("the fetches and aggregations hold more values than the generic program does")
-        _fill_fetch(plan.fetch[i], fetch, dest, "sint" if signed else "uint", ret)
-        plan.nfetch = i + 1
-        own[key] = i
-        return i
+        return scratch.fetch(fetch, "sint" if is_signed(fetch) else "uint")
 
     flags = 0
     if agg.hist is not None:
@@ -226,6 +243,8 @@ def work_flags(plan: abi.Plan, flags: int) -> int:
 
 def _source(expr, ret: bool) -> _Operand:
     """Where a fetch or filter name's raw 64 bits come from."""
+    if isinstance(expr, Record):  # a tracepoint's fields are read from it
+        return _Operand(abi.SRC_RECORD)
     if isinstance(expr, Arg):
         if ret:  # a return probe sees the arguments as they were at entry
             return _Operand(abi.SRC_ARG, expr.index - 1)
@@ -251,6 +270,13 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> 
         outer.append(expr.offset)
         expr = expr.inner
     chain = list(reversed(outer))
+    if isinstance(expr, DataLoc):
+        # a tracepoint's dynamic field: the u32 at its offset says where
+        # the text is (program.c ktui_fetch_one); nothing dereferences it
+        if chain:
+            raise NotGeneric(f"{fetch.name}: a dynamic field cannot be dereferenced")
+        f.loc = abi.LOC_REL if expr.relative else abi.LOC_DATA
+        chain, expr = [expr.offset], Record()
     if len(chain) > abi.MAX_DEREF:
         raise NotGeneric("dereferences nest deeper than the generic program follows")
     source = _source(expr, ret)
@@ -275,9 +301,10 @@ class _Names:
     """Filter names as the compiled programs resolve them (codegen.fetch):
     a fetch of that name first, then retval, pid/tid/cpu, aN, registers."""
 
-    def __init__(self, probe: Probe, layout: ProbeLayout, tracing: bool = False) -> None:
+    def __init__(self, probe: Probe, layout: ProbeLayout, scratch: _Scratch, tracing: bool = False) -> None:
         self.probe = probe
         self.layout = layout
+        self.scratch = scratch
         self.ret = probe.kind is Kind.RETURN or tracing  # arguments from st->args
 
     def _slot(self, name: str):
@@ -306,12 +333,19 @@ class _Names:
             return _source(Reg(REGISTER_SPELLINGS[canonical]), self.ret)
         bound = (self.probe.bindings or {}).get(name)
         if bound is not None and bound.binding is not None:
-            # A parameter by name (lang.bind: always an argument register),
-            # compared as its C type: only a 64-bit one is its raw register.
-            if bound.binding.type not in ("u64", "s64", "x64"):
-                raise NotGeneric(f"{name} is a {bound.binding.ctype}: a narrower compare is compiled")
-            source = _source(positional(bound), self.ret)
-            return _Operand(source.src, source.reg, signed=bound.binding.type == "s64")
+            # A name the filter alone reads (lang.bind), compared as its C
+            # type: a 64-bit argument is its raw register; anything else
+            # (narrower, a member, a tracepoint's field) is fetched first.
+            kind = bound.binding.type
+            if kind in STRING_TYPES:
+                raise NotGeneric(f"{name} is a string")
+            expr = positional(bound)
+            if kind in ("u64", "s64", "x64") and isinstance(expr, (Arg, Reg)):
+                source = _source(expr, self.ret)
+                return _Operand(source.src, source.reg, signed=kind == "s64")
+            signed = kind.startswith("s")
+            i = self.scratch.fetch(Fetch(bound), "sint" if signed else "uint")
+            return _Operand(abi.SRC_VAL, i, signed=signed)
         raise NotGeneric(f"unknown name {name!r} in filter")
 
     def string(self, name: str) -> tuple[int, int]:
@@ -321,12 +355,19 @@ class _Names:
         found = self._slot(name)
         if found is not None and found[1].kind == "str":
             return abi.SRC_STRVAL, found[1].offset
+        bound = (self.probe.bindings or {}).get(name)
+        if found is None and bound is not None and bound.binding is not None \
+                and bound.binding.type in STRING_TYPES:
+            # a string the filter alone reads: into the scratch, compared there
+            i = self.scratch.fetch(Fetch(bound), "str")
+            return abi.SRC_STRVAL, self.scratch.plan.fetch[i].dest
         raise NotGeneric(f"{name} is not a string")
 
 
-def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, tracing: bool = False) -> None:
+def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, scratch: _Scratch,
+                 tracing: bool = False) -> None:
     """Comparisons and truth table."""
-    names = _Names(probe, layout, tracing)
+    names = _Names(probe, layout, scratch, tracing)
     distinct: list[Compare] = []
     for compare in filters.comparisons(probe.filter):
         if compare not in distinct:
