@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ktui.kernel.maps import bpfsys
-from ktui.kernel.attach import kprobe_pmu
+from ktui.kernel.attach import kprobe_pmu, tracepoint_pmu
 from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.counter import Counters, comms_by_slot, forget_comms, top_comms
@@ -81,8 +81,16 @@ class Slot:
         return self.btf_id != 0
 
     @property
+    def tracepoint(self) -> bool:
+        """It runs its own copy of the tracepoint variant (slot.progs),
+        attached to a tracepoint: no dispatcher, no early count."""
+        return self.probe.kind is Kind.TRACEPOINT
+
+    @property
     def via(self) -> str:
-        """What the probe runs on: fentry, fexit, kprobe or kretprobe."""
+        """What the probe runs on: fentry, fexit, kprobe, kretprobe or tracepoint."""
+        if self.tracepoint:
+            return "tracepoint"
         ret = self.probe.kind is Kind.RETURN
         if self.tracing:
             return "fexit" if ret else "fentry"
@@ -115,6 +123,7 @@ class GenericEngine:
             self.counters, self.counters_refused = _counters_if_loadable(self.dispatcher.exclude_fd, pid)
         self.program: LoadedProgram | None = None
         self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
+        self.tracepoint = None  # the tracepoint variant's CompiledProgram, once loaded (tracepoint slots)
         self.slots: dict[int, Slot] = {}
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
         self._next = 0  # where the search for a free slot starts
@@ -149,7 +158,7 @@ class GenericEngine:
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
             plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
             slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE)
-            halves = 2 if probe.kind is Kind.RETURN else 1
+            halves = 2 if probe.kind is Kind.RETURN else 0 if slot.tracepoint else 1
             try:
                 if slot.counter:
                     slot.progs.append(self.counters.load(index, f"ktui_c{index}"))
@@ -177,7 +186,8 @@ class GenericEngine:
         if slot.counter:
             return
         self._write_plan(slot)
-        self.dispatcher.route(slot.index, self.program.prog_fd)
+        if not slot.tracepoint:  # a tracepoint's own program reads the plan itself
+            self.dispatcher.route(slot.index, self.program.prog_fd)
 
     def remove(self, slot: Slot) -> None:
         self.detach(slot)
@@ -264,6 +274,20 @@ class GenericEngine:
             _close_all(fds)
             raise
         slot.fds = fds
+
+    def attach_tracepoint(self, slot: Slot, event_id: int) -> None:
+        """The slot's own copy of the tracepoint variant (loaded on first
+        attach, kept while the slot lives), linked to tracepoint
+        `event_id` with the slot's cookie. Raises OSError (the verifier,
+        EACCES...)."""
+        from ktui.kernel.generic.loader import load_tracepoint_program
+
+        if slot.fds:
+            return
+        assert self.program is not None and self.tracepoint is not None
+        if not slot.progs:
+            slot.progs = [load_tracepoint_program(self.tracepoint, self.program.maps, name=f"ktui_t{slot.index}")]
+        slot.fds = self._link(slot.progs[0], slot.cookie(False), lambda: tracepoint_pmu.open_tracepoint(event_id))
 
     def _link(self, prog_fd: int, cookie: int, open_event) -> list[int]:
         perf_fd = open_event()

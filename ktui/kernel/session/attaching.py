@@ -8,6 +8,7 @@ its fds (the kernel drops the probe; the loaded program stays).
 
 from __future__ import annotations
 
+from ktui.kernel.session.fentry import _first_line
 from ktui.kernel.session.unit_attach import attach_probe
 from ktui.kernel.codegen import generate
 from ktui.kernel.quiet import log_line
@@ -93,6 +94,8 @@ class AttachingMixin:
             return self._status[pid_]
         if slot.tracing:
             return self._attach_fentry(pid_)
+        if slot.tracepoint:
+            return self._attach_tracepoint(pid_)
         reason = precheck(probe)
         opener = None
         if not reason:
@@ -110,6 +113,29 @@ class AttachingMixin:
             return self._set_status(pid_, ProbeState.FAILED, self.load_error)
         if self._engine.program is None and not slot.counter:  # a counting probe needs no program
             return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _attach_tracepoint(self, pid_: int) -> ProbeStatus:
+        """A tracepoint probe: its own copy of the tracepoint variant, linked
+        once the generic program (whose maps it shares) is in. Until then it
+        waits, LOADING: no dispatcher counts a tracepoint's hits."""
+        from ktui.kernel.attach.tracepoint_pmu import tracepoint_id
+
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is None:
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        try:
+            if self._engine.tracepoint is None:
+                self._engine.tracepoint = self.loader.tracepoint_variant(
+                    self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
+                    func_arg_helpers=self.features.func_arg_helpers)
+            self._engine.attach_tracepoint(slot, tracepoint_id(probe.target.tracepoint))
+        except Exception as exc:  # noqa: BLE001 - OSError, the verifier, a compile: the probe says why
+            reason = f"tracepoint {probe.target.tracepoint}: {_first_line(exc)}"
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
+            return self._set_status(pid_, ProbeState.FAILED, reason)
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
     def _detach(self, pid_: int) -> None:

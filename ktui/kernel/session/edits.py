@@ -14,13 +14,18 @@ from ktui.lang.bind import bind_probe, needs_binding
 from ktui.lang.model import Kind, KtuiError, Probe
 from ktui.record.feed import FeedError, ProbeState, ProbeStatus
 
+# why a tracepoint probe cannot run where the generic engine does not
+TRACEPOINT_GENERIC = ("a tracepoint runs on the generic engine only (attach cookies, kernel 5.15+, "
+                      "and events by ring buffer: not --engine compiled or --buffer perf)")
+
 
 class EditsMixin:
     """Session's edits methods (state: Session.__init__)."""
 
     def set_enabled_now(self, probe_id: int, enabled: bool) -> ProbeStatus:
         with self._lock:
-            if probe_id not in self._probes or (probe_id not in self._where and probe_id not in self._slots):
+            if probe_id not in self._probes or (probe_id not in self._where and probe_id not in self._slots
+                                                and probe_id not in self._refused):
                 raise FeedError(f"no probe {probe_id}")
             probe = dataclasses.replace(self._probes[probe_id], enabled=enabled)
             self._probes[probe_id] = probe
@@ -58,6 +63,12 @@ class EditsMixin:
                 return self._set_status(pid_, ProbeState.OFF)
         if self._engine is None:
             self._note_compiled(pid_, probe)
+        if probe.kind is Kind.TRACEPOINT:  # no compiled unit takes it
+            with self._lock:
+                del self._probes[pid_]
+                del self._status[pid_]
+                self._refused.pop(pid_, None)
+            raise FeedError(TRACEPOINT_GENERIC)
         try:
             self._compile_unit([probe], [pid_])
         except KtuiError as exc:
@@ -80,6 +91,9 @@ class EditsMixin:
         try:
             self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs)
         except NotGeneric as why:
+            if probe.kind is Kind.TRACEPOINT:
+                self._refused[pid_] = f"{TRACEPOINT_GENERIC}: {why}"
+                return True
             log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
             self._refused.pop(pid_, None)
             self._note_compiled(pid_, probe)
@@ -87,7 +101,11 @@ class EditsMixin:
         return True
 
     def _note_compiled(self, pid_: int, probe: Probe) -> None:
-        """A compiled probe goes by kprobe: one told `attach: fentry` fails."""
+        """A compiled probe goes by kprobe: one told `attach: fentry` fails.
+        A tracepoint is never compiled: it fails, saying why."""
+        if probe.kind is Kind.TRACEPOINT:
+            self._refused[pid_] = TRACEPOINT_GENERIC
+            return
         choice = self._choose(probe, generic=False)
         if choice.refused:
             self._refused[pid_] = f"attach: fentry: {choice.reason}"
@@ -99,6 +117,13 @@ class EditsMixin:
                 self._drop_return_event(probe_id)
                 del self._probes[probe_id]
                 del self._status[probe_id]
+                self._sync_probeset()
+                return
+            if probe_id not in self._where and probe_id in self._refused:
+                # a probe that never ran (a tracepoint with no engine for it)
+                del self._probes[probe_id]
+                del self._status[probe_id]
+                self._refused.pop(probe_id)
                 self._sync_probeset()
                 return
             if probe_id not in self._where:

@@ -130,6 +130,7 @@ class EngineStartMixin:
         self._load_kprobe_variant()
         log_fd = -1
         try:
+            self._attach_waiting_tracepoints()
             if any(s.tracing and not s.counter for s in list(self._slots.values())) and not self.load_error:
                 self._attach_waiting_fentry()
             if self._compile_tracing_later and not self.load_error:
@@ -231,5 +232,14 @@ class EngineStartMixin:
             self._engine.context = context
             self._engine.install_program(program)
             for pid_, slot in list(self._slots.items()):
-                if self._status[pid_].state is ProbeState.LOADING and not slot.tracing:
+                if self._status[pid_].state is ProbeState.LOADING and not (slot.tracing or slot.tracepoint):
                     self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _attach_waiting_tracepoints(self) -> None:
+        """The generic program is in: every tracepoint probe waiting for it attaches."""
+        with self._lock:
+            if self._closed or self._engine is None or self.load_error:
+                return
+            for pid_, slot in list(self._slots.items()):
+                if slot.tracepoint and self._status[pid_].state is ProbeState.LOADING:
+                    self._attach_generic(pid_)

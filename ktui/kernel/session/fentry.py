@@ -11,7 +11,7 @@ import threading
 import time
 
 from ktui.kernel.quiet import log_line
-from ktui.lang.model import Probe
+from ktui.lang.model import Kind, Probe
 from ktui.record.feed import ProbeState, ProbeStatus
 
 
@@ -24,6 +24,8 @@ class FentryMixin:
         from ktui.kernel.attach.attach_choice import KPROBE, Choice, choose, without_compile
         from ktui.lang.attach_rules import effective_mode
 
+        if probe.kind is Kind.TRACEPOINT:  # neither: its own program type (attaching._attach_tracepoint)
+            return Choice(KPROBE)
         mode = effective_mode(probe, self.probeset.attach, self.options.attach)
         if mode == KPROBE:
             return Choice(KPROBE)

@@ -116,6 +116,11 @@ class Loader(Protocol):
         """The fentry/fexit variant if the cache holds it (no compile), else None."""
         ...
 
+    def tracepoint_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None, *,
+                           func_arg_helpers: bool):
+        """The generic program's tracepoint variant (a CompiledProgram): shipped, cached or compiled."""
+        ...
+
     def kernel_btf(self):
         """vmlinux's BTF (KernelBtf), or None: fentry is then never chosen."""
         ...
@@ -227,6 +232,14 @@ class BccLoader:
 
         return tracing_variant(log_fd, cache=_cache(log_fd, cache_dir, use_cache), compiler=compiler,
                                func_arg_helpers=func_arg_helpers)
+
+    def tracepoint_variant(self, log_fd: int, cache_dir, use_cache: bool, compiler=None, *,
+                           func_arg_helpers: bool):
+        from ktui.kernel.generic.loader import compiled_variant
+        from ktui.kernel.generic.shipped import TRACEPOINT
+
+        return compiled_variant(log_fd, cache=_cache(log_fd, cache_dir, use_cache), kind=TRACEPOINT,
+                                compiler=compiler, func_arg_helpers=func_arg_helpers)[0]
 
     def cached_tracing_variant(self, cache_dir, *, func_arg_helpers: bool):
         from ktui.kernel.generic.cache import ProgramCache
