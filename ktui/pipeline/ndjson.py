@@ -22,7 +22,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
            latencies in ns, slot 0 holding 0 and slot k >= 1 holding
            2^(k-1) .. 2^k - 1 (record.histogram).
   via (stats and summary): what the probe runs on: "kprobe", "kretprobe",
-  "fentry" or "fexit" ("" while it is not attached: off, failed, pending);
+  "fentry", "fexit" or "tracepoint" ("" while it is not attached: off, failed, pending);
   see the probe set key `attach:`. An fexit probe has no maxactive and
   misses no return: its missed_returns is 0.
   state (stats and summary): "attached", "loading", "off", "failed" or
@@ -231,7 +231,7 @@ def uncounted_fields(s: ProbeStats) -> dict:
 
 def _via(statuses, pid_: int) -> str:
     """What the probe runs on (ProbeStatus.via): "kprobe", "kretprobe",
-    "fentry", "fexit"; "" while it is not attached (off, failed, pending)."""
+    "fentry", "fexit", "tracepoint"; "" while it is not attached (off, failed, pending)."""
     status = statuses.get(pid_)
     return status.via if status is not None else ""
 

@@ -20,7 +20,7 @@ NOTES = (
     "The table shows one row per probe: ● attached, ○ off, ✗ failed (the reason follows),",
     "◐ loading (attached and counting hits while its program compiles or loads).",
     "rate/s, lost and the sparkline come from in-kernel counters read once a second;",
-    "k is the kind: c a call probe (kprobe), r a return probe (kretprobe, with latency).",
+    "k is the kind: c a call probe (kprobe), r a return probe (kretprobe, with latency), t a tracepoint.",
     "p50/p99 are return latencies; errors counts returns with a negative value (-errno);",
     "both for return probes, since the probe was attached (the stats pane names the errnos).",
     "errors - : this function's errnos are not checked (void, unsigned, no BTF: the pane says).",

@@ -85,6 +85,9 @@ MARKERS = {
 STATE_STYLES = {ProbeState.ATTACHED: "green", ProbeState.PENDING: "yellow", ProbeState.LOADING: "yellow",
                 ProbeState.OFF: "dim", ProbeState.FAILED: "red"}
 
+# the kind column: c a call, r a return (latency), t a tracepoint
+KIND_STYLES = {Kind.CALL: "cyan", Kind.RETURN: "magenta", Kind.TRACEPOINT: "green"}
+
 
 @dataclass(frozen=True)
 class ProbeLine:
@@ -163,7 +166,7 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     cells = [
         MARKERS[status.state],
         Text(probe.name, "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
-        Text(probe.kind.value, "magenta" if probe.kind is Kind.RETURN else "cyan"),
+        Text(probe.kind.value, KIND_STYLES[probe.kind]),
         Text(state, STATE_STYLES[status.state], overflow="ellipsis", no_wrap=True),
     ]
     if stats is None:
