@@ -330,8 +330,9 @@ def _check_files(files, names, syntax_only: bool) -> int:
     bad = 0
     kernel = None if syntax_only else _kernel_names()
     no_btf = kernel.problem() if kernel is not None else None
+    no_tracefs = kernel.tracefs_problem() if kernel is not None else None
     for f in files:
-        ps, errors = check_probeset(f, None if no_btf else kernel)
+        ps, errors = check_probeset(f, _binding_kernel(kernel, no_btf, no_tracefs))
         problems = [] if syntax_only else _name_problems(f, names, ps, errors)
         if not syntax_only and ps is not None:
             problems += _errno_problems(f, ps)
@@ -343,13 +344,34 @@ def _check_files(files, names, syntax_only: bool) -> int:
             bad += 1
             continue
         unchecked = [] if syntax_only else [names.unchecked()]
-        if no_btf and any(needs_binding(p) for p in ps.probes):
+        if no_btf and any(needs_binding(p) and p.target.tracepoint is None for p in ps.probes):
             unchecked.append("parameter names not checked: no BTF")
+        if no_tracefs and any(p.target.tracepoint is not None for p in ps.probes):
+            unchecked.append(f"tracepoints not checked: {no_tracefs}")
         if no_btf:
             unchecked.extend(_errno_notes(ps))
         note = "".join(f"; {u}" for u in unchecked if u)
         click.echo(f"{f}: ok ({len(ps.probes)} probe{'s' if len(ps.probes) != 1 else ''}{note})")
     return bad
+
+
+def _binding_kernel(kernel, no_btf: str | None, no_tracefs: str | None):
+    """What `ktui check` binds names with: the kernel, less what it cannot
+    read. Without BTF nothing is bound (as before tracepoints); without
+    tracefs, tracepoints are left unbound, and the file's `ok` line says
+    so: the host that checks is not always the one that runs."""
+    if kernel is None or no_btf:
+        return None
+    return _BtfOnly(kernel) if no_tracefs else kernel
+
+
+class _BtfOnly:
+    """A kernel's BTF without its tracepoint formats (`bind_probe` leaves
+    tracepoints unbound with such a kernel)."""
+
+    def __init__(self, kernel) -> None:
+        self.problem, self.prototype = kernel.problem, kernel.prototype
+        self.close_functions = kernel.close_functions
 
 
 def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bool]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ktui.lang.checks import tracepoint_value_problem
 from ktui.lang.model import (
     AGG_KEYS_MAX,
     INT_TYPES,
@@ -83,7 +84,7 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
                 raise SpecError(f"max_keys: expected a whole number, got {inner.strip()!r}", col=inner_at + 1)
             found[word] = number
         else:
-            fetches = tuple(_fetch(word, piece, inner_at + start) for piece, start in split_fetches(inner))
+            fetches = tuple(_fetch(word, piece, inner_at + start, kind) for piece, start in split_fetches(inner))
             if word != "count" and len(fetches) != 1:
                 raise SpecError(f"{word}(...) takes one fetch", col=inner_at + 1)
             found[word] = fetches if word == "count" else fetches[0]
@@ -126,13 +127,13 @@ def split_fetches(text: str) -> list[tuple[str, int]]:
     return pieces
 
 
-def _fetch(clause: str, text: str, at: int) -> Fetch:
+def _fetch(clause: str, text: str, at: int, kind: Kind | None) -> Fetch:
     from ktui.lang.spec import parse_fetch  # spec imports this module
 
     if not text:
         raise SpecError("expected a fetch (a1, retval, comm, ...)", col=at + 1)
     try:
-        fetch = parse_fetch(text)
+        fetch = parse_fetch(text, kind)
     except SpecError as err:
         raise SpecError(err.message, col=None if err.col is None else err.col + at) from None
     return fetch
@@ -163,12 +164,18 @@ def _check_one(what: str, fetch: Fetch, kind: Kind | None, *, text_ok: bool) -> 
         raise SpecError(f"{what}: {fetch}: an aggregated value takes no label")
     if kind is Kind.CALL and "retval" in str(fetch):
         raise SpecError(f"{what}: retval exists only in return probes (kind r)")
+    if kind is Kind.TRACEPOINT:
+        problem = tracepoint_value_problem(fetch.expr)
+        if problem:
+            raise SpecError(f"{what}: {problem}")
     is_comm = isinstance(fetch.expr, Builtin) and fetch.expr.name == "comm"
     if is_comm and text_ok:
         return
     if is_comm or fetch.effective_type not in INT_TYPES:
         allowed = "an integer or comm" if text_ok else "an integer"
-        raise SpecError(f"{what}: {fetch} is not {allowed}")
+        text = " (it is text: text keys other than comm are not counted yet)" if (
+            text_ok and not is_comm and fetch.effective_type not in INT_TYPES) else ""
+        raise SpecError(f"{what}: {fetch} is not {allowed}{text}")
 
 
 def is_comm(fetch: Fetch) -> bool:

@@ -10,6 +10,12 @@ expression ktui already runs, with the width and signedness of its C type:
     file->f_path.dentry->d_name.name:string
                              -> +0(+40(+152(a1))):string  (two pointers, then the text)
 
+A tracepoint's names are its record's fields, bound the same way from
+its tracefs format instead of BTF (`lang.bind_fields`):
+
+    syscalls/sys_enter_openat:t:dfd,filename:ustring
+                             -> +16(record):s32, +0(+24(record)):ustring
+
 The binding rides on the `Named` node (ignored by equality), so the probe
 still prints, saves and compares as the user wrote it, and codegen, the
 generic program, the record layout and the event detail all read the same
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ktui.btf.access import Access, AccessError, Leaf, Step as BtfStep
 from ktui.btf.decode import BtfError
@@ -51,6 +57,9 @@ from ktui.lang.model import (
     has_names,
 )
 
+if TYPE_CHECKING:
+    from ktui.lang.tracepoints import TracepointFormat
+
 COPY_MARKS = (".isra.", ".constprop.", ".part.", ".cold", ".llvm.", ".lto_priv.")
 
 
@@ -63,12 +72,16 @@ class Prototype(Protocol):
 
 
 class Kernel(Protocol):
-    """Where prototypes come from (`btf.kernel_names.KernelNames`, or a
-    test's own BTF blob)."""
+    """Where prototypes and tracepoint formats come from
+    (`lang.kernel_names.KernelNames`, or a test's own BTF blob and formats).
+    One without `tracepoint_format` (the guest's, for `ktui vm`) leaves
+    tracepoint probes unbound."""
 
     def problem(self) -> str | None: ...
 
     def prototype(self, function: str) -> Prototype: ...
+
+    def tracepoint_format(self, tracepoint: str) -> "TracepointFormat": ...
 
 
 class NoPrototype(Exception):
@@ -100,28 +113,76 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
 
     A return probe also gets what its function returns (`bind_returns`),
     names or not."""
+    if probe.kind is Kind.TRACEPOINT:
+        from ktui.lang.bind_fields import EventFields  # it imports this module's Binder
+
+        fields = EventFields.of(probe, kernel)
+        if fields is None:
+            return probe  # bound where its format can be read (the guest, for `ktui vm`)
+        return _bind_all(probe, fields, text=text, filter_text=filter_text)
     probe = bind_returns(probe, kernel)
     if not needs_binding(probe):
         return probe
+    spans = _spans(probe, _head(text, filter_text))
+    return _bind_all(probe, _Parameters(_prototype(probe, kernel, spans), probe.target.symbol or ""),
+                     text=text, filter_text=filter_text)
+
+
+class Binder(Protocol):
+    """What gives a name in a probe its meaning: a function's parameters
+    (BTF) or a tracepoint's fields (its tracefs format)."""
+
+    def bind(self, named: Named, want: str | None, col: int | None, type_col: int | None, *,
+             as_address: bool = False, known: tuple[str, ...] = ()) -> Binding: ...
+
+    def check_filter_binding(self, name: str, binding: Binding, probe: Probe) -> str | None:
+        """Why a filter cannot use this bound name (None: it can)."""
+
+
+class _Parameters:
+    """A function's parameters, from its BTF prototype."""
+
+    def __init__(self, proto: Prototype, function: str) -> None:
+        self.proto, self.function = proto, function
+
+    def bind(self, named: Named, want: str | None, col: int | None, type_col: int | None, *,
+             as_address: bool = False, known: tuple[str, ...] = ()) -> Binding:
+        return _bind_named(named, want, self.proto, self.function, col, type_col,
+                           as_address=as_address, known=known)
+
+    def check_filter_binding(self, name: str, binding: Binding, probe: Probe) -> str | None:
+        if isinstance(binding.expr, Arg):
+            return None
+        return (f"{name} reads memory: fetch it too ({probe.target}:{probe.kind.value}:...,{name}) "
+                "to filter on it")
+
+
+def _head(text: str | None, filter_text: str | None) -> str | None:
+    """The spec part of `SPEC if FILTER` (the whole text when no filter is in it)."""
+    if text is not None and " if " in text and filter_text is None:
+        return text.partition(" if ")[0]
+    return text
+
+
+def _bind_all(probe: Probe, binder: "Binder", *, text: str | None, filter_text: str | None) -> Probe:
+    """Every name of `probe` (fetches, filter, aggregation) bound by `binder`."""
     shift = 0
     if text is not None and " if " in text and filter_text is None:
         head, sep, filter_text = text.partition(" if ")
         text, shift = head, len(head) + len(sep)
     spans = _spans(probe, text)
-    function = probe.target.symbol or ""
-    proto = _prototype(probe, kernel, spans)
     fetches = []
     for index, fetch in enumerate(probe.fetches):
         span = spans[index] if index < len(spans) else FetchSpan(start=1)
-        fetches.append(_bind_fetch(fetch, span, probe.kind, proto, function))
+        fetches.append(_bind_fetch(fetch, span, binder))
     bindings: dict[str, Named] = {}
     try:
         for name in _filter_names(probe):
             if _deferred(probe, name):
-                bindings[name] = _bind_filter_name(name, probe, proto, function, filter_text)
+                bindings[name] = _bind_filter_name(name, probe, binder, filter_text)
         bound = dataclasses.replace(probe, fetches=tuple(fetches), bindings=bindings,
-                                    agg=_bind_aggregate(probe, proto, function))
-        if bindings:
+                                    agg=_bind_aggregate(probe, binder))
+        if bound.filter is not None:
             # The kinds of the comparisons with the names' real types (a
             # deferred name was not type-checked before it had one).
             check_filter(bound, filter_text)
@@ -189,7 +250,7 @@ def _prototype(probe: Probe, kernel: Kernel | None, spans: list[FetchSpan]) -> P
 # ---------------------------------------------------------------- fetches
 
 
-def _bind_aggregate(probe: Probe, proto: Prototype, function: str):
+def _bind_aggregate(probe: Probe, binder: "Binder"):
     """The probe's aggregation with its names bound, checked again with
     their types (a `char *` is no histogram's value). Its errors have no
     column in the spec's fetches: they say the clause."""
@@ -200,18 +261,19 @@ def _bind_aggregate(probe: Probe, proto: Prototype, function: str):
     def bound(fetch: Fetch | None) -> Fetch | None:
         if fetch is None:
             return None
-        return _bind_fetch(fetch, FetchSpan(start=None), probe.kind, proto, function)  # type: ignore[arg-type]
+        return _bind_fetch(fetch, FetchSpan(start=None), binder)  # type: ignore[arg-type]
 
     out = dataclasses.replace(agg, hist=bound(agg.hist), sum=bound(agg.sum),
                               keys=tuple(bound(k) for k in agg.keys))
-    if out != agg:
-        from ktui.lang.aggregate import check_aggregate
+    # Always again: bindings do not count in equality, so `out == agg` even
+    # where a name became text (a tracepoint's char array).
+    from ktui.lang.aggregate import check_aggregate
 
-        check_aggregate(out, probe.kind)
+    check_aggregate(out, probe.kind)
     return out
 
 
-def _bind_fetch(fetch: Fetch, span: FetchSpan, kind: Kind, proto: Prototype, function: str) -> Fetch:
+def _bind_fetch(fetch: Fetch, span: FetchSpan, binder: "Binder") -> Fetch:
     if not has_names(fetch.expr):
         return fetch
     outer: list[int] = []
@@ -224,7 +286,7 @@ def _bind_fetch(fetch: Fetch, span: FetchSpan, kind: Kind, proto: Prototype, fun
     type_col = span.type if span.type is not None else col
     # Under `+OFF(...)` the name is an address: read as a pointer-sized value.
     want = fetch.type if not outer else "x64"
-    binding = _bind_named(expr, want, proto, function, col, type_col, as_address=bool(outer))
+    binding = binder.bind(expr, want, col, type_col, as_address=bool(outer))
     bound_expr: FetchExpr = dataclasses.replace(expr, binding=binding)
     for offset in reversed(outer):
         bound_expr = Deref(offset, bound_expr)
@@ -353,15 +415,15 @@ def _filter_names(probe: Probe) -> list[str]:
 def _deferred(probe: Probe, name: str) -> bool:
     unbound = dataclasses.replace(probe, bindings=None)
     try:
-        return names.resolve(unbound, name).deferred
+        resolved = names.resolve(unbound, name)
     except SpecError:
         return False
+    return resolved.deferred and resolved.fetch_index is None  # a fetch is bound with the fetches
 
 
-def _bind_filter_name(name: str, probe: Probe, proto: Prototype, function: str,
-                      filter_text: str | None) -> Named:
+def _bind_filter_name(name: str, probe: Probe, binder: "Binder", filter_text: str | None) -> Named:
     col = _filter_name_col(probe, name, filter_text)
-    sc = Scanner(name, "name")
+    sc = Scanner(name, "name", tracepoint=probe.kind is Kind.TRACEPOINT)
     try:
         fetch, _span = scan_fetch(sc)
     except SpecError as err:
@@ -371,16 +433,16 @@ def _bind_filter_name(name: str, probe: Probe, proto: Prototype, function: str,
         raise SpecError(f'filter: unknown name "{name}"', col=col)
     known = tuple(f.name for f in probe.fetches)
     try:
-        binding = _bind_named(named, None, proto, function, 0, 0, known=known)
+        binding = binder.bind(named, None, 0, 0, known=known)
     except SpecError as err:
         message = err.message
-        if known and "has no parameter" in message:
+        if known and ("has no parameter" in message or "has no field" in message):
             message += f"; this probe's fetches are {', '.join(known)}"
         inner = err.col if err.col else 0  # a member's column within the name
         raise SpecError(f"filter: {message}", col=None if col is None else col + inner) from None
-    if not isinstance(binding.expr, Arg):
-        raise SpecError(f"filter: {name} reads memory: fetch it too ({probe.target}:"
-                        f"{probe.kind.value}:...,{name}) to filter on it", col=col)
+    refused = binder.check_filter_binding(name, binding, probe)
+    if refused:
+        raise SpecError(f"filter: {refused}", col=col)
     return dataclasses.replace(named, binding=binding)
 
 
@@ -444,7 +506,7 @@ def _first_name(probe: Probe) -> str:
     return "names"
 
 
-__all__ = ["Kernel", "NoPrototype", "Prototype", "bind_probe", "bind_returns", "needs_binding", "INT_TYPES"]
+__all__ = ["Binder", "Kernel", "NoPrototype", "Prototype", "bind_probe", "bind_returns", "needs_binding", "INT_TYPES"]
 
 
 # ---------------------------------------------------------------- recordings

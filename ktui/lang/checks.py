@@ -1,11 +1,21 @@
 """The rules of the probe language that the grammar cannot express:
 retval only in return probes, fetch types that fit what they apply to,
-unique fetch names, and a filter whose names resolve in its probe."""
+unique fetch names, and a filter whose names resolve in its probe.
+
+A tracepoint (`CATEGORY/NAME:t`) reads its record, not a function's
+registers: its values are its fields by name, the builtins (comm, pid,
+tid, cpu) and `+OFFSET(field)` reads through a pointer field. a1..a6,
+registers and retval are refused, and so is `field->member` (tracefs gives
+a field's C type as text, with no BTF type to walk). `errno` and
+`maxactive` belong to return probes, and a probe's own `attach: kprobe` or
+`attach: fentry` cannot apply (the probe set refuses it where it is
+written; a set-wide `attach:` just does not apply to tracepoints).
+"""
 
 from __future__ import annotations
 
 from ktui.lang import filters, limits, names
-from ktui.lang.grammar import FetchSpan, SpecSpan
+from ktui.lang.grammar import TRACEPOINT_VALUES, FetchSpan, SpecSpan
 from ktui.lang.limits import (
     COMM_MAX_BYTES,
     FETCH_LABEL_MAX,
@@ -16,6 +26,7 @@ from ktui.lang.limits import (
 from ktui.lang.model import (
     INT_TYPES,
     STRING_TYPES,
+    Arg,
     Builtin,
     Compare,
     Deref,
@@ -24,7 +35,9 @@ from ktui.lang.model import (
     Field,
     has_names,
     Kind,
+    Named,
     Probe,
+    Reg,
     RetVal,
     SpecError,
     StrLit,
@@ -49,6 +62,9 @@ def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None) -> None:
         chain.append(chain[-1].inner)
     for depth, expr in enumerate(chain):
         col = span.exprs[depth] if depth < len(span.exprs) else span.start
+        if kind is Kind.TRACEPOINT and tracepoint_value_problem(expr):
+            step = _first_step_col(expr) if isinstance(expr, Named) else 0
+            raise SpecError(tracepoint_value_problem(expr), col=None if col is None else col + step)
         if isinstance(expr, RetVal) and kind is Kind.CALL:
             raise SpecError("retval exists only in return probes (kind r)", col=col)
         if depth > 0 and isinstance(expr, Builtin):
@@ -65,6 +81,33 @@ def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None) -> None:
             f"retval cannot be :{type_}; a string type applies to a1..a6, a register or +OFFSET(...)",
             col=type_col,
         )
+
+
+def tracepoint_value_problem(expr: FetchExpr) -> str:
+    """Why `expr` cannot be read at a tracepoint ("" when it can)."""
+    while isinstance(expr, Deref):
+        expr = expr.inner
+    if isinstance(expr, (Arg, Reg, RetVal)):
+        return f"{expr}: {TRACEPOINT_VALUES}"
+    if isinstance(expr, Named) and expr.steps:
+        return (f"{expr}: a tracepoint's field has no members to name (tracefs gives its C type as "
+                f"text, not a BTF type): read memory with +OFFSET({Named(expr.param)})")
+    return ""
+
+
+def _first_step_col(named: Named) -> int:
+    """Offset from a name's column to its first member step."""
+    return len(str(Named(named.param))) if named.steps else 0
+
+
+def check_tracepoint_options(probe: Probe) -> None:
+    """What a return probe or a kprobe has and a tracepoint cannot."""
+    if probe.maxactive:
+        raise SpecError("maxactive: only a return probe (:r) has one (the calls its kretprobe "
+                        "follows at once), not a tracepoint")
+    if probe.attach in ("kprobe", "fentry"):
+        raise SpecError(f"attach: {probe.attach} is for kernel functions; a tracepoint attaches as "
+                        "a tracepoint (leave attach: out)")
 
 
 def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) -> None:

@@ -1,7 +1,14 @@
 """The syntax of the compact probe language: a scanner that keeps a
 1-based column for every error, and the parse of
 `[LABEL=]TARGET:KIND[:FETCH,...]` into a `model.Probe` as written (semantic
-rules are in `checks`)."""
+rules are in `checks`).
+
+A target `CATEGORY/NAME` (tracefs' own path, `syscalls/sys_enter_openat`)
+is a tracepoint, and takes kind `t` (and only it does). A tracepoint has
+no registers: in its fetches the bare pt_regs words (`flags`, `ip`, `di`...)
+are field names (`flags` is a field of sys_enter_openat), and a1..a6,
+retval and the prefixed register spellings (`rdi`, `eflags`) are refused.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from ktui.lang.limits import (
 from ktui.lang.model import (
     BUILTINS,
     FETCH_TYPES,
+    REGISTERS,
     Arg,
     Builtin,
     Deref,
@@ -40,6 +48,13 @@ from ktui.lang.numbers import parse_int
 _FETCH_HELP = ("a parameter by name (count, file->f_pos), a1..a6, retval, comm, pid, tid, cpu, "
                "a register (rdi, rsi, ...) or +OFFSET(FETCH)")
 _SYMBOL_CHARS = names.IDENT_CHARS | {"."}
+TRACEPOINT_EXAMPLE = "syscalls/sys_enter_openat:t"
+TRACEPOINT_VALUES = ("a tracepoint's values are its fields by name (e.g. filename, flags): "
+                     "a1..a6 and registers are for kernel functions")
+# Words that spell a register in a kprobe but are ordinary field names in a
+# tracepoint (`flags` of sys_enter_openat, `ip` of the irq events): the
+# pt_regs names themselves, never the prefixed spellings (rdi, eflags).
+FIELD_WORDS = frozenset(REGISTERS)
 
 
 # ---------------------------------------------------------------- spans
@@ -69,10 +84,11 @@ class SpecSpan:
 class Scanner:
     """A cursor over the text; `what` names it in "got end of ..." messages."""
 
-    def __init__(self, text: str, what: str) -> None:
+    def __init__(self, text: str, what: str, *, tracepoint: bool = False) -> None:
         self.text = text
         self.pos = 0
         self.what = what
+        self.tracepoint = tracepoint  # names are a tracepoint's fields (`_leaf`)
 
     def error(self, message: str, pos: int | None = None) -> SpecError:
         return SpecError(message, col=(self.pos if pos is None else pos) + 1)
@@ -138,6 +154,10 @@ def expect_end(sc: Scanner, after: str) -> None:
 def scan_target(sc: Scanner, span: SpecSpan) -> Target:
     span.target = sc.pos + 1
     c = sc.peek()
+    if c and c in "0123456789" and _tracefs_word(sc.text, sc.pos).endswith("/"):
+        start = sc.pos
+        sc.pos += len(_tracefs_word(sc.text, sc.pos)) - 1
+        return _tracepoint(sc, sc.text[start : sc.pos], start)  # `9p/9p_client_req`
     if c and c in "0123456789":
         start = sc.pos
         address = sc.number(U64_MAX, "address")
@@ -152,6 +172,8 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
     symbol = sc.word(frozenset(_SYMBOL_CHARS))
     if len(symbol) > SYMBOL_MAX:
         raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", start)
+    if sc.peek() == "/":
+        return _tracepoint(sc, symbol, start)
     offset = 0
     if sc.peek() == "+":
         sc.pos += 1
@@ -164,6 +186,38 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
     return Target(symbol=symbol, offset=offset)
 
 
+def _tracefs_word(text: str, pos: int) -> str:
+    """A tracefs name at `pos` (letters, digits, _: it may start with a
+    digit, as the 9p category does) and the "/" after it, if one is."""
+    end = pos
+    while end < len(text) and text[end] in names.IDENT_CHARS:
+        end += 1
+    return text[pos:end] + ("/" if text[end : end + 1] == "/" else "")
+
+
+def _tracepoint(sc: Scanner, category: str, start: int) -> Target:
+    """`CATEGORY/NAME` after its category: tracefs names are letters,
+    digits and _, with no offset (a tracepoint is one place)."""
+    if "." in category:
+        raise sc.error("a tracepoint's category is letters, digits and _, e.g. "
+                       f"{TRACEPOINT_EXAMPLE}", start + category.index("."))
+    sc.pos += 1
+    name_at = sc.pos
+    name = _tracefs_word(sc.text, sc.pos).rstrip("/")
+    sc.pos += len(name)
+    if not name:
+        raise sc.error(f"expected the event's name after {category}/, e.g. {TRACEPOINT_EXAMPLE}, "
+                       f"got {sc.here()}")
+    if sc.peek() in (".", "/"):
+        raise sc.error(f"a tracepoint is CATEGORY/NAME, names of letters, digits and _, e.g. "
+                       f"{TRACEPOINT_EXAMPLE}; got {sc.here()}")
+    if sc.peek() in ("+", "-"):
+        raise sc.error("a tracepoint has no offset: it fires at one place")
+    if sc.pos - start > SYMBOL_MAX:
+        raise sc.error(f"tracepoint longer than {SYMBOL_MAX} characters", name_at)
+    return Target(tracepoint=f"{category}/{name}")
+
+
 # ---------------------------------------------------------------- fetches
 
 
@@ -171,6 +225,12 @@ def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
     """A name in a fetch: a predefined one (argument, register, retval,
     builtin) or a parameter by name with its member chain."""
     name = names.canonical_name(word)
+    if sc.tracepoint and name is not None and name not in BUILTINS:
+        if word not in FIELD_WORDS:
+            raise sc.error(f"{word}: {TRACEPOINT_VALUES}", pos)
+        name = None  # `flags`: a field (it prints as args.flags)
+    elif sc.tracepoint and names.name_problem(word) is not None:
+        raise sc.error(f"{word}: {TRACEPOINT_VALUES}", pos)
     if name is None:
         problem = names.name_problem(word)
         if problem is not None:
@@ -298,15 +358,12 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     if sc.peek() == "=":
         raise sc.error("a probe label is a word (letters, digits, _), e.g. reads=vfs_read:c")
     if sc.peek() != ":":
-        raise sc.error(f"expected :c or :r after the target, got {sc.here()}")
+        wanted = ":t" if target.tracepoint is not None else ":c or :r"
+        raise sc.error(f"expected {wanted} after the target, got {sc.here()}")
     sc.pos += 1
     sc.skip_ws()
-    kind_pos = sc.pos
-    kind_word = sc.word()
-    if kind_word not in ("c", "r"):
-        got = f'"{kind_word}"' if kind_word else sc.here()
-        raise sc.error(f"kind must be c or r, got {got} (c = call, r = return)", kind_pos)
-    kind = Kind(kind_word)
+    kind = _kind(sc, target)
+    sc.tracepoint = kind is Kind.TRACEPOINT
     sc.skip_ws()
     fetches = []
     if sc.peek() == ":":
@@ -324,6 +381,22 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
         expected = ", between fetches" if fetches else ": before the fetches"
         raise sc.error(f"unexpected {sc.here()}; expected {expected} or end of spec")
     return Probe(target=target, kind=kind, fetches=tuple(fetches), label=label), span
+
+
+def _kind(sc: Scanner, target: Target) -> Kind:
+    """`c`, `r` or `t`; `t` with a tracepoint target and only there."""
+    kind_pos = sc.pos
+    kind_word = sc.word()
+    if kind_word not in ("c", "r", "t"):
+        got = f'"{kind_word}"' if kind_word else sc.here()
+        raise sc.error(f"kind must be c, r or t, got {got} (c = call, r = return, t = tracepoint)",
+                       kind_pos)
+    kind = Kind(kind_word)
+    if target.tracepoint is not None and kind is not Kind.TRACEPOINT:
+        raise sc.error(f"a tracepoint (CATEGORY/NAME) takes kind t, got {kind_word}", kind_pos)
+    if target.tracepoint is None and kind is Kind.TRACEPOINT:
+        raise sc.error(f"kind t is for a tracepoint CATEGORY/NAME, e.g. {TRACEPOINT_EXAMPLE}", kind_pos)
+    return kind
 
 
 def scan_probe_label(sc: Scanner, span: SpecSpan) -> str | None:

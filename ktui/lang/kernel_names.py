@@ -5,6 +5,10 @@ not describe is looked for in the loaded modules' BTF. A name BTF
 describes more than once with different prototypes (static functions of
 different files share names) is refused: which one a kprobe attaches to
 is kallsyms' first match, and its arguments cannot be trusted by name.
+
+A tracepoint's fields come from its tracefs format (`lang.tracepoints`),
+read once per event and kept, errors too (a session binds each probe
+again when it is edited).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from ktui.btf.decode import BtfError
 from ktui.btf.index import KernelBtf
 from ktui.btf.sysfs import module_names
 from ktui.lang.bind import NoPrototype
+from ktui.lang.tracepoints import TracepointError, TracepointFormat, read_format
 
 
 @dataclass(frozen=True)
@@ -29,9 +34,36 @@ class FoundPrototype:
 class KernelNames:
     """`bind.Kernel` over a `KernelBtf` (the machine's, or a test's)."""
 
-    def __init__(self, btf: KernelBtf | None = None) -> None:
+    def __init__(self, btf: KernelBtf | None = None, tracefs: str | None = None) -> None:
         self.btf = btf or KernelBtf()
+        self.tracefs = tracefs  # tracefs' root; None: where it is mounted
         self._found: dict[str, FoundPrototype] = {}
+        self._formats: dict[str, TracepointFormat | TracepointError] = {}
+
+    def tracepoint_format(self, tracepoint: str) -> TracepointFormat:
+        """`CATEGORY/NAME`'s format; TracepointError (one line) when it cannot be read."""
+        found = self._formats.get(tracepoint)
+        if found is None:
+            category, _, name = tracepoint.partition("/")
+            try:
+                found = read_format(category, name, self.tracefs)
+            except TracepointError as err:
+                found = err
+            self._formats[tracepoint] = found
+        if isinstance(found, TracepointError):
+            raise TracepointError(found.message, unknown=found.unknown)
+        return found
+
+    def tracefs_problem(self) -> str | None:
+        """Why tracepoint formats cannot be read here (None: they can)."""
+        try:
+            if self.tracefs is None:
+                from ktui.lang.tracepoints import tracefs_root
+
+                tracefs_root()
+        except TracepointError as err:
+            return err.message
+        return None
 
     def problem(self) -> str | None:
         return self.btf.problem()

@@ -13,6 +13,12 @@ Resolution order: a fetch of that name (its label, or for an unlabelled
 fetch its canonical spelling: `a3`, `rdi`, `comm`), then the predefined
 names (retval in return probes only, comm, pid, tid, cpu, a1..a6, the
 registers).
+
+In a tracepoint a name is one of its fields (bound to the event's tracefs
+format by `lang.bind`) or a builtin; a1..a6, retval and the registers are
+refused, except `flags` and r8..r15, whose canonical spelling is a pt_regs
+name that a field may carry (sys_enter_openat's `flags`): those are fields
+there. Another field named like a register is written `args.NAME`.
 """
 
 from __future__ import annotations
@@ -156,8 +162,21 @@ def resolve(probe: Probe, name: str) -> Resolved:
     retval in a call probe; neither has a column (the caller knows it)."""
     for index, fetch in enumerate(probe.fetches):
         if fetch.name == name:
-            return Resolved(name, fetch.expr, fetch.effective_type, index)
+            # A name fetched without a type has its type once bound (a
+            # tracepoint's char array is text): checked again then.
+            unbound = isinstance(fetch.expr, Named) and fetch.expr.binding is None and fetch.type is None
+            return Resolved(name, fetch.expr, fetch.effective_type, index, deferred=unbound)
     expr = predefined_expr(name)
+    if probe.kind is Kind.TRACEPOINT and expr is not None and not isinstance(expr, Builtin):
+        if name not in REGISTERS:
+            from ktui.lang.grammar import TRACEPOINT_VALUES  # grammar imports this module
+
+            field = " (a field named like a register: args.NAME)" if expr.__class__ is Reg else ""
+            raise SpecError(f"{name}: {TRACEPOINT_VALUES}{field}")
+        expr = None  # `flags`: a field of the event
+    if probe.kind is Kind.TRACEPOINT and expr is None and _has_steps(name):
+        raise SpecError(f"{name}: a tracepoint's field has no members to name (tracefs gives its "
+                        "C type as text, not a BTF type)")
     if isinstance(expr, RetVal) and probe.kind is Kind.CALL:
         raise SpecError("retval exists only in return probes (kind r)")
     if expr is None:
@@ -172,8 +191,17 @@ def resolve(probe: Probe, name: str) -> Resolved:
     return Resolved(name, expr, Fetch(expr).effective_type)  # typed as its bare fetch would be
 
 
+def _has_steps(name: str) -> bool:
+    """Whether a filter name is a member chain (`x->y`, `args.x.y`), not one name."""
+    rest = name[len("args."):] if name.startswith("args.") else name
+    return "->" in rest or "." in rest
+
+
 def may_be_parameter(probe: Probe) -> bool:
     """Whether names can mean parameters here: at a function's entry (or
-    its return), not at an offset into it or an address."""
+    its return), not at an offset into it or an address; or a tracepoint's
+    fields."""
     target = probe.target
+    if target.tracepoint is not None:
+        return True
     return target.symbol is not None and not target.offset and target.address is None

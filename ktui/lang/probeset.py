@@ -18,6 +18,8 @@ A probe set file looks like this (see probesets/ for real ones):
         errno: off                       # optional, return probes only: count
                                          # errnos (on) or not (off); by
                                          # default as BTF's return type says
+      - spec: syscalls/sys_enter_openat:t:filename:ustring   # a tracepoint:
+        filter: flags > 0                # its fields by name (docs/probe-language.md)
       - function: vfs_write              # long form: function or address,
         kind: return                     # kind, and a list of fetches
         fetch: [retval:s64]
@@ -331,6 +333,7 @@ class _SetReader(NodeReader):
         it. When collecting, each key is read even after another failed (or
         the target did: `probe` is then FAILED), and FAILED is returned if
         anything in this probe did."""
+        kind = None if probe is FAILED else probe.kind  # a tracepoint's names are its fields
         readers = {
             "label": lambda node: self.line_string(node, "label", prefix, limits.check_probe_label),
             "filter": lambda node: self.probe_filter(self.scalar_string(node, "filter", prefix), prefix),
@@ -340,9 +343,9 @@ class _SetReader(NodeReader):
             "maxactive": lambda node: self.maxactive(node, prefix),
             "attach": lambda node: self.attach_mode(node, prefix),
             "errno": lambda node: _errno_mode(self.switch(node, "errno", prefix)),
-            "hist": lambda node: self.agg_fetch(node, "hist", prefix),
-            "sum": lambda node: self.agg_fetch(node, "sum", prefix),
-            "count": lambda node: self.agg_keys(node, prefix),
+            "hist": lambda node: self.agg_fetch(node, "hist", prefix, kind),
+            "sum": lambda node: self.agg_fetch(node, "sum", prefix, kind),
+            "count": lambda node: self.agg_keys(node, prefix, kind),
             "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
             "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
         }
@@ -363,6 +366,10 @@ class _SetReader(NodeReader):
             self.attempt(self.fail, items["errno"][0], "errno: only a return probe (:r) has errnos "
                          "(its return value)", prefix)
             return FAILED
+        if probe.kind is Kind.TRACEPOINT and changes.get("attach") in ("kprobe", "fentry"):
+            self.attempt(self.fail, items["attach"][0], f"attach: {changes['attach']} is for kernel "
+                         "functions; a tracepoint attaches as a tracepoint (leave attach: out)", prefix)
+            return FAILED
         agg = {key: changes.pop(key) for key in AGG_KEYS if key in changes}
         if agg:
             agg_probe = self.attempt(self.with_aggregate, probe, agg, items, prefix)
@@ -371,7 +378,8 @@ class _SetReader(NodeReader):
             probe = agg_probe
         probe = dataclasses.replace(probe, **changes)
         forced = items["attach"][0] if "attach" in changes else None
-        if (changes.get("attach") or self.set_attach) == "fentry":
+        # A set-wide `attach:` is for its kprobes: it does not apply to a tracepoint.
+        if (changes.get("attach") or self.set_attach) == "fentry" and probe.kind is not Kind.TRACEPOINT:
             why = text_obstacle(probe)
             if why:
                 where = forced if forced is not None else target_node
@@ -429,14 +437,14 @@ class _SetReader(NodeReader):
             if index < len(pieces):
                 self.fail_inside(node, located, prefix + "fetch: ", pieces[index][1])
 
-    def agg_fetch(self, node: Node, key: str, prefix: str):
+    def agg_fetch(self, node: Node, key: str, prefix: str, kind: Kind | None = None):
         scalar = self.scalar_string(node, key, prefix)
         try:
-            return _agg_fetch(scalar.value)
+            return _agg_fetch(scalar.value, kind)
         except SpecError as err:
             self.fail_inside(scalar, err, prefix + f"{key}: ")
 
-    def agg_keys(self, node: Node, prefix: str) -> tuple:
+    def agg_keys(self, node: Node, prefix: str, kind: Kind | None = None) -> tuple:
         """`count:` is a list of fetches, or one string of them split by commas."""
         if isinstance(node, ScalarNode):
             scalar = self.scalar_string(node, "count", prefix)
@@ -452,7 +460,7 @@ class _SetReader(NodeReader):
         keys = []
         for piece, start in pieces:
             try:
-                keys.append(_agg_fetch(piece))
+                keys.append(_agg_fetch(piece, kind))
             except SpecError as err:
                 self.fail_inside(scalar, err, prefix + "count: ", start)
         return tuple(keys)
@@ -513,6 +521,7 @@ def _probe_prefix(number: int, node: Node) -> str:
     return f"probe {number}: "
 
 
-def _agg_fetch(text: str):
-    """One aggregated fetch; the kind and type rules are check_aggregate's."""
-    return parse_fetch(text.strip()) if text.strip() else parse_fetch(text)
+def _agg_fetch(text: str, kind: Kind | None = None):
+    """One aggregated fetch; the kind and type rules are check_aggregate's
+    (but a tracepoint's names are its fields from the start: `kind`)."""
+    return parse_fetch(text.strip(), kind) if text.strip() else parse_fetch(text, kind)

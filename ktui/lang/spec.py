@@ -5,12 +5,17 @@
     vfs_read:r:retval:s64,a3:u32
     do_sys_openat2:c:fname=+0(a2):ustring
     0xffffffff81234560:c:rdi,rsi
+    syscalls/sys_enter_openat:t:filename:ustring,flags
+    opens=sched/sched_process_exec:t:filename
 
 LABEL (a word, as in perf probe's `EVENT=FUNC`) names the probe in the
 dashboard and in events; TARGET is a kernel symbol (`foo.isra.0`),
-`symbol+offset` or a 0x address; KIND is `c` (kprobe) or `r` (kretprobe);
-a FETCH is `[label=]EXPR[:type]` where EXPR is a1..a6, a register, retval, comm/pid/tid/cpu or a kernel-style
-dereference `+OFFSET(EXPR)`. The text becomes the frozen `model.Probe`;
+`symbol+offset`, a 0x address or a tracepoint `CATEGORY/NAME`; KIND is `c`
+(kprobe), `r` (kretprobe) or `t` (a tracepoint, and only a tracepoint);
+a FETCH is `[label=]EXPR[:type]` where EXPR is a1..a6, a register, retval,
+comm/pid/tid/cpu, a parameter by name or a kernel-style dereference
+`+OFFSET(EXPR)`. A tracepoint's values are its fields by name (`filename`,
+`args.pid`), bound to its tracefs format by `lang.bind`. The text becomes the frozen `model.Probe`;
 `str(probe)` prints the canonical form, which parses back equal.
 
 A hand-written scanner (no regex over the whole text) keeps a 1-based
@@ -25,7 +30,7 @@ import dataclasses
 
 from ktui.lang import filters, limits
 from ktui.lang.aggregate import check_aggregate, parse_clauses, split_clauses
-from ktui.lang.checks import check_fetch, check_probe, fetch_col
+from ktui.lang.checks import check_fetch, check_probe, check_tracepoint_options, fetch_col
 from ktui.lang.grammar import (
     Scanner,
     SpecSpan,
@@ -87,19 +92,20 @@ def _shift(col: int | None, by: int) -> int | None:
     return None if col is None else col + by
 
 
-def parse_fetch(text: str) -> Fetch:
+def parse_fetch(text: str, kind: Kind | None = None) -> Fetch:
     """One `[label=]EXPR[:type]`, checked as far as it can be without its
-    probe (retval and name clashes are checked by `validate_probe`)."""
-    sc = Scanner(check_text(text, "fetch"), "fetch")
+    probe (retval and name clashes are checked by `validate_probe`). With
+    `kind`, as that kind of probe reads it (a tracepoint's names are fields)."""
+    sc = Scanner(check_text(text, "fetch"), "fetch", tracepoint=kind is Kind.TRACEPOINT)
     sc.skip_ws()
     fetch, span = scan_fetch(sc)
     expect_end(sc, "fetch")
-    check_fetch(fetch, span, kind=None)
+    check_fetch(fetch, span, kind=None)  # the kind rules: the probe's (validate_probe, check_aggregate)
     return fetch
 
 
 def parse_target(text: str) -> Target:
-    """`symbol`, `symbol+offset` or `0xADDRESS`."""
+    """`symbol`, `symbol+offset`, `0xADDRESS` or `CATEGORY/NAME`."""
     sc = Scanner(check_text(text, "target"), "target")
     sc.skip_ws()
     target = scan_target(sc, SpecSpan())
@@ -145,6 +151,8 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
         raise SpecError(f"errno: expected on, off or \"\" (by BTF), got {probe.errno!r:.40}")
     if probe.errno and probe.kind is not Kind.RETURN:
         raise SpecError("errno: only a return probe (:r) has errnos (its return value)")
+    if probe.kind is Kind.TRACEPOINT:
+        check_tracepoint_options(probe)
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

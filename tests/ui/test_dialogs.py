@@ -37,7 +37,7 @@ async def test_add_dialog_shows_the_error_and_column_as_you_type(app, feed):
         lines = problem(app, "spec").splitlines()
         assert lines[0] == "vfs_read:x:a1"
         assert lines[1].index("^") == 9  # under the x, column 10
-        assert "col 10:" in lines[1] and "kind must be c or r" in lines[1]
+        assert "col 10:" in lines[1] and "kind must be c, r or t" in lines[1]
         assert app.screen.query_one("#spec", Input).has_class("-invalid")
         await pilot.press("enter")
         await pilot.pause()

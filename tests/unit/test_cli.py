@@ -278,7 +278,7 @@ def fake_btf(monkeypatch, tmp_path):
     ("vfs_read:c:a3  if  a3 > 1 && comm == 7", "7", "filter: comm is a string"),
     ("reads=vfs_read:c:n=a3 if n > 1 && x", "x", 'filter: "x" alone is not a condition'),
     ("vfs_read:c:a3 if comm == dd", "dd", 'filter: strings need double quotes: comm == "dd"'),
-    ("vfs_read:q if a3 > 1", "q", "kind must be c or r"),
+    ("vfs_read:q if a3 > 1", "q", "kind must be c, r or t"),
 ])
 def test_an_e_error_column_points_into_the_e_text(fake_btf, text, at, words):
     """The column counted from the filter's start (`-e #1:1:` for the first
@@ -343,7 +343,7 @@ def test_check_prints_every_error_in_a_file(tmp_path):
     assert r.output.splitlines() == [
         f"{f}:2:1: unknown key 'lable'; expected one of: name, description, filter, maxactive, attach, probes",
         f"{f}:5:17: probe 1 (vfs_read:c:a3): filter: expected a name or a value after >, got end of filter",
-        f"{f}:6:21: probe 2 (vfs_write:q): spec: kind must be c or r, got \"q\" (c = call, r = return)",
+        f"{f}:6:21: probe 2 (vfs_write:q): spec: kind must be c, r or t, got \"q\" (c = call, r = return, t = tracepoint)",
     ]
 
 

@@ -151,7 +151,7 @@ def _error(fn, text) -> SpecError:
 
 ERRORS = [
     # text, column, words the message must contain
-    ("vfs_read:x:a1", 10, 'kind must be c or r, got "x"'),
+    ("vfs_read:x:a1", 10, 'kind must be c, r or t, got "x"'),
     ("vfs_read:call", 10, 'got "call"'),
     ("vfs_read", 9, "expected :c or :r"),
     ("", 1, "empty spec"),
@@ -498,6 +498,8 @@ _OFFSETS = st.integers(-(2**63 - 1), 2**63 - 1)
 @st.composite
 def _fetch_expr(draw, kind: Kind):
     leaves = [st.builds(Arg, st.integers(1, 6)), st.builds(Reg, st.sampled_from(REGISTERS))]
+    if kind is Kind.TRACEPOINT:  # fields by name; `flags`, `pid`, `ip` print as args.NAME
+        leaves = [st.builds(Named, st.sampled_from(("filename", "count", "flags", "pid", "ip", "prev_comm")))]
     if kind is Kind.RETURN:
         leaves.append(st.just(RetVal()))
     offsets = draw(st.lists(_OFFSETS, max_size=8))
@@ -528,7 +530,10 @@ def _fetch(draw, kind: Kind):
 @st.composite
 def valid_probes(draw):
     kind = draw(st.sampled_from(Kind))
-    if draw(st.booleans()):
+    if kind is Kind.TRACEPOINT:
+        target = Target(tracepoint=draw(st.sampled_from(("syscalls/sys_enter_openat", "sched/sched_switch",
+                                                         "9p/9p_client_req"))))
+    elif draw(st.booleans()):
         target = Target(address=draw(st.integers(1, 2**64 - 1)))
     else:
         offset = 0 if kind is Kind.RETURN else draw(st.one_of(st.just(0), st.integers(1, 2**64 - 1)))
