@@ -122,7 +122,8 @@ def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
 
 
 def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None = None,
-                comm: str | None = None, default: bool = False, bind: bool = True) -> ProbeSet:
+                comm: str | None = None, default: bool = False, bind: bool = True,
+                tracepoints: bool = True) -> ProbeSet:
     """Files and -e specs -> one ProbeSet. Raises KtuiError.
 
     With bind=False, names (`count`, `file->f_pos`) are left unbound: what
@@ -144,6 +145,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     probes = []
     name, description, source = "command line", "", None
     kernel = _kernel_names() if bind else None
+    if kernel is not None and not tracepoints:
+        kernel = _BtfOnly(kernel)
     set_attach = ""
     for f in files:
         ps = load_probeset(f, kernel)
@@ -192,11 +195,13 @@ def _check_comm_option(comm: str) -> None:
         raise KtuiError(f"--comm: {err.message}") from None
 
 
-def _inputs_or_exit(files, specs, pid=None, comm=None, default=False) -> ProbeSet:
+def _inputs_or_exit(files, specs, pid=None, comm=None, default=False, tracepoints=True) -> ProbeSet:
+    """load_inputs, or exit 2 with its one line; `tracepoints` False: their
+    names are left unbound (no tracefs read)."""
     from ktui.lang.model import KtuiError
 
     try:
-        return load_inputs(files, specs, pid, comm, default)
+        return load_inputs(files, specs, pid, comm, default, tracepoints=tracepoints)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 
@@ -493,17 +498,24 @@ def doctor_cmd(as_json, no_cache):
 def compile_cmd(files, specs, buffer):
     """Print the BPF C program ktui would load (no root needed)."""
     from ktui.kernel.buffers.buffer_choice import resolve_buffer
-    from ktui.kernel.codegen import generate
+    from ktui.kernel.codegen import NOT_COMPILED, compiled_part, generate
     from ktui.lang.model import KtuiError
 
-    ps = _inputs_or_exit(files, specs)
+    # tracepoints are left out of the C (and so need no tracefs to read here)
+    ps = _inputs_or_exit(files, specs, tracepoints=False)
+    compiled, tracepoints = compiled_part(ps)
+    left_out = "".join(f"/* {p.name}: {NOT_COMPILED} */\n" for p in tracepoints)
+    if not compiled:
+        click.echo(left_out, nl=False)
+        return
+    ps = dataclasses.replace(ps, probes=compiled)
     has_ringbuf = None
     if buffer == "auto":
         from ktui.kernel.machine.features import kernel_features
 
         has_ringbuf = kernel_features().has("ringbuf")
     try:
-        click.echo(generate(ps, buffer=resolve_buffer(buffer, has_ringbuf)).text, nl=False)
+        click.echo(left_out + generate(ps, buffer=resolve_buffer(buffer, has_ringbuf)).text, nl=False)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 

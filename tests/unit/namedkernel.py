@@ -72,10 +72,15 @@ def write_btf(root: Path) -> Path:
     return btf_dir
 
 
+# tracefs as Debian's 6.1 has it, for the events the tests and shipped sets name
+TRACEFS_6_1 = Path(__file__).parent / "data" / "tracepoints" / "6.1"
+
+
 def kernel_names(root: Path) -> KernelNames:
-    """`bind.Kernel` over the BTF written under `root`."""
+    """`bind.Kernel` over the BTF written under `root`, with 6.1's
+    tracepoint formats (tests/unit/data/tracepoints)."""
     btf_dir = write_btf(root)
-    return KernelNames(KernelBtf(btf_dir=btf_dir, notes=root / "sys/kernel/notes"))
+    return KernelNames(KernelBtf(btf_dir=btf_dir, notes=root / "sys/kernel/notes"), tracefs=str(TRACEFS_6_1))
 
 
 def no_btf(root: Path) -> KernelNames:

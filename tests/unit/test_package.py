@@ -18,7 +18,8 @@ import pytest
 
 from ktui.lang.kernel_names import KernelNames
 from ktui import __version__
-from ktui.kernel.codegen import generate
+from ktui.kernel.codegen import NOT_COMPILED, compiled_part, generate
+from ktui.cli import _BtfOnly
 from ktui.lang.probeset import load_probeset
 from ktui.lang.shipped import default_set, shipped_dir, shipped_sets
 from ktui.kernel.generic.shipped import VARIANTS
@@ -94,7 +95,10 @@ def test_installed_check_and_compile_work_on_the_shipped_sets(installed, elsewhe
             assert out.returncode != 0 and "need the kernel's BTF" in out.stderr, (f, out.stderr)
             continue
         assert out.returncode == 0, (f, out.stderr)
-        assert out.stdout == generate(load_probeset(ours, kernel)).text, f  # the program the checkout makes
+        # the program the checkout makes, its tracepoints left out (they never compile: no tracefs read)
+        compiled, tracepoints = compiled_part(load_probeset(ours, _BtfOnly(kernel)))
+        left_out = "".join(f"/* {p.name}: {NOT_COMPILED} */\n" for p in tracepoints)
+        assert out.stdout == left_out + (generate(compiled).text if compiled else ""), f
 
 
 def test_installed_dashboard_gets_past_loading_its_default_set(installed, elsewhere):

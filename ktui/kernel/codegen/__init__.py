@@ -1,6 +1,6 @@
 """ProbeSet -> one BPF C program: see `program`."""
 
-from ktui.kernel.codegen.program import Program, generate
+from ktui.kernel.codegen.program import NOT_COMPILED, Program, compiled_part, generate
 from ktui.kernel.codegen.runtime import (
     COMM_EVERY,
     COMM_EXACT,
@@ -9,4 +9,4 @@ from ktui.kernel.codegen.runtime import (
     RINGBUF,
 )
 
-__all__ = ["Program", "generate", "PERF", "RINGBUF", "COMM_EXACT", "COMM_EVERY", "MAX_ERRNO"]
+__all__ = ["NOT_COMPILED", "Program", "compiled_part", "generate", "PERF", "RINGBUF", "COMM_EXACT", "COMM_EVERY", "MAX_ERRNO"]

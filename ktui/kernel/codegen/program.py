@@ -57,6 +57,19 @@ class Program:
         return f"ktui_p{index}"
 
 
+# A tracepoint runs on the shipped generic program's tracepoint variant:
+# no compiled program ever takes one (kernel/generic/program.c).
+NOT_COMPILED = "a tracepoint is never compiled: it runs on the generic program's tracepoint variant"
+
+
+def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:
+    """(the probes a compiled program takes, the tracepoints it leaves to
+    the generic program), each in the set's order."""
+    probes = probes.probes if isinstance(probes, ProbeSet) else tuple(probes)
+    return (tuple(p for p in probes if p.kind is not Kind.TRACEPOINT),
+            tuple(p for p in probes if p.kind is Kind.TRACEPOINT))
+
+
 def generate(
     probes: Sequence[Probe] | ProbeSet,
     *,
@@ -78,6 +91,9 @@ def generate(
     probes = tuple(probes)
     if not probes:
         raise SpecError("nothing to compile: the probe set is empty")
+    for probe in probes:
+        if probe.kind is Kind.TRACEPOINT:
+            raise SpecError(f"{probe.name}: {NOT_COMPILED}")
     if buffer not in (RINGBUF, PERF):
         raise ValueError(f"unknown buffer kind {buffer!r}")
     if ringbuf_pages & (ringbuf_pages - 1):
