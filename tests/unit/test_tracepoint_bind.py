@@ -16,6 +16,7 @@ from ktui.lang.probeset_write import dumps_probeset
 from ktui.lang.spec import parse_probe_text
 from ktui.lang.tracepoints import sys_enter_user_string_note
 from tests.unit.tracefs import DATA, KERNELS, FormatsKernel, tracefs
+REPO = Path(__file__).resolve().parents[2]
 
 OPENAT = "syscalls/sys_enter_openat"
 
@@ -231,7 +232,7 @@ def test_a_recording_keeps_a_tracepoint_probes_types():
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_the_example_set_binds_on_both_kernels(kernel):
-    path = DATA / "syscalls.yaml"
+    path = REPO / "probesets" / "syscalls.yaml"
     ps = load_probeset(path, FormatsKernel(kernel))
     assert [p.name for p in ps.probes] == ["opens", "reads", "read_ret", "exec"]
     assert loads_probeset(dumps_probeset(ps)) == ps
@@ -269,7 +270,7 @@ def check(*args):
 
 def test_check_binds_tracepoints_like_functions(cli_kernel, tmp_path, monkeypatch):
     good = tmp_path / "good.yaml"
-    good.write_text((DATA / "syscalls.yaml").read_text())
+    good.write_text((REPO / "probesets" / "syscalls.yaml").read_text())
     r = check("--syntax-only", str(good))
     assert r.exit_code == 0 and "ok (4 probes)" in r.output, r.output
     bad = tmp_path / "bad.yaml"
