@@ -341,6 +341,8 @@ def _check_files(files, names, syntax_only: bool) -> int:
         problems = [] if syntax_only else _name_problems(f, names, ps, errors)
         if not syntax_only and ps is not None:
             problems += _errno_problems(f, ps)
+        if ps is not None:
+            problems += _user_string_notes(f, ps)
         found = sorted([(e.line or 0, e.col or 0, str(e), True) for e in errors] + problems,
                        key=lambda p: p[:2])
         for _line, _col, text, _fatal in found:
@@ -403,6 +405,25 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
         out.append((target.line, target.col,
                     f"{path}:{target.line}:{target.col}: {kind}probe {number} ({spec}): {found.message}",
                     found.fatal))
+    return out
+
+
+def _user_string_notes(path: str, ps) -> list[tuple[int, int, str, bool]]:
+    """A warning for each sys_enter tracepoint that reads a user string:
+    one not paged in yet reads as empty there (lang.tracepoints)."""
+    from ktui.lang.locate import target_positions
+    from ktui.lang.tracepoints import sys_enter_user_string_note
+
+    out = []
+    positions = None
+    for number, probe in enumerate(ps.probes, 1):
+        note = sys_enter_user_string_note(probe)
+        if note is None:
+            continue
+        positions = positions if positions is not None else target_positions(path)
+        line, col = positions[number - 1] if number <= len(positions) else (None, None)
+        out.append((line or 0, col or 0,
+                    f"{path}:{line}:{col}: warning: probe {number} ({probe.spec_text}): {note}", False))
     return out
 
 

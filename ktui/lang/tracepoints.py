@@ -242,7 +242,7 @@ def sys_enter_user_string_note(probe: Probe) -> str | None:
         return None
     if not _reads_user_string(probe):
         return None
-    return (f"{probe.name}: at sys_enter a user string that is not paged in yet reads as empty "
+    return ("at sys_enter a user string that is not paged in yet reads as empty "
             "(the probe cannot fault it in); a return probe on the syscall's function "
             "(e.g. do_sys_openat2:r:filename:ustring) reads it after the kernel copied it")
 

@@ -49,11 +49,22 @@ class EditsMixin:
             self._names = KernelNames()
         return bind_probe(probe, self._names)
 
+    def _log_notes(self, probe: Probe) -> None:
+        """What the log should say about a probe before it runs: a sys_enter
+        tracepoint's user string may read as empty (lang.tracepoints)."""
+        if probe.kind is Kind.TRACEPOINT:
+            from ktui.lang.tracepoints import sys_enter_user_string_note
+
+            note = sys_enter_user_string_note(probe)
+            if note is not None:
+                log_line(self._log_fd, f"ktui: {probe.spec_text}: {note}")
+
     def add_probe_now(self, probe: Probe) -> ProbeStatus:
         try:
             probe = self._bind(probe)
         except KtuiError as exc:
             raise FeedError(str(exc)) from exc
+        self._log_notes(probe)
         with self._lock:
             pid_ = self._new_id(probe)
             if self._engine is not None and self._add_generic(pid_, probe):

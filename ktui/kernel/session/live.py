@@ -137,6 +137,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         _raise_fd_limit()
         self._open_return_events()
         probes = list(self.probeset.probes)
+        for probe in probes:
+            self._log_notes(probe)
         ids = [self._new_id(p) for p in probes]
         try:
             if self.options.timing:
