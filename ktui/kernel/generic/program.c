@@ -773,6 +773,20 @@ static __always_inline struct ktui_state *ktui_claim(void)
     return 0;
 }
 
+/* A hit's scratch area, who made the hit noted in it; 0 when every area
+ * is held (the hit is then counted as nested). */
+static __always_inline struct ktui_state *ktui_begin(u32 slot)
+{
+    struct ktui_state *st = ktui_claim();
+    if (!st) {
+        ktui_bump(ktui_nested.lookup(&slot));
+        return 0;
+    }
+    st->who.pid_tgid = bpf_get_current_pid_tgid();
+    st->who.have_comm = 0;
+    return st;
+}
+
 /* The hit is done with its area: release it, after everything it wrote. */
 static __always_inline int ktui_release(struct ktui_state *st, int rc)
 {
@@ -798,13 +812,9 @@ int ktui_generic(void *ctx)
         return 0;
     if (plan->flags & F_BARE)
         return ktui_count_only(slot);
-    struct ktui_state *st = ktui_claim();
-    if (!st) {
-        ktui_bump(ktui_nested.lookup(&slot));
+    struct ktui_state *st = ktui_begin(slot);
+    if (!st)
         return 0;
-    }
-    st->who.pid_tgid = bpf_get_current_pid_tgid();
-    st->who.have_comm = 0;
     st->record = (u64)ctx;
     return ktui_release(st, ktui_run(ctx, st, plan, cookie, slot, 0));
 }
@@ -825,13 +835,9 @@ int ktui_generic(struct pt_regs *ctx)
             return ktui_time_only(plan, cookie, slot, PT_REGS_RC(ctx), frame);
         return ktui_count_only(slot);
     }
-    struct ktui_state *st = ktui_claim();
-    if (!st) {
-        ktui_bump(ktui_nested.lookup(&slot));
+    struct ktui_state *st = ktui_begin(slot);
+    if (!st)
         return 0;
-    }
-    st->who.pid_tgid = bpf_get_current_pid_tgid();
-    st->who.have_comm = 0;
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* a return probe's entry: the arguments, if its return reads them */
         if (plan->flags & F_ARGS) {
@@ -902,13 +908,9 @@ int ktui_generic(u64 *ctx)
         return ktui_time_only(plan, cookie, slot, rc, frame);
     }
 #endif
-    struct ktui_state *st = ktui_claim();
-    if (!st) {
-        ktui_bump(ktui_nested.lookup(&slot));
+    struct ktui_state *st = ktui_begin(slot);
+    if (!st)
         return 0;
-    }
-    st->who.pid_tgid = bpf_get_current_pid_tgid();
-    st->who.have_comm = 0;
 #if !KTUI_FUNC_ARG_HELPERS
     /* before 5.17: one probe read of nargs + 1 words, when the plan needs any */
     u32 nargs = me->nargs;
