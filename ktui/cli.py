@@ -2,7 +2,8 @@
 
     ktui [PROBESET.yaml...] [-e SPEC...]     the dashboard (default: probesets/default.yaml)
     ktui check FILE...                       validate probe sets
-    ktui list [PATTERN...]                   kernel functions, prototypes, probe-able or why not
+    ktui list [PATTERN...]                   kernel functions, prototypes, probe-able or why not;
+                                             tracepoints and their fields (CATEGORY/EVENT)
     ktui compile FILE | -e SPEC...           print the generated BPF program
     ktui stream FILE | -e SPEC... | --from REC   NDJSON events + stats on stdout
     ktui record FILE | -e SPEC... -o OUT [-f]  raw batches to a recording (-f overwrites)
@@ -42,6 +43,7 @@ Examples:
   ktui -e 'vfs_read:c:a3 if a3 > 4096 && comm == "dd"'
   ktui check probesets/*.yaml
   ktui list 'vfs_*' 'tcp_*send*'          prototypes and whether each can be probed
+  ktui list 'syscalls/sys_enter_open*'   tracepoints and their fields
   ktui compile -e do_sys_openat2:c:fname=+0(a2):ustring
   ktui stream -e 'tcp_sendmsg:c:size=a3:u64' | jq .
   ktui record probesets/vfs.yaml -o vfs.ktrec   (Ctrl-C stops)
@@ -481,11 +483,15 @@ def _warnings_on_stderr():
 @click.option("--no-cache", is_flag=True, help="Do not read or write ~/.cache/ktui.")
 def list_cmd(patterns, as_json, wide, no_cache):
     """Kernel functions matching shell globs (default '*'), each with its
-    prototype (from BTF) and whether it can be probed, or why not.
+    prototype (from BTF) and whether it can be probed, or why not; and
+    tracepoints (a pattern with a slash), each with its fields and the type
+    each reads as.
 
     \b
     PATTERN: a glob (vfs_*, tcp_*send*), or MODULE:GLOB for one module,
     loaded or not (xfs:*). No root needed where the files are readable.
+    CATEGORY/EVENT globs list tracepoints (sched/*, 'syscalls/sys_enter_open*');
+    their formats are in tracefs, which needs root.
     """
     from ktui.listing import run_list
     from ktui.vm.boot import default_kernel

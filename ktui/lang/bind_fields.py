@@ -178,3 +178,13 @@ def default_type(what: str, field: TracepointField, col: int | None) -> str:
     kind = f"{'s' if signed else 'u'}{width * 8}"
     assert kind in INT_TYPES
     return kind
+
+
+def listed_type(field: TracepointField) -> str | None:
+    """What `field` reads as with no type of the user's (`ktui list` shows
+    it beside the field): the binding's own rule, so the listing never says
+    other than what a probe reads. None: ktui cannot read it yet."""
+    try:
+        return field_binding(field.name, field, None, None, None).type
+    except SpecError:
+        return None

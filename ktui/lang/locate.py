@@ -4,7 +4,7 @@ Checks made after loading (a function name the running kernel does not
 have) must point at the name in the file, as every other error does. The
 probe set is composed again, with the same bounded reader, and the n-th
 entry of `probes:` gives the line and column of its compact spec or of its
-`function:` value (of the function itself, past a `LABEL=`). A position is
+`function:` or `tracepoint:` value (of the target itself, past a `LABEL=`). A position is
 the entry's own where the text is not verbatim in the file (escapes,
 folded scalars).
 
@@ -66,7 +66,7 @@ def _target(item: Node, lines: range) -> ProbeTarget:
     node, form = item, "spec"
     if isinstance(item, MappingNode):
         for key, value in item.value:
-            if isinstance(key, ScalarNode) and key.value in ("spec", "function", "address"):
+            if isinstance(key, ScalarNode) and key.value in ("spec", "function", "address", "tracepoint"):
                 node, form = value, key.value
                 break
     line, col = node.start_mark.line + 1, node.start_mark.column + 1

@@ -23,6 +23,8 @@ A probe set file looks like this (see probesets/ for real ones):
       - function: vfs_write              # long form: function or address,
         kind: return                     # kind, and a list of fetches
         fetch: [retval:s64]
+      - tracepoint: sched/sched_process_exec   # long form of a tracepoint
+        fetch: [filename, args.pid]      # (kind t is implied)
 
 A bare string in `probes:` is taken as a compact spec, and a spec may start
 with the probe's label (`reads=vfs_read:c:a3`). An optional key set to null
@@ -74,7 +76,7 @@ from ktui.lang.yamlnodes import (
 TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
 SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
-    "spec", "function", "address", "kind", "fetch",
+    "spec", "function", "address", "tracepoint", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
     "hist", "count", "sum", "max_keys", "stack",
 )
@@ -82,7 +84,11 @@ AGG_KEYS = ("hist", "count", "sum", "max_keys", "stack")
 KIND_WORDS = {
     "c": Kind.CALL, "call": Kind.CALL, "kprobe": Kind.CALL,
     "r": Kind.RETURN, "return": Kind.RETURN, "kretprobe": Kind.RETURN,
+    "t": Kind.TRACEPOINT, "tracepoint": Kind.TRACEPOINT,
 }
+FORMS = ("spec", "function", "address", "tracepoint")  # what a probe attaches to: one of them
+FORM_WORDS = "spec:, function:, address: or tracepoint:"
+LONG_FORMS = "function:, address: or tracepoint:"
 
 
 
@@ -238,17 +244,17 @@ class _SetReader(NodeReader):
             probe = self.finish(self.compact(node, prefix), {}, prefix, node)
             return FAILED if probe is FAILED else (probe, node)
         items = self.mapping(node, PROBE_KEYS, "probe", prefix)
-        forms = [key for key in ("spec", "function", "address") if key in items]
+        forms = sorted((key for key in FORMS if key in items), key=lambda k: items[k][0].start_mark.index)
         if not forms:
-            self.fail(node, "a probe needs one of spec:, function: or address:", prefix)
+            self.fail(node, f"a probe needs one of {FORM_WORDS}", prefix)
         if len(forms) > 1:
-            self.fail(items[forms[1]][0], f"give only one of spec:, function: or address: "
+            self.fail(items[forms[1]][0], f"give only one of {FORM_WORDS} "
                       f"(this probe has {forms[0]}: and {forms[1]}:)", prefix)
         if forms[0] == "spec":
             for long_only in ("kind", "fetch"):
                 if long_only in items:
                     self.report(items[long_only][0], f"{long_only}: belongs to the long form "
-                                "(function: or address:); with spec: write it in the spec", prefix)
+                                f"({LONG_FORMS}); with spec: write it in the spec", prefix)
             where = items["spec"][1]
             probe = self.attempt(self.compact, self.scalar_string(where, "spec", prefix), prefix)
             labelled = "label" in items and not self.is_null(items["label"][1])
@@ -271,18 +277,28 @@ class _SetReader(NodeReader):
 
     def long_form(self, items: dict[str, tuple[Node, Node]], form: str, prefix: str) -> Probe:
         target = self.target(items[form][1], form, prefix)
-        kind = Kind.CALL
+        # `tracepoint:` implies kind t, as `function:` implies c
+        kind = Kind.TRACEPOINT if form == "tracepoint" else Kind.CALL
         if "kind" in items and not self.is_null(items["kind"][1]):
-            kind_node = items["kind"][1]
-            word = self.string(kind_node, "kind", prefix)
-            if word.strip().lower() not in KIND_WORDS:
-                self.fail(kind_node, f"kind: unknown kind {word!r}; use one of "
-                          + ", ".join(KIND_WORDS), prefix)
-            kind = KIND_WORDS[word.strip().lower()]
+            kind = self.kind(items["kind"][1], form, prefix)
         fetches = ()
         if "fetch" in items and not self.is_null(items["fetch"][1]):
-            fetches = self.fetches(items["fetch"][1], prefix)
+            fetches = self.fetches(items["fetch"][1], prefix, kind)
         return Probe(target=target, kind=kind, fetches=fetches)
+
+    def kind(self, node: Node, form: str, prefix: str) -> Kind:
+        """`kind:` of the long form, which must suit the form: t and only t
+        for a tracepoint."""
+        word = self.string(node, "kind", prefix)
+        if word.strip().lower() not in KIND_WORDS:
+            self.fail(node, f"kind: unknown kind {word!r}; use one of " + ", ".join(KIND_WORDS), prefix)
+        kind = KIND_WORDS[word.strip().lower()]
+        if form == "tracepoint" and kind is not Kind.TRACEPOINT:
+            self.fail(node, f"kind: a tracepoint takes kind t (or no kind:), got {word.strip()!r}", prefix)
+        if form != "tracepoint" and kind is Kind.TRACEPOINT:
+            self.fail(node, f"kind: t is for a tracepoint: write tracepoint: CATEGORY/NAME "
+                      f"instead of {form}:", prefix)
+        return kind
 
     def target(self, node: Node, form: str, prefix: str) -> Target:
         scalar = self.scalar(node, form, prefix, "an address" if form == "address" else "a string")
@@ -304,13 +320,19 @@ class _SetReader(NodeReader):
         if form == "function" and target.address is not None:
             self.fail(node, "function: expected a symbol such as vfs_read "
                       "(use address: for an address)", prefix)
+        if form == "function" and target.tracepoint is not None:
+            self.fail(node, f"function: {target} is a tracepoint (CATEGORY/NAME): use tracepoint:", prefix)
+        if form == "tracepoint" and target.tracepoint is None:
+            self.fail(node, "tracepoint: expected CATEGORY/NAME such as syscalls/sys_enter_openat "
+                      "(use function: or address: for a kernel function)", prefix)
         return target
 
-    def fetches(self, node: Node, prefix: str) -> tuple:
-        """`fetch:` is a list of fetch strings, or one string of them split by commas."""
+    def fetches(self, node: Node, prefix: str, kind: Kind) -> tuple:
+        """`fetch:` is a list of fetch strings, or one string of them split
+        by commas; read as `kind` reads them (a tracepoint's `flags` is a field)."""
         if isinstance(node, ScalarNode):
             scalar = self.scalar_string(node, "fetch", prefix)
-            return tuple(self.fetch(scalar, piece, start, prefix)
+            return tuple(self.fetch(scalar, piece, start, prefix, kind)
                          for piece, start in split_fetches(scalar.value))
         self.check_tag(node, prefix)
         if not isinstance(node, SequenceNode) or node.tag != SEQ:
@@ -318,12 +340,12 @@ class _SetReader(NodeReader):
         result = []
         for item in node.value:
             scalar = self.scalar_string(item, "fetch", prefix)
-            result.append(self.fetch(scalar, scalar.value, 0, prefix))
+            result.append(self.fetch(scalar, scalar.value, 0, prefix, kind))
         return tuple(result)
 
-    def fetch(self, node: ScalarNode, text: str, start: int, prefix: str):
+    def fetch(self, node: ScalarNode, text: str, start: int, prefix: str, kind: Kind):
         try:
-            return parse_fetch(text)
+            return parse_fetch(text, kind)
         except SpecError as err:
             self.fail_inside(node, err, prefix + "fetch: ", start)
 
@@ -514,7 +536,7 @@ def _probe_prefix(number: int, node: Node) -> str:
         for key_node, value_node in node.value:
             if isinstance(key_node, ScalarNode) and isinstance(value_node, ScalarNode):
                 found.setdefault(key_node.value, value_node.value)
-        name = next((found[k] for k in ("spec", "function", "address", "label") if found.get(k)), None)
+        name = next((found[k] for k in (*FORMS, "label") if found.get(k)), None)
     if name is not None:
         name = name if len(name) <= 48 else name[:45] + "..."
         return f"probe {number} ({name}): "

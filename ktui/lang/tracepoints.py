@@ -186,7 +186,7 @@ def read_format(category: str, name: str, root: str | os.PathLike[str] | None = 
     except PermissionError:
         raise TracepointError(NEEDS_ROOT) from None
     except FileNotFoundError:
-        raise TracepointError(_no_event(base, category, name), unknown=True) from None
+        raise TracepointError(no_event_message(base, category, name), unknown=True) from None
     except OSError as err:
         raise TracepointError(f"cannot read {path}: {err.strerror or err}") from None
     if len(data) > FORMAT_MAX:
@@ -217,7 +217,9 @@ def _subdirs(path: Path) -> list[str]:
         return []
 
 
-def _no_event(base: Path, category: str, name: str) -> str:
+def no_event_message(base: Path, category: str, name: str) -> str:
+    """No event `category/name` under tracefs `base`: with the category's
+    close names, or close categories when the category is not there."""
     events = list_events(category, base)
     if events:
         close = difflib.get_close_matches(name, events, n=3, cutoff=0.6)

@@ -70,7 +70,12 @@ def summary(entries: list[Entry] | Counter) -> str:
 
 
 def entries_json(entries: list[Entry], not_checked: list[str], btf: bool) -> str:
-    doc = {
+    return json.dumps(entries_doc(entries, not_checked, btf), indent=None, separators=(",", ":")) + "\n"
+
+
+def entries_doc(entries: list[Entry], not_checked: list[str], btf: bool) -> dict:
+    """`--json`'s document, before it is text (tracepoints join it: `ktui list`)."""
+    return {
         "version": JSON_VERSION,
         "btf": btf,
         "not_checked": not_checked,
@@ -81,4 +86,3 @@ def entries_json(entries: list[Entry], not_checked: list[str], btf: bool) -> str
             for e in entries
         ],
     }
-    return json.dumps(doc, indent=None, separators=(",", ":")) + "\n"
