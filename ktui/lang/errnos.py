@@ -80,6 +80,7 @@ def returns_words(returns: str) -> str:
 
 def probe_errno_mode(probe) -> ErrnoMode:
     """`errno_mode` of a bound Probe."""
-    if probe.kind is Kind.RETURN and probe.target.is_user:
+    target = getattr(probe, "target", None)  # the engines pass what has the errno fields
+    if probe.kind is Kind.RETURN and target is not None and target.is_user:
         return ErrnoMode(0, OFF_USER)
     return errno_mode(probe.errno, probe.errno_width, probe.kind, probe.return_class)

@@ -189,3 +189,11 @@ def _check(text: str):
     from ktui.lang.probeset import checks_probeset
 
     return checks_probeset(text, "set.yaml")
+
+
+def test_the_compiled_engine_refuses_a_user_function():
+    """Its C would kprobe a kernel function of the same name (libc's strlen, the kernel's)."""
+    from ktui.kernel.codegen import generate
+
+    with pytest.raises(SpecError, match="a user function \\(uprobe\\) is not compiled"):
+        generate([parse_spec(f"{LIBC}:strlen:c:a1")])
