@@ -155,8 +155,9 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         if len(files) == 1:
             set_attach = ps.attach  # kept on the set: it saves back as it was
             probes.extend(ps.probes)
-        else:  # each file's `attach:` goes with its own probes
-            probes.extend(p if p.attach else dataclasses.replace(p, attach=ps.attach) for p in ps.probes)
+        else:  # each file's `attach:` goes with its own probes (not to a user function's)
+            probes.extend(p if p.attach or p.target.is_user else dataclasses.replace(p, attach=ps.attach)
+                          for p in ps.probes)
         name, description, source = ps.name, ps.description, ps.source
         pid = pid if pid is not None else ps.pid
         comm = comm if comm is not None else ps.comm
@@ -166,6 +167,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
             probes.append(bind_probe(probe, kernel, text=text) if bind else probe)
         except SpecError as exc:  # its column counts in the -e text as typed
             raise SpecError(exc.message, source=f"-e #{i}", col=exc.col) from None
+    if bind:  # (not for `ktui vm`: the files are the guest's)
+        _check_user_targets(files, specs, probes, pid)
     seen: dict[str, int] = {}
     for i, p in enumerate(probes):
         if p.name in seen:
@@ -176,6 +179,42 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         name = name if not specs else "command line"
     return ProbeSet(name=name, description=description, probes=tuple(probes), pid=pid,
                     comm=comm, source=source if len(files) == 1 and not specs else None, attach=set_attach)
+
+
+def _check_user_targets(files, specs, probes, pid: int | None) -> None:
+    """Each user function's probe looked up in its file (`uprobe_target`),
+    its first refusal raised at file:line:col or `-e #N:col`. The notes
+    (a library without --pid...) are the session's to log, as it attaches."""
+    from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
+    from ktui.lang.grammar import parse_raw
+
+    spec_probes = probes[len(probes) - len(specs):] if specs else []
+    for probe in probes[: len(probes) - len(specs)]:
+        if probe.target.is_user:
+            try:
+                check_probe_target(probe, pid)
+            except UprobeTargetError as err:
+                raise _in_file(err, files, probe) from None
+    for i, (text, probe) in enumerate(zip(specs, spec_probes), 1):
+        if probe.target.is_user:
+            try:
+                check_probe_target(probe, pid)
+            except UprobeTargetError as err:
+                span = parse_raw(text.partition(" if ")[0])[1]  # (it parsed: it is a probe here)
+                col = span.symbol if err.part == "function" and span.symbol else span.target
+                raise UprobeTargetError(err.message, source=f"-e #{i}", col=col) from None
+
+
+def _in_file(err, files, probe):
+    """A file's probe's refusal at its line and column in the file that holds it."""
+    from ktui.lang.locate import probe_targets
+
+    for f in files:
+        for target in probe_targets(f):
+            if target.user == probe.target:
+                col = target.user_col if err.part == "function" and target.user_col else target.col
+                return type(err)(err.message, source=f, line=target.line, col=col)
+    return err
 
 
 def _kernel_names():
@@ -340,7 +379,7 @@ def _check_files(files, names, syntax_only: bool) -> int:
     no_tracefs = kernel.tracefs_problem() if kernel is not None else None
     for f in files:
         ps, errors = check_probeset(f, _binding_kernel(kernel, no_btf, no_tracefs))
-        problems = [] if syntax_only else _name_problems(f, names, ps, errors)
+        problems = [] if syntax_only else _name_problems(f, names, ps, errors) + _user_target_problems(f, ps)
         if not syntax_only and ps is not None:
             problems += _errno_problems(f, ps)
         if ps is not None:
@@ -407,6 +446,37 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
         out.append((target.line, target.col,
                     f"{path}:{target.line}:{target.col}: {kind}probe {number} ({spec}): {found.message}",
                     found.fatal))
+    return out
+
+
+def _user_target_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
+    """Each user function's probe checked in its own file (never against
+    kallsyms): an error where the file or the function cannot be probed
+    (at the path or at the function), its notes as warnings. Where the set
+    did not load, the targets that read are still looked up in their files."""
+    from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target, resolve
+    from ktui.lang.locate import probe_targets
+
+    out = []
+    for number, target in enumerate(probe_targets(path), 1):
+        if target.user is None:
+            continue
+        probe = ps.probes[number - 1] if ps is not None and number <= len(ps.probes) else None
+        spec = probe.spec_text if probe is not None else target.written
+        notes = []
+        try:
+            if probe is not None:
+                notes = check_probe_target(probe, ps.pid)[1]
+            else:
+                user = target.user
+                resolve(user.path, user.symbol, user.offset, user.address)
+        except UprobeTargetError as err:
+            col = target.user_col if err.part == "function" and target.user_col else target.col
+            out.append((target.line, col, f"{path}:{target.line}:{col}: probe {number} ({spec}): {err.message}",
+                        True))
+        for note in notes:
+            out.append((target.line, target.col,
+                        f"{path}:{target.line}:{target.col}: warning: probe {number} ({spec}): {note}", False))
     return out
 
 

@@ -6,7 +6,8 @@ or sits at an offset or a raw address (no BTF function there), needs an
 int3 kprobe. The kernel's own reasons (no BTF, too many arguments, the BTF
 deny list, a module function) are the kernel layer's (kernel/attach/attach_choice).
 `attach: fentry` on a probe with one of these reasons is an error when the
-probe set is read; with `auto` the probe goes by kprobe.
+probe set is read; with `auto` the probe goes by kprobe. A user function
+(`PATH:FUNCTION`) never goes by fentry: it is a uprobe whatever is said.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ __all__ = ["ATTACH_MODES", "effective_mode", "text_obstacle"]
 def text_obstacle(probe: Probe) -> str:
     """Why the probe's text needs a kprobe ("" when nothing does)."""
     target = probe.target
+    if target.is_user:
+        return "a user function is probed by a uprobe: fentry is for kernel functions"
     if target.address is not None:
         return "an address has no BTF function to attach fentry to"
     if target.offset:

@@ -112,7 +112,10 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     `filter_text` when given, else in `text`, else in `str(probe.filter)`.
 
     A return probe also gets what its function returns (`bind_returns`),
-    names or not."""
+    names or not. A user function's probe is returned as it is: it has no
+    BTF here, and its names were refused when it was parsed."""
+    if probe.target.is_user:
+        return probe
     if probe.kind is Kind.TRACEPOINT:
         from ktui.lang.bind_fields import EventFields  # it imports this module's Binder
 
@@ -201,7 +204,7 @@ def bind_returns(probe: Probe, kernel: Kernel | None) -> Probe:
     (`errno_width`, `return_class`: `lang.errnos`), or unchanged (not
     known: None) where BTF cannot say. Never raises: a probe runs without."""
     function = probe.target.symbol
-    if probe.kind is not Kind.RETURN or function is None or kernel is None:
+    if probe.kind is not Kind.RETURN or function is None or kernel is None or probe.target.is_user:
         return probe
     if any(mark in function for mark in COPY_MARKS):
         # a compiler copy may return other than the BTF of its original says

@@ -10,12 +10,18 @@ a field's C type as text, with no BTF type to walk). `errno` and
 `maxactive` belong to return probes, and a probe's own `attach: kprobe` or
 `attach: fentry` cannot apply (the probe set refuses it where it is
 written; a set-wide `attach:` just does not apply to tracepoints).
+
+A user function (`PATH:FUNCTION:c`, a uprobe) has no BTF here: a name in
+its fetches is refused with its column (`lang.user_probes` has its other
+rules). `retval:string` is allowed there (a user function's `char *`, e.g.
+readline's): the kernel side reads user memory for every string of one.
 """
 
 from __future__ import annotations
 
 from ktui.lang import filters, limits, names
 from ktui.lang.grammar import TRACEPOINT_VALUES, FetchSpan, SpecSpan
+from ktui.lang.user_probes import USER_NO_BTF
 from ktui.lang.limits import (
     COMM_MAX_BYTES,
     FETCH_LABEL_MAX,
@@ -53,8 +59,9 @@ def check_label(label: str, col: int | None) -> None:
         raise SpecError(f'"{label}" is a reserved name; pick another label', col=col)
 
 
-def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None) -> None:
-    """Rules that hold for one fetch; `kind` None skips the retval check."""
+def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None, *, user: bool = False) -> None:
+    """Rules that hold for one fetch; `kind` None (the probe not known yet)
+    skips the retval checks. `user`: a user function's (retval may be a string)."""
     if fetch.label is not None:
         check_label(fetch.label, span.label)
     chain: list[FetchExpr] = [fetch.expr]
@@ -76,7 +83,7 @@ def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None) -> None:
             raise SpecError(f"comm is text; drop the :{type_} type", col=type_col)
         if expr.name != "comm" and type_ is not None and type_ not in INT_TYPES:
             raise SpecError(f"{expr.name} is an integer; :{type_} does not apply (use e.g. :u32)", col=type_col)
-    if isinstance(expr, RetVal) and type_ in STRING_TYPES:
+    if isinstance(expr, RetVal) and type_ in STRING_TYPES and kind is not None and not user:
         raise SpecError(
             f"retval cannot be :{type_}; a string type applies to a1..a6, a register or +OFFSET(...)",
             col=type_col,
@@ -120,7 +127,9 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
     seen: set[str] = set()
     for index, fetch in enumerate(probe.fetches):
         fetch_span = span.fetches[index] if index < len(span.fetches) else FetchSpan(start=1)
-        check_fetch(fetch, fetch_span, probe.kind)
+        check_fetch(fetch, fetch_span, probe.kind, user=probe.target.is_user)
+        if has_names(fetch.expr) and probe.target.is_user:
+            raise SpecError(f"{_named_leaf(fetch)}: {USER_NO_BTF}", col=_named_col(fetch, fetch_span))
         if has_names(fetch.expr) and not names.may_be_parameter(probe):
             where = "an address" if probe.target.address is not None else "an offset into a function"
             raise SpecError(f"parameters are known by name at a function's entry, not at {where}: "
@@ -134,6 +143,13 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
     limits.check_count("rate_limit", probe.rate_limit, optional=True)
     if probe.filter is not None:
         check_filter(probe, filter_text)
+
+
+def _named_leaf(fetch: Fetch) -> FetchExpr:
+    expr = fetch.expr
+    while isinstance(expr, Deref):
+        expr = expr.inner
+    return expr
 
 
 def _named_col(fetch: Fetch, span: FetchSpan) -> int:

@@ -26,6 +26,7 @@ NOT_COUNTED = ("void", "unsigned", "bool", "enum", "not an integer")
 
 OFF_BY_SET = "off: by the probe set"
 OFF_NO_BTF = "off: no BTF"
+OFF_USER = "off: a user function"  # it returns no kernel errno (lang.user_probes)
 GUESSED = "guessed"  # `errno: on` without BTF: an int-sized errno, as ktui did before
 
 
@@ -79,4 +80,7 @@ def returns_words(returns: str) -> str:
 
 def probe_errno_mode(probe) -> ErrnoMode:
     """`errno_mode` of a bound Probe."""
+    target = getattr(probe, "target", None)  # the engines pass what has the errno fields
+    if probe.kind is Kind.RETURN and target is not None and target.is_user:
+        return ErrnoMode(0, OFF_USER)
     return errno_mode(probe.errno, probe.errno_width, probe.kind, probe.return_class)

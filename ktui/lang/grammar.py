@@ -8,6 +8,12 @@ is a tracepoint, and takes kind `t` (and only it does). A tracepoint has
 no registers: in its fetches the bare pt_regs words (`flags`, `ip`, `di`...)
 are field names (`flags` is a field of sys_enter_openat), and a1..a6,
 retval and the prefixed register spellings (`rdi`, `eflags`) are refused.
+
+A target that starts with `/` is a function of a user binary or library
+(a uprobe): `PATH:SYMBOL[+OFF]` or `PATH:0xADDR`. The path runs to the
+first `:`, so a path holding one cannot be written (refused, not misread),
+nor one holding a blank (clauses and ` if ` are split at blanks). It takes
+kind c or r.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from ktui.lang.limits import (
     SPEC_MAX,
     SYMBOL_MAX,
     U64_MAX,
+    USER_PATH_MAX,
+    USER_SYMBOL_MAX,
 )
 from ktui.lang.model import (
     BUILTINS,
@@ -49,6 +57,7 @@ _FETCH_HELP = ("a parameter by name (count, file->f_pos), a1..a6, retval, comm, 
                "a register (rdi, rsi, ...) or +OFFSET(FETCH)")
 _SYMBOL_CHARS = names.IDENT_CHARS | {"."}
 TRACEPOINT_EXAMPLE = "syscalls/sys_enter_openat:t"
+USER_EXAMPLE = "/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:c"
 TRACEPOINT_VALUES = ("a tracepoint's values are its fields by name (e.g. filename, flags): "
                      "a1..a6 and registers are for kernel functions")
 # Words that spell a register in a kprobe but are ordinary field names in a
@@ -75,6 +84,7 @@ class SpecSpan:
     label: int | None = None
     target: int = 1
     offset: int | None = None
+    symbol: int | None = None  # a user probe's SYMBOL or 0xADDR, past its PATH:
     fetches: list[FetchSpan] = field(default_factory=list)
 
 
@@ -154,6 +164,8 @@ def expect_end(sc: Scanner, after: str) -> None:
 def scan_target(sc: Scanner, span: SpecSpan) -> Target:
     span.target = sc.pos + 1
     c = sc.peek()
+    if c == "/":
+        return _user_target(sc, span)
     if c and c in "0123456789" and _tracefs_word(sc.text, sc.pos).endswith("/"):
         start = sc.pos
         sc.pos += len(_tracefs_word(sc.text, sc.pos)) - 1
@@ -167,23 +179,69 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
             raise sc.error("address 0 cannot be probed", start)
         return Target(address=address)
     if not c or c not in names.IDENT_START:
-        raise sc.error(f"expected a kernel symbol or a 0x address, got {sc.here()}")
+        raise sc.error(f"expected a kernel symbol, a 0x address or a /path/to/binary:function, "
+                       f"got {sc.here()}")
     start = sc.pos
     symbol = sc.word(frozenset(_SYMBOL_CHARS))
     if len(symbol) > SYMBOL_MAX:
         raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", start)
     if sc.peek() == "/":
         return _tracepoint(sc, symbol, start)
-    offset = 0
+    return Target(symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+def _user_target(sc: Scanner, span: SpecSpan) -> Target:
+    """`PATH:SYMBOL[+OFF]` or `PATH:0xADDR`, at the `/` that starts PATH."""
+    start = sc.pos
+    while sc.peek() and sc.peek() not in ": \t":
+        sc.pos += 1
+    path = sc.text[start : sc.pos]
+    if len(path) > USER_PATH_MAX:
+        raise sc.error(f"path longer than {USER_PATH_MAX} characters", start)
+    if sc.peek() in (" ", "\t"):
+        raise sc.error("a path with a blank in it cannot be written in a spec (blanks end the spec): "
+                       "probe it through a symlink without one")
+    if sc.peek() != ":":
+        raise sc.error(f"expected :FUNCTION or :0xADDRESS after the path, e.g. {USER_EXAMPLE}, "
+                       f"got {sc.here()}")
+    sc.pos += 1
+    end = sc.pos
+    while end < len(sc.text) and sc.text[end] not in ": \t":
+        end += 1
+    if "/" in sc.text[sc.pos : end]:
+        raise sc.error("a path with ':' in it cannot be probed: ':' ends the path (PATH:FUNCTION:c)", start)
+    span.symbol = sc.pos + 1
+    c = sc.peek()
+    if c and c in "0123456789":
+        at = sc.pos
+        address = sc.number(U64_MAX, "address")
+        if sc.text[at : at + 2] not in ("0x", "0X"):
+            raise sc.error("an address in a file is written in hex, as nm and objdump print it "
+                           "(e.g. 0x1139)", at)
+        if address == 0:
+            raise sc.error("address 0 cannot be probed", at)
+        return Target(path=path, address=address)
+    if not c or c not in names.IDENT_START:
+        raise sc.error(f"expected a function name or a 0x address after the path, e.g. {USER_EXAMPLE}, "
+                       f"got {sc.here()}")
+    at = sc.pos
+    symbol = sc.word(frozenset(_SYMBOL_CHARS))
+    if len(symbol) > USER_SYMBOL_MAX:
+        raise sc.error(f"function name longer than {USER_SYMBOL_MAX} characters", at)
+    return Target(path=path, symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+def _symbol_offset(sc: Scanner, span: SpecSpan, symbol: str) -> int:
+    """`+OFF` after a symbol (0 when none is written)."""
     if sc.peek() == "+":
         sc.pos += 1
         span.offset = sc.pos + 1
         if not sc.peek() or sc.peek() not in "0123456789":
             raise sc.error(f"expected an offset after +, e.g. {symbol}+0x1c, got {sc.here()}")
-        offset = sc.number(U64_MAX, "offset")
-    elif sc.peek() == "-":
+        return sc.number(U64_MAX, "offset")
+    if sc.peek() == "-":
         raise sc.error(f"a symbol offset is added, e.g. {symbol}+0x1c")
-    return Target(symbol=symbol, offset=offset)
+    return 0
 
 
 def _tracefs_word(text: str, pos: int) -> str:
@@ -359,6 +417,9 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
         raise sc.error("a probe label is a word (letters, digits, _), e.g. reads=vfs_read:c")
     if sc.peek() != ":":
         wanted = ":t" if target.tracepoint is not None else ":c or :r"
+        if target.is_user and sc.at_end() and target.symbol in ("c", "r") and not target.offset:
+            raise sc.error(f"expected {wanted} after the target, got end of spec; a user probe names "
+                           f"its function: PATH:FUNCTION:{target.symbol}")
         raise sc.error(f"expected {wanted} after the target, got {sc.here()}")
     sc.pos += 1
     sc.skip_ws()
@@ -392,6 +453,9 @@ def _kind(sc: Scanner, target: Target) -> Kind:
         raise sc.error(f"kind must be c, r or t, got {got} (c = call, r = return, t = tracepoint)",
                        kind_pos)
     kind = Kind(kind_word)
+    if target.is_user and kind is Kind.TRACEPOINT:
+        raise sc.error("kind t is for a tracepoint CATEGORY/NAME; a user function (PATH:FUNCTION) "
+                       "takes c (call) or r (return)", kind_pos)
     if target.tracepoint is not None and kind is not Kind.TRACEPOINT:
         raise sc.error(f"a tracepoint (CATEGORY/NAME) takes kind t, got {kind_word}", kind_pos)
     if target.tracepoint is None and kind is Kind.TRACEPOINT:

@@ -26,6 +26,8 @@ SET_NAME_MAX = 128  # characters of a probe set's name
 PROBE_LABEL_MAX = 64  # characters of a probe's label (its name in the table and in files)
 FETCH_LABEL_MAX = 32  # characters of a fetch label (a name filters can use)
 SYMBOL_MAX = 511  # the kernel's KSYM_NAME_LEN is 512, NUL included
+USER_PATH_MAX = 1024  # characters of a user probe's file path (PATH:SYMBOL)
+USER_SYMBOL_MAX = 2048  # characters of a user function's name (C++ and Rust mangle long names)
 
 # ---------------------------------------------------------------- probe shape
 

@@ -10,7 +10,9 @@ folded scalars).
 
 `probe_targets` also reads each entry's function name on its own, so that
 `ktui check` can ask the kernel about it even when something else in that
-probe, or in the set, has an error.
+probe, or in the set, has an error. A user function (`PATH:SYMBOL`) is
+given apart (`user`), with no `symbol`: it is looked up in its file, never
+in the kernel.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import NamedTuple
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ktui.lang.grammar import Scanner, SpecSpan, scan_probe_label, scan_target
-from ktui.lang.model import KtuiError, SpecError
+from ktui.lang.model import KtuiError, SpecError, Target
 from ktui.lang.yamlnodes import compose, content_offset, decode_utf8, read_bounded
 
 
@@ -29,13 +31,17 @@ class ProbeTarget(NamedTuple):
     """One entry of `probes:`: where its target is written (1-based), the
     function it names (None: an address, or a target that does not read),
     the lines the entry spans (an error on them is this probe's), and the
-    text that names it in messages (as the probe set reader's errors do)."""
+    text that names it in messages (as the probe set reader's errors do).
+    `user`: a user function's target (its `symbol` is then None: it is
+    no kernel function), and `user_col` where its SYMBOL or 0xADDR is."""
 
     line: int
     col: int
     symbol: str | None
     lines: range
     written: str
+    user: Target | None = None
+    user_col: int | None = None
 
 
 def target_positions(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
@@ -72,11 +78,15 @@ def _target(item: Node, lines: range) -> ProbeTarget:
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
     if not isinstance(node, ScalarNode) or form == "address":
         return ProbeTarget(line, col, None, lines, _written(node))
-    symbol, at = _symbol(node.value, form)
+    target, at, symbol_at = _target_of(node.value, form)
     offset = content_offset(node)
-    if offset is not None:
+    verbatim = offset is not None
+    if verbatim:
         col += offset + at
-    return ProbeTarget(line, col, symbol, lines, _written(node))
+    if target is not None and target.is_user:
+        user_col = col + (symbol_at - at) if verbatim else col
+        return ProbeTarget(line, col, None, lines, _written(node), target, user_col)
+    return ProbeTarget(line, col, None if target is None else target.symbol, lines, _written(node))
 
 
 def _written(node: Node) -> str:
@@ -84,9 +94,10 @@ def _written(node: Node) -> str:
     return text if len(text) <= 48 else text[:45] + "..."
 
 
-def _symbol(text: str, form: str) -> tuple[str | None, int]:
-    """The function a spec (`[LABEL=]TARGET:...`) or a `function:` value
-    names, and where it starts in `text` (0-based)."""
+def _target_of(text: str, form: str) -> tuple[Target | None, int, int]:
+    """The target a spec (`[LABEL=]TARGET:...`) or a `function:` value
+    names, where it starts in `text` and where a user function's SYMBOL
+    starts (0-based; the target's start when there is none)."""
     sc, span = Scanner(text, form), SpecSpan()
     sc.skip_ws()
     start = sc.pos
@@ -95,5 +106,6 @@ def _symbol(text: str, form: str) -> tuple[str | None, int]:
             scan_probe_label(sc, span)
         target = scan_target(sc, span)
     except SpecError:
-        return None, start
-    return target.symbol, span.target - 1
+        return None, start, start
+    at = span.target - 1
+    return target, at, (span.symbol - 1) if span.symbol is not None else at

@@ -61,8 +61,8 @@ class ProbeSetError(KtuiError):
 
 
 class Kind(enum.Enum):
-    CALL = "c"  # kprobe at function entry (or at an offset / address)
-    RETURN = "r"  # kretprobe (ktui adds an entry kprobe to measure latency)
+    CALL = "c"  # kprobe (a uprobe on a user function) at entry, or at an offset / address
+    RETURN = "r"  # kretprobe, or uretprobe (ktui adds an entry probe to measure latency)
     TRACEPOINT = "t"  # a static tracepoint (tracefs events/CATEGORY/NAME): fields by name
 
 
@@ -135,7 +135,7 @@ class Builtin:
 @dataclass(frozen=True)
 class Deref:
     """`+OFFSET(INNER)`: memory at INNER + OFFSET (kernel memory unless the
-    fetch type is `ustring`)."""
+    fetch type is `ustring`; always user memory in a user probe)."""
 
     offset: int
     inner: "FetchExpr"
@@ -368,22 +368,33 @@ def _paren(node: "FilterExpr", parent: type, *, right: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a probe attaches: `symbol[+offset]`, a raw kernel address, or
-    a tracepoint `CATEGORY/NAME` (tracefs' own path: `syscalls/sys_enter_openat`)."""
+    """Where a probe attaches: `symbol[+offset]`, a raw kernel address, a
+    tracepoint `CATEGORY/NAME` (tracefs' own path: `syscalls/sys_enter_openat`),
+    or, with `path`, a function of a user binary or library (a uprobe):
+    `PATH:SYMBOL[+0xOFF]` or `PATH:0xADDR`, the address in the file's own
+    virtual addresses (as `nm` and `objdump` print them)."""
 
     symbol: str | None = None
     offset: int = 0
     address: int | None = None
     tracepoint: str | None = None
+    path: str | None = None  # absolute; a user function's file (ktui.kernel.symbols.uprobe_target)
+
+    @property
+    def is_user(self) -> bool:
+        """A function in a user binary or library, not in the kernel."""
+        return self.path is not None
 
     def __str__(self) -> str:
         if self.tracepoint is not None:
             return self.tracepoint
         if self.address is not None:
-            return f"0x{self.address:x}"
-        if self.offset:
-            return f"{self.symbol}+0x{self.offset:x}"
-        return str(self.symbol)
+            where = f"0x{self.address:x}"
+        elif self.offset:
+            where = f"{self.symbol}+0x{self.offset:x}"
+        else:
+            where = str(self.symbol)
+        return where if self.path is None else f"{self.path}:{where}"
 
 
 ATTACH_MODES = ("auto", "kprobe", "fentry")

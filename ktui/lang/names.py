@@ -183,6 +183,10 @@ def resolve(probe: Probe, name: str) -> Resolved:
         bound = (probe.bindings or {}).get(name)
         if bound is not None and bound.binding is not None and bound.binding.expr is not None:
             return Resolved(name, bound.binding.expr, bound.binding.type)
+        if probe.target.is_user:
+            from ktui.lang.user_probes import USER_NO_BTF  # it imports model, as this module does
+
+            raise UnknownName(f'unknown name "{name}": {USER_NO_BTF} (or a fetch\'s label)')
         if probe.bindings is None and may_be_parameter(probe):
             # Checked against the kernel's BTF when the probe is bound.
             return Resolved(name, Named(name), "u64", deferred=True)
@@ -200,8 +204,10 @@ def _has_steps(name: str) -> bool:
 def may_be_parameter(probe: Probe) -> bool:
     """Whether names can mean parameters here: at a function's entry (or
     its return), not at an offset into it or an address; or a tracepoint's
-    fields."""
+    fields. Never in a user function: it has no BTF here."""
     target = probe.target
+    if target.is_user:
+        return False
     if target.tracepoint is not None:
         return True
     return target.symbol is not None and not target.offset and target.address is None

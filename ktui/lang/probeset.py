@@ -20,6 +20,8 @@ A probe set file looks like this (see probesets/ for real ones):
                                          # default as BTF's return type says
       - spec: syscalls/sys_enter_openat:t:filename:ustring   # a tracepoint:
         filter: flags > 0                # its fields by name (docs/probe-language.md)
+      - spec: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc:c:a1   # a user function
+                                         # (a uprobe): a1..a6, registers, retval
       - function: vfs_write              # long form: function or address,
         kind: return                     # kind, and a list of fetches
         fetch: [retval:s64]
@@ -58,6 +60,7 @@ from ktui.lang.model import ATTACH_MODES, Aggregate, Kind, Probe, ProbeSet, Prob
 from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.spec import parse_fetch, parse_spec_clauses, parse_target, validate_probe
+from ktui.lang.user_probes import USER_ERRNO, USER_MAXACTIVE, check_user_aggregate, user_attach_problem
 from ktui.lang.yamlnodes import (
     FAILED,
     INT,
@@ -380,6 +383,12 @@ class _SetReader(NodeReader):
                     changes[key] = value
         if probe is FAILED:
             return FAILED
+        if probe.target.is_user and ("maxactive" in changes or user_attach_problem(changes.get("attach", ""))
+                                     or ("errno" in changes and probe.kind is Kind.RETURN)):
+            key = next(k for k in ("maxactive", "errno", "attach") if k in changes)
+            why = {"maxactive": USER_MAXACTIVE, "errno": USER_ERRNO}.get(key) or user_attach_problem(changes[key])
+            self.attempt(self.fail, items[key][0], why, prefix)
+            return FAILED
         if "maxactive" in changes and probe.kind is not Kind.RETURN:
             self.attempt(self.fail, items["maxactive"][0], "maxactive: only a return probe (:r) has one "
                          "(the calls its kretprobe follows at once)", prefix)
@@ -400,8 +409,10 @@ class _SetReader(NodeReader):
             probe = agg_probe
         probe = dataclasses.replace(probe, **changes)
         forced = items["attach"][0] if "attach" in changes else None
-        # A set-wide `attach:` is for its kprobes: it does not apply to a tracepoint.
-        if (changes.get("attach") or self.set_attach) == "fentry" and probe.kind is not Kind.TRACEPOINT:
+        # A set-wide `attach:` is for its kprobes: it does not apply to a
+        # tracepoint, nor to a user function (a uprobe).
+        if ((changes.get("attach") or self.set_attach) == "fentry" and probe.kind is not Kind.TRACEPOINT
+                and not probe.target.is_user):
             why = text_obstacle(probe)
             if why:
                 where = forced if forced is not None else target_node
@@ -497,6 +508,8 @@ class _SetReader(NodeReader):
                            stack=agg.get("stack", base.stack))
         try:
             check_aggregate(merged, probe.kind)
+            if probe.target.is_user:
+                check_user_aggregate(merged)
         except SpecError as err:
             key = next((k for k in AGG_KEYS if k in agg and err.message.startswith(k)),
                        next(k for k in AGG_KEYS if k in agg))
@@ -514,11 +527,13 @@ class _SetReader(NodeReader):
 
 
 def with_set_maxactive(probes: tuple[Probe, ...], maxactive: int) -> tuple[Probe, ...]:
-    """The set's `maxactive:` given to each return probe that sets none."""
+    """The set's `maxactive:` given to each return probe that sets none
+    (not to a user function's: a uretprobe has none)."""
     if not maxactive:
         return probes
     return tuple(dataclasses.replace(p, maxactive=maxactive)
-                 if p.kind is Kind.RETURN and not p.maxactive else p for p in probes)
+                 if p.kind is Kind.RETURN and not p.maxactive and not p.target.is_user else p
+                 for p in probes)
 
 
 def _errno_mode(word: str) -> str:

@@ -5,12 +5,15 @@
     vfs_read:r:retval:s64,a3:u32
     do_sys_openat2:c:fname=+0(a2):ustring
     0xffffffff81234560:c:rdi,rsi
+    /usr/lib/x86_64-linux-gnu/libc.so.6:malloc:c:a1
+    /usr/bin/bash:readline:r:retval:string
     syscalls/sys_enter_openat:t:filename:ustring,flags
     opens=sched/sched_process_exec:t:filename
 
 LABEL (a word, as in perf probe's `EVENT=FUNC`) names the probe in the
 dashboard and in events; TARGET is a kernel symbol (`foo.isra.0`),
-`symbol+offset`, a 0x address or a tracepoint `CATEGORY/NAME`; KIND is `c`
+`symbol+offset`, a 0x address, a tracepoint `CATEGORY/NAME` or a user
+function `PATH:SYMBOL[+OFF]` / `PATH:0xADDR` (a uprobe); KIND is `c`
 (kprobe), `r` (kretprobe) or `t` (a tracepoint, and only a tracepoint);
 a FETCH is `[label=]EXPR[:type]` where EXPR is a1..a6, a register, retval,
 comm/pid/tid/cpu, a parameter by name or a kernel-style dereference
@@ -42,6 +45,7 @@ from ktui.lang.grammar import (
 )
 from ktui.lang.limits import MAX_DEREF
 from ktui.lang.model import ERRNO_MODES, Deref, Fetch, Kind, Probe, SpecError, Target
+from ktui.lang.user_probes import check_user_aggregate, check_user_options
 
 
 def parse_spec(text: str) -> Probe:
@@ -60,6 +64,8 @@ def parse_spec_clauses(text: str) -> Probe:
         return probe
     try:
         agg = parse_clauses(clauses, probe.kind)
+        if probe.target.is_user:
+            check_user_aggregate(agg)
     except SpecError as err:
         col = clauses_at + 1 if err.col is None else err.col + clauses_at
         raise SpecError(err.message, col=col) from None
@@ -105,7 +111,7 @@ def parse_fetch(text: str, kind: Kind | None = None) -> Fetch:
 
 
 def parse_target(text: str) -> Target:
-    """`symbol`, `symbol+offset`, `0xADDRESS` or `CATEGORY/NAME`."""
+    """`symbol`, `symbol+offset`, `0xADDRESS`, `CATEGORY/NAME`, `PATH:SYMBOL[+OFF]` or `PATH:0xADDR`."""
     sc = Scanner(check_text(text, "target"), "target")
     sc.skip_ws()
     target = scan_target(sc, SpecSpan())
@@ -153,6 +159,8 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
         raise SpecError("errno: only a return probe (:r) has errnos (its return value)")
     if probe.kind is Kind.TRACEPOINT:
         check_tracepoint_options(probe)
+    if isinstance(probe.target, Target) and probe.target.is_user:
+        check_user_options(probe)
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

@@ -1,7 +1,9 @@
 """What the running kernel says of a probe that parses: is its function
 there and probe-able, and do its names exist (BTF)? The add dialog asks
 this off the UI thread as the user types, so that `vfs_raed` or
-`file->f_pso` is caught before anything compiles or attaches.
+`file->f_pso` is caught before anything compiles or attaches. A user
+function (`PATH:FUNCTION`) is looked up in its file instead, never among
+the kernel's functions.
 
 Plain Python (no Textual): the answers come from the same function index
 the browser and the completion use, loaded once.
@@ -14,6 +16,7 @@ from typing import NamedTuple
 
 from ktui.btf.decode import BtfError
 from ktui.kernel.symbols.ksyms import close_names
+from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
 from ktui.lang.bind import bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.kernel_names import KernelNames
@@ -46,6 +49,8 @@ class ProbeCheck:
         self._names: KernelNames | None = None
 
     def problem(self, probe: Probe, spec_text: str) -> KernelProblem | None:
+        if probe.target.is_user:
+            return _user_function_problem(probe, spec_text)
         functions = self.index.load()
         if functions.catalog is None or not functions.entries:
             return None  # no kernel to ask (replay, or the catalog failed): the session decides
@@ -83,6 +88,22 @@ class ProbeCheck:
                 f"{symbol} is in module {entry.module}, which is not loaded (modprobe it first)",
                 col=col), fatal=False)
         return None
+
+
+def _user_function_problem(probe: Probe, spec_text: str) -> KernelProblem | None:
+    """Its file's refusal, at the path or at the function. (Notes, such as
+    a library probed without --pid, are the session's to log: the dialog
+    does not know the session's pid.)"""
+    try:
+        check_probe_target(probe, None)
+    except UprobeTargetError as err:
+        try:
+            span = parse_raw(spec_text)[1]
+            col = span.symbol if err.part == "function" and span.symbol else span.target
+        except SpecError:
+            col = None
+        return KernelProblem("spec", SpecError(err.message, col=col))
+    return None
 
 
 def _target_col(spec_text: str) -> int | None:

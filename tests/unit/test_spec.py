@@ -493,6 +493,8 @@ _IDENT = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,31}", fullmatch=True)
 _LABELS = _IDENT.filter(lambda w: not names.is_reserved(w))
 _SYMBOLS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}(\.(isra|constprop|cold)(\.[0-9])?)?", fullmatch=True)
 _OFFSETS = st.integers(-(2**63 - 1), 2**63 - 1)
+# a user function's file: absolute, no ':' and no blank (the grammar's limits)
+_PATHS = st.from_regex(r"(/[A-Za-z0-9_.+@,=-]{1,12}){1,4}", fullmatch=True)
 
 
 @st.composite
@@ -520,9 +522,12 @@ def _types_for(expr) -> list[str | None]:
 
 
 @st.composite
-def _fetch(draw, kind: Kind):
+def _fetch(draw, kind: Kind, user: bool = False):
     expr = draw(_fetch_expr(kind))
-    type_ = draw(st.sampled_from(_types_for(expr)))
+    types = _types_for(expr)
+    if user and isinstance(expr, RetVal):
+        types += ["string", "ustring"]  # a user function's char *: its string
+    type_ = draw(st.sampled_from(types))
     label = draw(st.one_of(st.none(), _LABELS))
     return Fetch(expr, type_, label)
 
@@ -533,12 +538,18 @@ def valid_probes(draw):
     if kind is Kind.TRACEPOINT:
         target = Target(tracepoint=draw(st.sampled_from(("syscalls/sys_enter_openat", "sched/sched_switch",
                                                          "9p/9p_client_req"))))
+    elif draw(st.booleans()):  # a user function: PATH:SYMBOL[+OFF] or PATH:0xADDR
+        if draw(st.booleans()):
+            target = Target(address=draw(st.integers(1, 2**64 - 1)), path=draw(_PATHS))
+        else:
+            offset = 0 if kind is Kind.RETURN else draw(st.one_of(st.just(0), st.integers(1, 2**64 - 1)))
+            target = Target(draw(_SYMBOLS), offset, path=draw(_PATHS))
     elif draw(st.booleans()):
         target = Target(address=draw(st.integers(1, 2**64 - 1)))
     else:
         offset = 0 if kind is Kind.RETURN else draw(st.one_of(st.just(0), st.integers(1, 2**64 - 1)))
         target = Target(draw(_SYMBOLS), offset)
-    fetches = draw(st.lists(_fetch(kind), max_size=8, unique_by=lambda f: f.name))
+    fetches = draw(st.lists(_fetch(kind, target.is_user), max_size=8, unique_by=lambda f: f.name))
     return Probe(target, kind, tuple(fetches))
 
 

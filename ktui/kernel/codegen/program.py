@@ -60,6 +60,9 @@ class Program:
 # A tracepoint runs on the shipped generic program's tracepoint variant:
 # no compiled program ever takes one (kernel/generic/program.c).
 NOT_COMPILED = "a tracepoint is never compiled: it runs on the generic program's tracepoint variant"
+# A user function's probe (a uprobe) is no kprobe: the C here would attach
+# to a kernel function of its name.
+USER_NOT_COMPILED = "a user function (uprobe) is not compiled: the generic engine runs it"
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:
@@ -94,6 +97,8 @@ def generate(
     for probe in probes:
         if probe.kind is Kind.TRACEPOINT:
             raise SpecError(f"{probe.name}: {NOT_COMPILED}")
+        if probe.target.is_user:
+            raise SpecError(f"{probe.name}: {USER_NOT_COMPILED}")
     if buffer not in (RINGBUF, PERF):
         raise ValueError(f"unknown buffer kind {buffer!r}")
     if ringbuf_pages & (ringbuf_pages - 1):
