@@ -57,20 +57,22 @@ class Program:
         return f"ktui_p{index}"
 
 
-# A tracepoint runs on the shipped generic program's tracepoint variant:
-# no compiled program ever takes one (kernel/generic/program.c).
-NOT_COMPILED = "a tracepoint is never compiled: it runs on the generic program's tracepoint variant"
-# A user function's probe (a uprobe) is no kprobe: the C here would attach
-# to a kernel function of its name.
-USER_NOT_COMPILED = "a user function (uprobe) is not compiled: the generic engine runs it"
+# A tracepoint runs on the shipped generic program's tracepoint variant,
+# and a user function's probe (a uprobe) reads the process's memory, which
+# only the generic program does (kernel/generic/program.c); the C here would
+# attach to a kernel function of its name. No compiled program takes either.
+NOT_COMPILED = "never compiled: tracepoints and user-space probes run on the generic program"
+
+
+def never_compiled(probe: Probe) -> bool:
+    return probe.kind is Kind.TRACEPOINT or probe.target.is_user
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:
-    """(the probes a compiled program takes, the tracepoints it leaves to
-    the generic program), each in the set's order."""
+    """(the probes a compiled program takes, those it leaves to the generic
+    program), each in the set's order."""
     probes = probes.probes if isinstance(probes, ProbeSet) else tuple(probes)
-    return (tuple(p for p in probes if p.kind is not Kind.TRACEPOINT),
-            tuple(p for p in probes if p.kind is Kind.TRACEPOINT))
+    return (tuple(p for p in probes if not never_compiled(p)), tuple(p for p in probes if never_compiled(p)))
 
 
 def generate(
@@ -95,10 +97,8 @@ def generate(
     if not probes:
         raise SpecError("nothing to compile: the probe set is empty")
     for probe in probes:
-        if probe.kind is Kind.TRACEPOINT:
+        if never_compiled(probe):
             raise SpecError(f"{probe.name}: {NOT_COMPILED}")
-        if probe.target.is_user:
-            raise SpecError(f"{probe.name}: {USER_NOT_COMPILED}")
     if buffer not in (RINGBUF, PERF):
         raise ValueError(f"unknown buffer kind {buffer!r}")
     if ringbuf_pages & (ringbuf_pages - 1):

@@ -121,7 +121,8 @@ class Fetch(ctypes.Structure):
         ("reg", ctypes.c_uint16),
         ("dest", ctypes.c_uint16),  # payload offset
         ("loc", ctypes.c_uint8),  # LOC_*
-        ("pad", ctypes.c_uint8 * 7),
+        ("user", ctypes.c_uint8),  # 1: its memory is the process's (a uprobe), not the kernel's
+        ("pad", ctypes.c_uint8 * 6),
         ("offs", ctypes.c_int64 * MAX_DEREF),
     ]
 

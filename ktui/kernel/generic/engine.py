@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ktui.kernel.maps import bpfsys
-from ktui.kernel.attach import kprobe_pmu, tracepoint_pmu
+from ktui.kernel.attach import kprobe_pmu, tracepoint_pmu, uprobe_pmu
 from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.counter import Counters, comms_by_slot, forget_comms, top_comms
@@ -92,6 +92,8 @@ class Slot:
         if self.tracepoint:
             return "tracepoint"
         ret = self.probe.kind is Kind.RETURN
+        if self.probe.target.is_user:
+            return "uretprobe" if ret else "uprobe"
         if self.tracing:
             return "fexit" if ret else "fentry"
         return "kretprobe" if ret else "kprobe"
@@ -218,14 +220,26 @@ class GenericEngine:
         to the dispatcher with the slot's cookie. `open_return() -> perf fd`
         opens a return probe's kretprobe (its tracefs event, where misses
         are counted: kretprobe_events); None: through the PMU. Raises OSError."""
+        def open_pmu(retprobe: bool):
+            return lambda: kprobe_pmu.open_kprobe(symbol, offset, retprobe, address)
+
+        self._attach_halves(slot, open_pmu, open_return)
+
+    def attach_user(self, slot: Slot, path: str, file_offset: int, pid: int | None) -> None:
+        """A uprobe (and for a return probe, its entry uprobe first) at
+        `file_offset` of `path`, linked to the dispatcher as a kprobe is (a
+        uprobe runs kprobe programs); `pid`: only that process takes the
+        breakpoint (a pid-scoped perf event). Raises OSError."""
+        def open_pmu(retprobe: bool):
+            return lambda: uprobe_pmu.open_uprobe(path, file_offset, retprobe, pid)
+
+        self._attach_halves(slot, open_pmu, None)
+
+    def _attach_halves(self, slot: Slot, open_pmu, open_return) -> None:
         if slot.fds:
             return
         early = self.comm is None and slot.probe.filter is None
         retprobe = slot.probe.kind is Kind.RETURN
-
-        def open_pmu(retprobe: bool):
-            return lambda: kprobe_pmu.open_kprobe(symbol, offset, retprobe, address)
-
         fds: list[int] = []
         try:
             if retprobe:

@@ -79,12 +79,13 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
     ret = probe.kind is Kind.RETURN
     flags = abi.F_RETURN if ret else 0
     ret = ret or tracing  # where arguments are read from: st->args
+    user = probe.target.is_user  # a uprobe: its memory is the process's
     if probe.emits_events:
         flags |= abi.F_EMITS
     for i, slot in enumerate(layout.slots):
-        _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret)
+        _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret, user)
     plan.nfetch = len(layout.slots)
-    scratch = _Scratch(plan, layout, ret)
+    scratch = _Scratch(plan, layout, ret, user)
     if probe.agg is not None:
         _fill_aggregate(plan, probe.agg, layout, scratch)
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
@@ -139,8 +140,8 @@ class _Scratch:
     only compared, a key only counted), each into payload words past the
     probe's record, scratch no record holds. One per value and type."""
 
-    def __init__(self, plan: abi.Plan, layout: ProbeLayout, ret: bool) -> None:
-        self.plan, self.ret = plan, ret
+    def __init__(self, plan: abi.Plan, layout: ProbeLayout, ret: bool, user: bool) -> None:
+        self.plan, self.ret, self.user = plan, ret, user
         self.dest = (layout.payload_size + 7) // 8 * 8
         self.own: dict[tuple, int] = {}
 
@@ -153,7 +154,7 @@ class _Scratch:
         i = self.plan.nfetch
         if i >= abi.MAX_FETCHES or self.dest > abi.PAYLOAD_MAX - abi.STRING_MAX:
             raise NotGeneric("the fetches, aggregations and filter hold more values than the generic program does")
-        _fill_fetch(self.plan.fetch[i], fetch, self.dest, kind, self.ret)
+        _fill_fetch(self.plan.fetch[i], fetch, self.dest, kind, self.ret, self.user)
         self.dest += abi.STRING_MAX if kind == "str" else 8
         self.plan.nfetch = i + 1
         self.own[key] = i
@@ -258,8 +259,9 @@ def _source(expr, ret: bool) -> _Operand:
     raise AssertionError(expr)
 
 
-def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> None:
-    """Fill one abi.Fetch."""
+def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, user: bool = False) -> None:
+    """Fill one abi.Fetch. `user`: a user-space probe's, whose pointers and
+    strings are all the probed process's memory (`:string` too)."""
     if slot_kind == "header":
         f.kind = abi.K_HEADER
         return
@@ -286,9 +288,10 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool) -> 
     for d, off in enumerate(chain):
         f.offs[d] = off
     f.dest = offset
+    f.user = int(user)
     ftype = fetch.effective_type
     if ftype in STRING_TYPES:
-        f.kind = abi.K_USTR if ftype == "ustring" else abi.K_KSTR
+        f.kind = abi.K_USTR if ftype == "ustring" or user else abi.K_KSTR
     else:
         f.kind = abi.K_SINT if slot_kind == "sint" else abi.K_UINT
         f.width = (64 if ftype == "symbol" else int(ftype[1:])) // 8

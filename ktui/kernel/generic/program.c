@@ -208,11 +208,21 @@ static __always_inline u8 *ktui_string_slot(struct ktui_state *st, u64 dest)
     return (u8 *)w;
 }
 
+/* Memory a fetch reads: the kernel's, or for a user-space probe (a
+ * uprobe: plan Fetch.user) the probed process's. */
+static __always_inline void ktui_read(void *dst, u32 size, u64 addr, u8 user)
+{
+    if (user)
+        bpf_probe_read_user(dst, size, (void *)addr);
+    else
+        bpf_probe_read_kernel(dst, size, (void *)addr);
+}
+
 /* n - 1 pointer hops, then the final offset (kprobe_events' +OFF(...)) */
 #define KTUI_HOP(d)                                                           \
     if ((d) + 1 < n) {                                                        \
         u64 next = 0;                                                         \
-        bpf_probe_read_kernel(&next, sizeof(next), (void *)(addr + f->offs[d])); \
+        ktui_read(&next, sizeof(next), addr + f->offs[d], f->user);           \
         addr = next;                                                          \
     }
 
@@ -256,13 +266,13 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     if (n) {
         v = 0;
         if (width == 1)
-            bpf_probe_read_kernel(&v, 1, (void *)addr);
+            ktui_read(&v, 1, addr, f->user);
         else if (width == 2)
-            bpf_probe_read_kernel(&v, 2, (void *)addr);
+            ktui_read(&v, 2, addr, f->user);
         else if (width == 4)
-            bpf_probe_read_kernel(&v, 4, (void *)addr);
+            ktui_read(&v, 4, addr, f->user);
         else
-            bpf_probe_read_kernel(&v, 8, (void *)addr);
+            ktui_read(&v, 8, addr, f->user);
     }
     v = ktui_extend(v, width, f->kind == K_SINT);
     st->vals[i] = v;

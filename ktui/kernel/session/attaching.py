@@ -96,6 +96,8 @@ class AttachingMixin:
             return self._attach_fentry(pid_)
         if slot.tracepoint:
             return self._attach_tracepoint(pid_)
+        if probe.target.is_user:
+            return self._attach_user(pid_)
         reason = precheck(probe)
         opener = None
         if not reason:
@@ -137,6 +139,36 @@ class AttachingMixin:
             log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
             return self._set_status(pid_, ProbeState.FAILED, reason)
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _attach_user(self, pid_: int) -> ProbeStatus:
+        """A user-space probe: its file offset found in its ELF file (once:
+        the file is read when the probe first attaches), then uprobes on it,
+        only in the set's --pid where it has one. The log gets its notes (a
+        shared library probed in every process)."""
+        from ktui.kernel.attach.explain import explain_attach_error
+        from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
+
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        pid = self.probeset.pid
+        try:
+            target, notes = check_probe_target(probe, pid)
+        except UprobeTargetError as exc:
+            return self._failed(pid_, str(exc))
+        for note in notes:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: {note}")
+        try:
+            self._engine.attach_user(slot, target.path, target.file_offset, pid)
+        except OSError as exc:
+            return self._failed(pid_, explain_attach_error(probe, exc, None, self.symbols))
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is None and not slot.counter:
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _failed(self, pid_: int, reason: str) -> ProbeStatus:
+        log_line(self._log_fd, f"ktui: {self._probes[pid_].spec_text}: {reason}")
+        return self._set_status(pid_, ProbeState.FAILED, reason)
 
     def _detach(self, pid_: int) -> None:
         if pid_ in self._slots:

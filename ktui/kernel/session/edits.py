@@ -14,9 +14,20 @@ from ktui.lang.bind import bind_probe, needs_binding
 from ktui.lang.model import Kind, KtuiError, Probe
 from ktui.record.feed import FeedError, ProbeState, ProbeStatus
 
-# why a tracepoint probe cannot run where the generic engine does not
-TRACEPOINT_GENERIC = ("a tracepoint runs on the generic engine only (attach cookies, kernel 5.15+, "
-                      "and events by ring buffer: not --engine compiled or --buffer perf)")
+# why a tracepoint or user-space probe cannot run where the generic engine does not
+GENERIC_ONLY = ("runs on the generic engine only (attach cookies, kernel 5.15+, "
+                "and events by ring buffer: not --engine compiled or --buffer perf)")
+
+
+def generic_only(probe: Probe) -> str:
+    """Why `probe` is never compiled ("" when it may be): a tracepoint runs on
+    the generic program's own variant, and a uprobe's reads of user memory
+    are the generic program's alone."""
+    if probe.kind is Kind.TRACEPOINT:
+        return f"a tracepoint {GENERIC_ONLY}"
+    if probe.target.is_user:
+        return f"a user-space probe {GENERIC_ONLY}"
+    return ""
 
 
 class EditsMixin:
@@ -74,12 +85,12 @@ class EditsMixin:
                 return self._set_status(pid_, ProbeState.OFF)
         if self._engine is None:
             self._note_compiled(pid_, probe)
-        if probe.kind is Kind.TRACEPOINT:  # no compiled unit takes it
+        if generic_only(probe):  # no compiled unit takes it
             with self._lock:
                 del self._probes[pid_]
                 del self._status[pid_]
                 self._refused.pop(pid_, None)
-            raise FeedError(TRACEPOINT_GENERIC)
+            raise FeedError(generic_only(probe))
         try:
             self._compile_unit([probe], [pid_])
         except KtuiError as exc:
@@ -102,8 +113,8 @@ class EditsMixin:
         try:
             self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs)
         except NotGeneric as why:
-            if probe.kind is Kind.TRACEPOINT:
-                self._refused[pid_] = f"{TRACEPOINT_GENERIC}: {why}"
+            if generic_only(probe):
+                self._refused[pid_] = f"{generic_only(probe)}: {why}"
                 return True
             log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
             self._refused.pop(pid_, None)
@@ -113,9 +124,9 @@ class EditsMixin:
 
     def _note_compiled(self, pid_: int, probe: Probe) -> None:
         """A compiled probe goes by kprobe: one told `attach: fentry` fails.
-        A tracepoint is never compiled: it fails, saying why."""
-        if probe.kind is Kind.TRACEPOINT:
-            self._refused[pid_] = TRACEPOINT_GENERIC
+        A tracepoint or user-space probe is never compiled: it fails, saying why."""
+        if generic_only(probe):
+            self._refused[pid_] = generic_only(probe)
             return
         choice = self._choose(probe, generic=False)
         if choice.refused:

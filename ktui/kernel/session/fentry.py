@@ -24,7 +24,8 @@ class FentryMixin:
         from ktui.kernel.attach.attach_choice import KPROBE, Choice, choose, without_compile
         from ktui.lang.attach_rules import effective_mode
 
-        if probe.kind is Kind.TRACEPOINT:  # neither: its own program type (attaching._attach_tracepoint)
+        if probe.kind is Kind.TRACEPOINT or probe.target.is_user:
+            # neither: a tracepoint's own program type, or a uprobe (kprobe programs)
             return Choice(KPROBE)
         mode = effective_mode(probe, self.probeset.attach, self.options.attach)
         if mode == KPROBE:

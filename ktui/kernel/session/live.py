@@ -55,14 +55,14 @@ from ktui.kernel.session.loader import BccLoader, Loader
 from ktui.kernel.quiet import log_line, open_log
 from ktui.kernel.session.unit import Unit
 from ktui.lang.bind import Kernel
-from ktui.lang.model import Kind, KtuiError, Probe, ProbeSet
+from ktui.lang.model import KtuiError, Probe, ProbeSet
 from ktui.record.feed import FeedError, ProbeState, ProbeStatus, SystemInfo
 from ktui.kernel.session.engine_start import EngineStartMixin
 from ktui.kernel.session.attaching import AttachingMixin
 from ktui.kernel.session.fentry import FentryMixin
 from ktui.kernel.session.return_events import ReturnEventsMixin
 from ktui.kernel.session.reading import ReadingMixin
-from ktui.kernel.session.edits import EditsMixin
+from ktui.kernel.session.edits import EditsMixin, generic_only
 from ktui.kernel.session.options import SessionOptions
 
 
@@ -154,8 +154,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
                 for pid_ in ids:
                     self._note_compiled(pid_, self._probes[pid_])
                 self.loaded.set()
-            # a tracepoint no engine runs (edits.TRACEPOINT_GENERIC) joins no compiled unit
-            for pid_ in [i for i in ids if self._probes[i].kind is Kind.TRACEPOINT]:
+            # a probe only the generic engine runs (edits.generic_only) joins no compiled unit
+            for pid_ in [i for i in ids if generic_only(self._probes[i])]:
                 ids.remove(pid_)
                 self._set_status(pid_, ProbeState.FAILED, self._refused[pid_])
                 probes = [self._probes[i] for i in ids]

@@ -58,8 +58,8 @@ class ReturnEventsMixin:
         from ktui.kernel.attach.kretprobe_events import default_maxactive
 
         probe = self._probes[pid_]
-        if probe.kind is not Kind.RETURN or precheck(probe):
-            return None, ""
+        if probe.kind is not Kind.RETURN or precheck(probe) or probe.target.is_user:
+            return None, ""  # (a uretprobe goes by the PMU: tracefs events are for kretprobes)
         maxactive = probe.maxactive or self.probeset.maxactive
         if self._returns is None:
             if maxactive:
