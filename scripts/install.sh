@@ -29,6 +29,8 @@ if [ "$want_test" = 1 ]; then
     # tests/unit/test_usyms.py and tests/kernel/test_user_stacks.py build a
     # small C program with frame pointers and read it back (nm, strip).
     apt_pkgs+=(gcc binutils)
+    # USDT probes: the tests build a program with sys/sdt.h's probe points.
+    apt_pkgs+=(systemtap-sdt-dev)
 fi
 if [ "$want_vm" = 1 ]; then
     # The VM rig: a stock Debian kernel booted under software emulation.
