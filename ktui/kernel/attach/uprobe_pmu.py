@@ -30,6 +30,16 @@ def pmu_type() -> int:
         raise OSError(errno.ENOENT, "this kernel has no uprobe PMU (CONFIG_UPROBE_EVENTS off?)") from exc
 
 
+def _ref_ctr_shift() -> int:
+    # format/ref_ctr_offset reads "config:32-63" (4.20+)
+    try:
+        text = (_PMU_DIR / "format" / "ref_ctr_offset").read_text().strip()
+        return int(text.split(":")[1].split("-")[0])
+    except (OSError, ValueError, IndexError) as exc:
+        raise OSError(errno.EOPNOTSUPP, "this kernel's uprobe PMU has no ref_ctr_offset (a USDT "
+                                        "semaphore needs 4.20+)") from exc
+
+
 def _retprobe_bit() -> int:
     # format/retprobe reads "config:0", as the kprobe PMU's; read it anyway.
     try:
@@ -39,13 +49,20 @@ def _retprobe_bit() -> int:
         return 1
 
 
-def open_uprobe(path: str, file_offset: int, retprobe: bool, pid: int | None = None) -> int:
+def open_uprobe(path: str, file_offset: int, retprobe: bool, pid: int | None = None,
+                ref_ctr_offset: int = 0) -> int:
     """A uprobe (or uretprobe) perf event at `file_offset` of `path`, not yet
     enabled and running nothing; `pid`: only that process's hits (a
-    pid-scoped event), None: every process's. Close the fd to remove it."""
+    pid-scoped event), None: every process's. `ref_ctr_offset`: the file
+    offset of a USDT probe's semaphore, which the kernel increments in
+    every process mapping the file while the probe is there (the program
+    then takes its `if (SEMAPHORE_ENABLED)` branch), 0: none. Close the fd
+    to remove it."""
     attr = PerfEventAttr()
     attr.type = pmu_type()
     attr.config = _retprobe_bit() if retprobe else 0
+    if ref_ctr_offset:
+        attr.config |= ref_ctr_offset << _ref_ctr_shift()
     attr.sample_period = 1
     attr.wakeup_events = 1
     name = ctypes.create_string_buffer(path.encode())

@@ -52,7 +52,7 @@ SRC_TID = 5
 SRC_CPU = 6
 SRC_RECORD = 7  # a tracepoint's record: the base its fields are read from
 SRC_VAL = 8  # a filter operand: the value of fetch `reg`, as stored
-SRC_CONST = 9  # a filter operand: the comparison's constant
+SRC_CONST = 9  # a filter operand: the comparison's constant; a fetch: offs[0] (a USDT argument $N)
 SRC_STRVAL = 10  # a filter operand: the string of fetch `reg` (a payload offset)
 SRC_COMM_STR = 11  # a filter operand: the task's comm
 

@@ -225,15 +225,32 @@ class GenericEngine:
 
         self._attach_halves(slot, open_pmu, open_return)
 
-    def attach_user(self, slot: Slot, path: str, file_offset: int, pid: int | None) -> None:
-        """A uprobe (and for a return probe, its entry uprobe first) at
-        `file_offset` of `path`, linked to the dispatcher as a kprobe is (a
-        uprobe runs kprobe programs); `pid`: only that process takes the
-        breakpoint (a pid-scoped perf event). Raises OSError."""
-        def open_pmu(retprobe: bool):
-            return lambda: uprobe_pmu.open_uprobe(path, file_offset, retprobe, pid)
-
-        self._attach_halves(slot, open_pmu, None)
+    def attach_user(self, slot: Slot, path: str, file_offsets: tuple[int, ...], pid: int | None,
+                    ref_ctr_offset: int = 0) -> None:
+        """Uprobes at `file_offsets` of `path` (a USDT probe point inlined
+        in several places has several; a return probe one, and its entry
+        uprobe first), linked to the dispatcher as a kprobe is (a uprobe
+        runs kprobe programs), each with the slot's cookie; `pid`: only that
+        process takes the breakpoint (a pid-scoped perf event);
+        `ref_ctr_offset`: a USDT semaphore's, raised while attached.
+        Raises OSError; nothing stays attached then."""
+        if slot.probe.kind is Kind.RETURN:
+            (offset,) = file_offsets
+            self._attach_halves(slot, lambda retprobe: lambda: uprobe_pmu.open_uprobe(
+                path, offset, retprobe, pid, ref_ctr_offset), None)
+            return
+        if slot.fds:
+            return
+        early = self.comm is None and slot.probe.filter is None
+        fds: list[int] = []
+        try:
+            for offset in file_offsets:
+                fds += self._link(slot.progs[0], slot.cookie(early), lambda offset=offset: uprobe_pmu.open_uprobe(
+                    path, offset, False, pid, ref_ctr_offset))
+        except BaseException:
+            kprobe_pmu.detach_all(fds)
+            raise
+        slot.fds = fds
 
     def _attach_halves(self, slot: Slot, open_pmu, open_return) -> None:
         if slot.fds:

@@ -234,7 +234,8 @@ static __always_inline int ktui_fetch_one(u32 i, struct ktui_state *st, struct k
     struct ktui_fetch *f = &plan->fetch[i];
     if (f->kind == K_HEADER)
         return 0;
-    u64 v = ktui_source(st, f->src, f->reg);
+    /* a constant (a USDT argument given as $N): its value in offs[0] */
+    u64 v = f->src == SRC_CONST ? (u64)f->offs[0] : ktui_source(st, f->src, f->reg);
     u32 n = f->nderef;
     if (n > KTUI_MAX_DEREF)
         return 1;
