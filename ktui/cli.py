@@ -433,12 +433,16 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
 
     out = []
     for number, target in enumerate(probe_targets(path), 1):
-        if target.symbol is None:
+        if target.alternatives:  # one of them is enough
+            found = names.alternatives_problem(target.alternatives)
+            said = "this kernel has none of the functions"
+        elif target.symbol is not None:
+            found = names.problem(target.symbol)
+            said = f"unknown kernel function {target.symbol!r}"
+        else:
             continue
-        found = names.problem(target.symbol)
         if found is None:
             continue
-        said = f"unknown kernel function {target.symbol!r}"
         if any(e.line in target.lines and said in e.message for e in errors):
             continue
         kind = "" if found.fatal else "warning: "
@@ -471,9 +475,10 @@ def _user_target_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
                 user = target.user
                 resolve(user.path, user.symbol, user.offset, user.address)
         except UprobeTargetError as err:
-            col = target.user_col if err.part == "function" and target.user_col else target.col
-            out.append((target.line, col, f"{path}:{target.line}:{col}: probe {number} ({spec}): {err.message}",
-                        True))
+            at_function = err.part == "function" and target.user_col
+            col = target.user_col if at_function else target.col
+            line = (target.user_line or target.line) if at_function else target.line
+            out.append((line, col, f"{path}:{line}:{col}: probe {number} ({spec}): {err.message}", True))
         for note in notes:
             out.append((target.line, target.col,
                         f"{path}:{target.line}:{target.col}: warning: probe {number} ({spec}): {note}", False))

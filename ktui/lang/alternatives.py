@@ -43,6 +43,13 @@ def none_present(names: tuple[str, ...] | list[str], close: list[str]) -> str:
     return f"this kernel has none of the functions {', '.join(names)}{hint}"
 
 
+def table_name(probe: Probe) -> str:
+    """A probe's name in the probe table: its name, and for alternatives
+    the one it runs on (`cache_alloc on kmem_cache_alloc_noprof (of 2)`)."""
+    chosen = chosen_text(probe)
+    return f"{probe.name} on {chosen}" if chosen else probe.name
+
+
 def chosen_text(probe: Probe) -> str:
     """What a probe runs on, for the probe table and the event detail:
     `kmem_cache_alloc_noprof (of 2)` for alternatives, else "" (its spec says it)."""
