@@ -566,7 +566,9 @@ def list_cmd(patterns, as_json, wide, no_cache):
     PATTERN: a glob (vfs_*, tcp_*send*), or MODULE:GLOB for one module,
     loaded or not (xfs:*). No root needed where the files are readable.
     CATEGORY/EVENT globs list tracepoints (sched/*, 'syscalls/sys_enter_open*');
-    their formats are in tracefs, which needs root.
+    their formats are in tracefs, which needs root. PATH:GLOB lists a
+    binary's or library's functions, with their addresses, file offsets
+    and sizes (/usr/lib/x86_64-linux-gnu/libc.so.6:'mall*').
     """
     from ktui.listing import run_list
     from ktui.vm.boot import default_kernel
