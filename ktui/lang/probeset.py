@@ -27,6 +27,10 @@ A probe set file looks like this (see probesets/ for real ones):
         fetch: [retval:s64]
       - tracepoint: sched/sched_process_exec   # long form of a tracepoint
         fetch: [filename, args.pid]      # (kind t is implied)
+      - function: [__kmalloc_noprof, __kmalloc]   # alternatives: the first
+        fetch: [a1]                      # this kernel has (lang.alternatives)
+      - binary: /usr/lib/x86_64-linux-gnu/libc.so.6   # long form of a user
+        function: malloc                 # function (or address: 0x...)
 
 A bare string in `probes:` is taken as a compact spec, and a spec may start
 with the probe's label (`reads=vfs_read:c:a3`). An optional key set to null
