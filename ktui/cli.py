@@ -433,12 +433,16 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
 
     out = []
     for number, target in enumerate(probe_targets(path), 1):
-        if target.symbol is None:
+        if target.alternatives:  # one of them is enough
+            found = names.alternatives_problem(target.alternatives)
+            said = "this kernel has none of the functions"
+        elif target.symbol is not None:
+            found = names.problem(target.symbol)
+            said = f"unknown kernel function {target.symbol!r}"
+        else:
             continue
-        found = names.problem(target.symbol)
         if found is None:
             continue
-        said = f"unknown kernel function {target.symbol!r}"
         if any(e.line in target.lines and said in e.message for e in errors):
             continue
         kind = "" if found.fatal else "warning: "
@@ -471,9 +475,10 @@ def _user_target_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
                 user = target.user
                 resolve(user.path, user.symbol, user.offset, user.address)
         except UprobeTargetError as err:
-            col = target.user_col if err.part == "function" and target.user_col else target.col
-            out.append((target.line, col, f"{path}:{target.line}:{col}: probe {number} ({spec}): {err.message}",
-                        True))
+            at_function = err.part == "function" and target.user_col
+            col = target.user_col if at_function else target.col
+            line = (target.user_line or target.line) if at_function else target.line
+            out.append((line, col, f"{path}:{line}:{col}: probe {number} ({spec}): {err.message}", True))
         for note in notes:
             out.append((target.line, target.col,
                         f"{path}:{target.line}:{target.col}: warning: probe {number} ({spec}): {note}", False))
@@ -561,7 +566,9 @@ def list_cmd(patterns, as_json, wide, no_cache):
     PATTERN: a glob (vfs_*, tcp_*send*), or MODULE:GLOB for one module,
     loaded or not (xfs:*). No root needed where the files are readable.
     CATEGORY/EVENT globs list tracepoints (sched/*, 'syscalls/sys_enter_open*');
-    their formats are in tracefs, which needs root.
+    their formats are in tracefs, which needs root. PATH:GLOB lists a
+    binary's or library's functions, with their addresses, file offsets
+    and sizes (/usr/lib/x86_64-linux-gnu/libc.so.6:'mall*').
     """
     from ktui.listing import run_list
     from ktui.vm.boot import default_kernel

@@ -9,7 +9,12 @@ which kernel is listed (the running one: `ktui vm` runs another, whose
 functions `ktui vm list` lists); then what could not be checked (no BTF,
 available_filter_functions or the blacklist unreadable without root), one
 `ktui: not checked: ...` line each; a summary line ends the listing there.
-Functions are listed first, then tracepoints (kernel/symbols/tracepoint_list).
+Functions are listed first, then tracepoints (kernel/symbols/tracepoint_list),
+then the functions of binaries and libraries (a pattern that starts with
+/, `PATH:GLOB`: kernel/symbols/binary_list), each with its address, file
+offset and size. For those, 1 also says a file is missing or no ELF file
+(one line, the other patterns still listed), and 2 a pattern with nothing
+after its ':'.
 """
 
 from __future__ import annotations
@@ -22,6 +27,15 @@ from typing import NamedTuple, TextIO
 
 from ktui.btf.cache import FunctionCache
 from ktui.btf.index import KernelBtf
+from ktui.kernel.symbols.binary_list import (
+    BinaryListError,
+    binary_summary,
+    function_lines,
+    functions_data,
+    is_binary_pattern,
+    list_binary,
+    split_pattern,
+)
 from ktui.kernel.symbols.catalog import Catalog, CatalogError, Sources, GLOB_CHARS
 from ktui.kernel.symbols.catalog_text import JSON_VERSION, cut, entries_doc, entry_lines, summary
 from ktui.kernel.symbols.ksyms import close_names
@@ -83,10 +97,18 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
         if problem:
             err.write(f"ktui: {problem}\n")
             return EXIT_USAGE
-    functions = [p for p in patterns if not is_tracepoint_pattern(p)]
-    events = [p for p in patterns if is_tracepoint_pattern(p)]
+    binaries = [p for p in patterns if is_binary_pattern(p)]
+    functions = [p for p in patterns if not is_tracepoint_pattern(p) and not is_binary_pattern(p)]
+    events = [p for p in patterns if is_tracepoint_pattern(p) and not is_binary_pattern(p)]
     width = shutil.get_terminal_size().columns if not wide and not as_json and out.isatty() else 0
     parts: list[_Part] = []
+    try:
+        if binaries:  # a malformed one is usage: before anything is listed
+            for pat in binaries:
+                split_pattern(pat)
+    except BinaryListError as exc:
+        err.write(f"ktui: {exc}\n")
+        return EXIT_USAGE
     try:
         if events:  # first: a malformed one is usage, before anything is listed
             parts.append(_tracepoints(events, tracepoints or TracepointLister(), width))
@@ -97,6 +119,8 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
     except CatalogError as exc:
         err.write(f"ktui: {exc}\n")
         return EXIT_USAGE if exc.usage else EXIT_NO_MATCH
+    if binaries:
+        parts.append(_binaries(binaries, width))
     if as_json:
         doc: dict = {}
         for part in parts:
@@ -104,7 +128,8 @@ def run_list(patterns: list[str], *, as_json: bool = False, wide: bool = False, 
         out.write(json.dumps(doc, indent=None, separators=(",", ":")) + "\n")
     else:
         what = " and ".join(["functions"] * bool(functions) + ["tracepoints"] * bool(events))
-        err.write(f"ktui: {kernel_line(release or platform.release(), vm_kernel, what)}\n")
+        if what:  # (a binary's functions are no kernel's)
+            err.write(f"ktui: {kernel_line(release or platform.release(), vm_kernel, what)}\n")
         for line in (line for part in parts for line in part.not_checked):
             err.write(f"ktui: {line}\n")
         for part in parts:
@@ -146,6 +171,24 @@ def _tracepoints(patterns: list[str], lister: TracepointLister, width: int) -> _
     data = {"version": JSON_VERSION, "tracepoints": events_data(events)}
     return _Part(cut(event_lines(events), width), data, [], tracepoint_summary(events) if events else None,
                  misses)
+
+
+def _binaries(patterns: list[str], width: int) -> _Part:
+    """The functions of files (`PATH:GLOB`); a file that cannot be read is
+    one line, and the other patterns are still listed."""
+    listings, misses = [], []
+    for pat in patterns:
+        try:
+            listing = list_binary(pat)
+        except BinaryListError as exc:
+            misses.append(str(exc))
+            continue
+        listings.append(listing)
+        if listing.miss:
+            misses.append(listing.miss)
+    lines = [line for listing in listings for line in function_lines(listing)]
+    data = {"version": JSON_VERSION, "binaries": [functions_data(listing) for listing in listings]}
+    return _Part(cut(lines, width), data, [], binary_summary(listings), misses)
 
 
 def _nothing(patterns: list[str], catalog: Catalog) -> str:

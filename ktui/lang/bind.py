@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 from ktui.btf.access import Access, AccessError, Leaf, Step as BtfStep
 from ktui.btf.decode import BtfError
 from ktui.lang import errnos, filters, names
+from ktui.lang.alternatives import choose_alternative
 from ktui.lang.checks import check_filter
 from ktui.lang.grammar import FetchSpan, Scanner, parse_raw, scan_fetch
 from ktui.lang.limits import MAX_DEREF
@@ -111,11 +112,16 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     in `probe.spec_text`; a filter's (message `filter: ...`) in
     `filter_text` when given, else in `text`, else in `str(probe.filter)`.
 
-    A return probe also gets what its function returns (`bind_returns`),
+    A probe with alternatives is first given the first of them this
+    kernel has (`lang.alternatives`): its names are bound by that one's
+    prototype. A return probe also gets what its function returns (`bind_returns`),
     names or not. A user function's probe is returned as it is: it has no
     BTF here, and its names were refused when it was parsed."""
     if probe.target.is_user:
         return probe
+    has_function = _has_function(kernel) if probe.target.alternatives else None
+    if has_function is not None:
+        probe = choose_alternative(probe, has_function, getattr(kernel, "close_functions", None))
     if probe.kind is Kind.TRACEPOINT:
         from ktui.lang.bind_fields import EventFields  # it imports this module's Binder
 
@@ -194,6 +200,32 @@ def _bind_all(probe: Probe, binder: "Binder", *, text: str | None, filter_text: 
             raise
         raise SpecError(err.message, col=err.col + shift) from None
     return bound
+
+
+def _has_function(kernel: Kernel | None):
+    """What says whether the kernel has a function, for `choose_alternative`:
+    the kernel's own answer (a `has_function` method), else whether its BTF
+    describes the function. None where neither can tell (no kernel, no BTF):
+    the alternative already in `target.symbol` is kept (the first, or what
+    the caller chose by kallsyms: `Session._bind`)."""
+    if kernel is None:
+        return None
+    own = getattr(kernel, "has_function", None)
+    if own is not None:
+        return own
+    if kernel.problem() is not None:
+        return None
+
+    def described(function: str) -> bool:
+        try:
+            kernel.prototype(function)
+        except NoPrototype as err:
+            return not err.unknown  # described, if not usably (two prototypes): binding says so
+        except BtfError:
+            return True  # not known: binding says what BTF could not read
+        return True
+
+    return described
 
 
 # ---------------------------------------------------------------- returns

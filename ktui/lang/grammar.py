@@ -57,6 +57,8 @@ _FETCH_HELP = ("a parameter by name (count, file->f_pos), a1..a6, retval, comm, 
                "a register (rdi, rsi, ...) or +OFFSET(FETCH)")
 _SYMBOL_CHARS = names.IDENT_CHARS | {"."}
 TRACEPOINT_EXAMPLE = "syscalls/sys_enter_openat:t"
+ALTERNATIVES_EXAMPLE = "__kmalloc_noprof|__kmalloc:c"
+ALTERNATIVES_MAX = 8  # names in `a|b|...`: a few kernel generations' spellings
 USER_EXAMPLE = "/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:c"
 TRACEPOINT_VALUES = ("a tracepoint's values are its fields by name (e.g. filename, flags): "
                      "a1..a6 and registers are for kernel functions")
@@ -187,7 +189,32 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
         raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", start)
     if sc.peek() == "/":
         return _tracepoint(sc, symbol, start)
+    if sc.peek() == "|":
+        return _alternatives(sc, symbol)
     return Target(symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+def _alternatives(sc: Scanner, first: str) -> Target:
+    """`a|b|c` after its first name: kernel functions of which the first
+    the kernel has is probed (`lang.alternatives`). No offset: the same
+    offset in two functions is not the same place."""
+    found = [first]
+    while sc.peek() == "|":
+        sc.pos += 1
+        at = sc.pos
+        if not sc.peek() or sc.peek() not in names.IDENT_START:
+            raise sc.error(f"expected a kernel function after |, e.g. {ALTERNATIVES_EXAMPLE}, got {sc.here()}")
+        name = sc.word(frozenset(_SYMBOL_CHARS))
+        if len(name) > SYMBOL_MAX:
+            raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", at)
+        if name in found:
+            raise sc.error(f"{name} is already an alternative of this probe", at)
+        found.append(name)
+        if len(found) > ALTERNATIVES_MAX:
+            raise sc.error(f"a probe names at most {ALTERNATIVES_MAX} alternatives", at)
+    if sc.peek() in ("+", "-", "/"):
+        raise sc.error("alternatives are whole kernel functions: no offset, no tracepoint")
+    return Target(symbol=first, alternatives=tuple(found))
 
 
 def _user_target(sc: Scanner, span: SpecSpan) -> Target:

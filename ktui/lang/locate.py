@@ -24,6 +24,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ktui.lang.grammar import Scanner, SpecSpan, scan_probe_label, scan_target
 from ktui.lang.model import KtuiError, SpecError, Target
+from ktui.lang.spec import parse_target
 from ktui.lang.yamlnodes import compose, content_offset, decode_utf8, read_bounded
 
 
@@ -42,6 +43,8 @@ class ProbeTarget(NamedTuple):
     written: str
     user: Target | None = None
     user_col: int | None = None
+    alternatives: tuple[str, ...] = ()  # `function: [a, b]` or `a|b`: `symbol` is None then
+    user_line: int | None = None  # the line of `user_col` where it is not `line` (`binary:` + `function:`)
 
 
 def target_positions(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
@@ -69,13 +72,20 @@ def probe_targets(path: str | os.PathLike[str]) -> list[ProbeTarget]:
 
 
 def _target(item: Node, lines: range) -> ProbeTarget:
-    node, form = item, "spec"
+    node, form, binary = item, "spec", None
     if isinstance(item, MappingNode):
         for key, value in item.value:
             if isinstance(key, ScalarNode) and key.value in ("spec", "function", "address", "tracepoint"):
                 node, form = value, key.value
                 break
+        binary = next((v for k, v in item.value if isinstance(k, ScalarNode) and k.value == "binary"), None)
+    if isinstance(node, SequenceNode) and form == "function" and len(node.value) == 1:
+        node = node.value[0]  # a list of one: that function
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
+    if isinstance(binary, ScalarNode) and isinstance(node, ScalarNode) and form in ("function", "address"):
+        return _binary_target(binary, node, lines)
+    if isinstance(node, SequenceNode) and form == "function":
+        return _alternatives(node, lines)
     if not isinstance(node, ScalarNode) or form == "address":
         return ProbeTarget(line, col, None, lines, _written(node))
     target, at, symbol_at = _target_of(node.value, form)
@@ -86,7 +96,35 @@ def _target(item: Node, lines: range) -> ProbeTarget:
     if target is not None and target.is_user:
         user_col = col + (symbol_at - at) if verbatim else col
         return ProbeTarget(line, col, None, lines, _written(node), target, user_col)
+    if target is not None and target.alternatives:
+        return ProbeTarget(line, col, None, lines, _written(node), alternatives=target.alternatives)
     return ProbeTarget(line, col, None if target is None else target.symbol, lines, _written(node))
+
+
+def _binary_target(binary: ScalarNode, node: ScalarNode, lines: range) -> ProbeTarget:
+    """`binary: PATH` + `function: NAME` (or `address:`): a user function,
+    at the path, its SYMBOL at the function's value."""
+    line, col = binary.start_mark.line + 1, binary.start_mark.column + 1
+    offset = content_offset(binary)
+    col += offset or 0
+    try:
+        target = parse_target(f"{binary.value}:{node.value}")
+    except SpecError:
+        return ProbeTarget(line, col, None, lines, _written(node))
+    if not target.is_user:
+        return ProbeTarget(line, col, None, lines, _written(node))
+    symbol_col = node.start_mark.column + 1 + (content_offset(node) or 0)
+    return ProbeTarget(line, col, None, lines, _written(node), target, symbol_col,
+                       user_line=node.start_mark.line + 1)
+
+
+def _alternatives(node: SequenceNode, lines: range) -> ProbeTarget:
+    """`function: [a, b]`: where the list is, and the names that read."""
+    line, col = node.start_mark.line + 1, node.start_mark.column + 1
+    names = tuple(item.value.strip() for item in node.value if isinstance(item, ScalarNode))
+    written = "[" + ", ".join(names) + "]"
+    return ProbeTarget(line, col, None, lines, written if len(written) <= 48 else written[:45] + "...",
+                       alternatives=names)
 
 
 def _written(node: Node) -> str:

@@ -366,28 +366,48 @@ def _paren(node: "FilterExpr", parent: type, *, right: bool = False) -> str:
 # ---------------------------------------------------------------- probes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Target:
     """Where a probe attaches: `symbol[+offset]`, a raw kernel address, a
     tracepoint `CATEGORY/NAME` (tracefs' own path: `syscalls/sys_enter_openat`),
     or, with `path`, a function of a user binary or library (a uprobe):
     `PATH:SYMBOL[+0xOFF]` or `PATH:0xADDR`, the address in the file's own
-    virtual addresses (as `nm` and `objdump` print them)."""
+    virtual addresses (as `nm` and `objdump` print them).
+
+    `alternatives`: kernel functions of which the first this kernel has is
+    probed (`a|b`, YAML `function: [a, b]`; `lang.alternatives`). `symbol`
+    is the one in use: the first until one is chosen. Equality ignores it
+    then, as it ignores a binding: the same text is the same target."""
 
     symbol: str | None = None
     offset: int = 0
     address: int | None = None
     tracepoint: str | None = None
     path: str | None = None  # absolute; a user function's file (ktui.kernel.symbols.uprobe_target)
+    alternatives: tuple[str, ...] = ()  # two or more kernel functions, in the order written
 
     @property
     def is_user(self) -> bool:
         """A function in a user binary or library, not in the kernel."""
         return self.path is not None
 
+    def _key(self) -> tuple:
+        symbol = None if self.alternatives else self.symbol
+        return (symbol, self.offset, self.address, self.tracepoint, self.path, self.alternatives)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Target):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     def __str__(self) -> str:
         if self.tracepoint is not None:
             return self.tracepoint
+        if self.alternatives:
+            return "|".join(self.alternatives)
         if self.address is not None:
             where = f"0x{self.address:x}"
         elif self.offset:

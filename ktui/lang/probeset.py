@@ -27,6 +27,10 @@ A probe set file looks like this (see probesets/ for real ones):
         fetch: [retval:s64]
       - tracepoint: sched/sched_process_exec   # long form of a tracepoint
         fetch: [filename, args.pid]      # (kind t is implied)
+      - function: [__kmalloc_noprof, __kmalloc]   # alternatives: the first
+        fetch: [a1]                      # this kernel has (lang.alternatives)
+      - binary: /usr/lib/x86_64-linux-gnu/libc.so.6   # long form of a user
+        function: malloc                 # function (or address: 0x...)
 
 A bare string in `probes:` is taken as a compact spec, and a spec may start
 with the probe's label (`reads=vfs_read:c:a3`). An optional key set to null
@@ -79,7 +83,7 @@ from ktui.lang.yamlnodes import (
 TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
 SET_FILTER_KEYS = ("pid", "comm")
 PROBE_KEYS = (
-    "spec", "function", "address", "tracepoint", "kind", "fetch",
+    "spec", "function", "address", "tracepoint", "binary", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
     "hist", "count", "sum", "max_keys", "stack",
 )
@@ -92,6 +96,7 @@ KIND_WORDS = {
 FORMS = ("spec", "function", "address", "tracepoint")  # what a probe attaches to: one of them
 FORM_WORDS = "spec:, function:, address: or tracepoint:"
 LONG_FORMS = "function:, address: or tracepoint:"
+BINARY_EXAMPLE = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
 
 
@@ -248,11 +253,17 @@ class _SetReader(NodeReader):
             return FAILED if probe is FAILED else (probe, node)
         items = self.mapping(node, PROBE_KEYS, "probe", prefix)
         forms = sorted((key for key in FORMS if key in items), key=lambda k: items[k][0].start_mark.index)
+        if not forms and "binary" in items:
+            self.fail(items["binary"][0], "binary: needs function: or address: (which function of "
+                      "the file to probe)", prefix)
         if not forms:
             self.fail(node, f"a probe needs one of {FORM_WORDS}", prefix)
         if len(forms) > 1:
             self.fail(items[forms[1]][0], f"give only one of {FORM_WORDS} "
                       f"(this probe has {forms[0]}: and {forms[1]}:)", prefix)
+        if "binary" in items and forms[0] not in ("function", "address"):
+            self.fail(items["binary"][0], f"binary: goes with function: or address: (a function of "
+                      f"that file); {_BINARY_NOT_WITH[forms[0]]}", prefix)
         if forms[0] == "spec":
             for long_only in ("kind", "fetch"):
                 if long_only in items:
@@ -279,7 +290,13 @@ class _SetReader(NodeReader):
             self.fail_inside(node, err, prefix + "spec: ")
 
     def long_form(self, items: dict[str, tuple[Node, Node]], form: str, prefix: str) -> Probe:
-        target = self.target(items[form][1], form, prefix)
+        node = items[form][1]
+        if "binary" in items:
+            target = self.user_target(items["binary"][1], node, form, prefix)
+        elif form == "function" and isinstance(node, SequenceNode):
+            target = self.alternatives(node, prefix)
+        else:
+            target = self.target(node, form, prefix)
         # `tracepoint:` implies kind t, as `function:` implies c
         kind = Kind.TRACEPOINT if form == "tracepoint" else Kind.CALL
         if "kind" in items and not self.is_null(items["kind"][1]):
@@ -328,6 +345,77 @@ class _SetReader(NodeReader):
         if form == "tracepoint" and target.tracepoint is None:
             self.fail(node, "tracepoint: expected CATEGORY/NAME such as syscalls/sys_enter_openat "
                       "(use function: or address: for a kernel function)", prefix)
+        return target
+
+    def alternatives(self, node: SequenceNode, prefix: str) -> Target:
+        """`function: [a, b, ...]`: kernel functions of which the first this
+        kernel has is probed (`lang.alternatives`); as the spec `a|b` reads them."""
+        self.check_tag(node, prefix)
+        if node.tag != SEQ or not node.value:
+            self.fail(node, "function: expected a function or a list of alternatives, e.g. "
+                      "[__kmalloc_noprof, __kmalloc]", prefix)
+        scalars = [self.scalar_string(item, "function", prefix) for item in node.value]
+        if len(scalars) == 1:
+            return self.target(scalars[0], "function", prefix)
+        written = []
+        for scalar in scalars:
+            target = self.target(scalar, "function", prefix)
+            if target.is_user or target.offset or target.alternatives:
+                self.fail(scalar, "function: alternatives are kernel functions, each named whole "
+                          "(no offset, no PATH:, no |)", prefix)
+            written.append(scalar)
+        try:
+            return parse_target("|".join(s.value.strip() for s in written))
+        except SpecError as err:  # a repeated name, or too many: at the name it is about
+            at, index = 0, 0
+            for index, scalar in enumerate(written):
+                if err.col is None or err.col <= at + len(scalar.value.strip()) + 1:
+                    break
+                at += len(scalar.value.strip()) + 1
+            self.fail(written[index], f"function: {err.message}", prefix)
+
+    def user_target(self, binary: Node, node: Node, form: str, prefix: str) -> Target:
+        """`binary: PATH` with `function: NAME[+OFF]` or `address: 0xADDR`:
+        the user function `PATH:NAME[+OFF]` (`PATH:0xADDR`), as the spec
+        writes it, each error at the key it is about."""
+        path_node = self.scalar_string(binary, "binary", prefix)
+        path = path_node.value
+        if not path.startswith("/"):
+            self.fail(path_node, f"binary: expected an absolute path, e.g. {BINARY_EXAMPLE} (the "
+                      "kernel sets a uprobe on the file itself: no search path, no working directory)",
+                      prefix)
+        odd = next((c for c in path if c in ": \t"), None)
+        if odd is not None:
+            self.fail_inside(path_node, SpecError(
+                f"a path with {'a blank' if odd != ':' else repr(odd)} in it cannot be probed: the "
+                "compact form (PATH:FUNCTION:c) ends the path there; probe it through a symlink "
+                "without one", col=path.index(odd) + 1), prefix + "binary: ")
+        if isinstance(node, SequenceNode):
+            self.fail(node, "function: alternatives are for kernel functions; a binary's function "
+                      "is named once", prefix)
+        scalar = self.scalar(node, form, prefix, "an address" if form == "address" else "a string")
+        if form == "address" and scalar.tag == INT:
+            where = f"0x{self.integer(node, 'address', prefix, 1, 2**64 - 1):x}"
+        else:
+            where = self.string(node, form, prefix)
+            if where.lstrip().startswith("/"):
+                self.fail(scalar, f"{form}: with binary: name the {form} alone (e.g. malloc), "
+                          "the file is binary:'s", prefix)
+        try:
+            target = parse_target(f"{path}:{where}")
+        except SpecError as err:
+            if err.col is not None and err.col > len(path) + 1:
+                if scalar.tag == INT:
+                    self.fail(scalar, f"{form}: {err.message}", prefix)
+                self.fail_inside(scalar, SpecError(err.message, col=err.col - len(path) - 1),
+                                 prefix + f"{form}: ")
+            self.fail_inside(path_node, err, prefix + "binary: ")
+        if form == "address" and target.address is None:
+            self.fail(node, "address: expected an address in the file such as 0x1139 "
+                      "(use function: for a function)", prefix)
+        if form == "function" and target.address is not None:
+            self.fail(node, "function: expected a function such as malloc (use address: for an address)",
+                      prefix)
         return target
 
     def fetches(self, node: Node, prefix: str, kind: Kind) -> tuple:
@@ -524,6 +612,12 @@ class _SetReader(NodeReader):
             return parse_filter(scalar.value)
         except SpecError as err:
             self.fail_inside(scalar, err, prefix + "filter: ")
+
+
+_BINARY_NOT_WITH = {
+    "spec": "with spec: write PATH:FUNCTION:c in the spec",
+    "tracepoint": "a tracepoint is the kernel's, not a file's",
+}
 
 
 def with_set_maxactive(probes: tuple[Probe, ...], maxactive: int) -> tuple[Probe, ...]:

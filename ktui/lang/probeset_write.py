@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, ProbeSet, ProbeSetError
+from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, Kind, ProbeSet, ProbeSetError
 from ktui.lang.save_place import why_not_kept
 
 
@@ -24,7 +24,8 @@ MAX_CHECK = 1 << 20  # a probe set file is at most 1 MiB (lang.limits)
 def dumps_probeset(ps: ProbeSet) -> str:
     """The probe set as YAML that `loads_probeset` reads back equal.
 
-    Probes are written in the compact form; defaults are left out."""
+    Probes are written in the compact form (those with alternatives in
+    the long form, `target_keys`); defaults are left out."""
     document: dict[str, object] = {"name": ps.name}
     if ps.description:
         document["description"] = ps.description
@@ -37,7 +38,7 @@ def dumps_probeset(ps: ProbeSet) -> str:
         document["attach"] = ps.attach
     probes = []
     for probe in ps.probes:
-        entry: dict[str, object] = {"spec": probe.spec_text}
+        entry = target_keys(probe)
         if probe.label is not None:
             entry["label"] = probe.label
         if probe.filter is not None:
@@ -64,6 +65,24 @@ def dumps_probeset(ps: ProbeSet) -> str:
     return HEADER + body
 
 
+def target_keys(probe) -> dict[str, object]:
+    """`spec:` (the compact form), or for a probe with alternatives the
+    long form's list (`function: [a, b]`, as users write it), its kind
+    and fetches beside it."""
+    if not probe.target.alternatives:
+        return {"spec": probe.spec_text}
+    entry: dict[str, object] = {"function": _Flow(probe.target.alternatives)}
+    if probe.kind is not Kind.CALL:
+        entry["kind"] = probe.kind.value
+    if probe.fetches:
+        entry["fetch"] = _Flow(str(f) for f in probe.fetches)
+    return entry
+
+
+class _Flow(list):
+    """A list written on one line, `[a, b]`."""
+
+
 class _Plain(str):
     """`on` / `off` written as a user writes them (YAML reads them as
     booleans, which the loader takes), not quoted as strings."""
@@ -73,6 +92,8 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
+_Dumper.add_representer(_Flow, lambda dumper, items: dumper.represent_sequence(
+    "tag:yaml.org,2002:seq", list(items), flow_style=True))
 _Dumper.add_representer(_Plain, lambda dumper, word: dumper.represent_scalar("tag:yaml.org,2002:bool", str(word)))
 
 

@@ -161,6 +161,10 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
         check_tracepoint_options(probe)
     if isinstance(probe.target, Target) and probe.target.is_user:
         check_user_options(probe)
+    if isinstance(probe.target, Target) and probe.target.alternatives and (
+            probe.target.symbol not in probe.target.alternatives):
+        # equality ignores which alternative is in use: say it here
+        raise SpecError(f"target: {probe.target.symbol!r} is not one of its alternatives", col=1)
     try:
         text = probe.spec_text
     except (AttributeError, TypeError, ValueError) as err:

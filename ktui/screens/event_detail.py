@@ -18,6 +18,7 @@ from ktui.pipeline.format import (
     format_ts,
     printable,
 )
+from ktui.lang.alternatives import chosen_text
 from ktui.lang.model import Fetch, positional
 from ktui.record.feed import ProbeState, ProbeStatus
 from ktui.screens.modal import ModalFrame
@@ -82,6 +83,8 @@ def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symboliz
     fields.add_row("probe", f"#{event.probe_id}  {probe.name if probe else '(gone)'}")
     if probe is not None:
         fields.add_row("spec", probe.spec_text)
+        if probe.target.alternatives:  # which of them this kernel runs
+            fields.add_row("function", chosen_text(probe))
         fields.add_row("kind", _kind_text(probe, status))
         fields.add_row("filter", str(probe.filter) if probe.filter is not None else Text("none", "dim"))
     if status is not None:

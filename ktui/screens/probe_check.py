@@ -17,6 +17,7 @@ from typing import NamedTuple
 from ktui.btf.decode import BtfError
 from ktui.kernel.symbols.ksyms import close_names
 from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
+from ktui.lang.alternatives import choose_alternative
 from ktui.lang.bind import bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.kernel_names import KernelNames
@@ -54,6 +55,12 @@ class ProbeCheck:
         functions = self.index.load()
         if functions.catalog is None or not functions.entries:
             return None  # no kernel to ask (replay, or the catalog failed): the session decides
+        if probe.target.alternatives:  # the one this kernel has is what is checked
+            try:
+                probe = choose_alternative(probe, functions.entries.__contains__,
+                                           lambda name: close_names(name, set(functions.entries)))
+            except SpecError as err:
+                return KernelProblem("spec", SpecError(err.message, col=_target_col(spec_text)))
         symbol = probe.target.symbol
         if symbol is not None:
             found = self._function_problem(symbol, functions, spec_text)

@@ -25,6 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
+from ktui.lang.alternatives import table_name
 from ktui.lang.model import Kind
 from ktui.pipeline.accounting import errno_unchecked, uncounted
 from ktui.pipeline.format import format_count, format_cpu_share, format_latency
@@ -165,7 +166,7 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     state = state_text(status)
     cells = [
         MARKERS[status.state],
-        Text(probe.name, "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
+        Text(table_name(probe), "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
         Text(probe.kind.value, KIND_STYLES[probe.kind]),
         Text(state, STATE_STYLES[status.state], overflow="ellipsis", no_wrap=True),
     ]
@@ -290,7 +291,7 @@ class ProbeTable(DataTable):
         header and the title."""
         self._timed = timed
         ids = [line.probe_id for line in lines]
-        names = [len(line.status.probe.name) for line in lines]
+        names = [len(table_name(line.status.probe)) for line in lines]
         width = max(NAME_WIDTH[0], max(names, default=0))  # (fit_columns caps it while short of room)
         state_width = max((len(state_text(line.status)) for line in lines), default=0)
         lost_width = max((len(lost_text(line.stats, line.losing)) for line in lines if line.stats is not None),

@@ -17,6 +17,9 @@ function of its own in split BTF on top of it:
     mymod_open(struct file *file, int mode) -> int in module mymod
     vfs_write, do_sys_openat2(int dfd, const char *filename, struct open_how *how)
                                                    what probesets/vfs.yaml names
+    kmem_cache_alloc(struct kmem_cache *s, gfp_t gfpflags) -> void *
+                                                   what probesets/memory.yaml names (name at 8);
+                                                   kmem_cache_alloc_noprof with slab_alloc=
 
 Offsets in struct file (from vfs_like): the anonymous union (f_count) at 0,
 f_path at 8 (its dentry at 8 within), the f_mode bitfield at 24, f_pos at
@@ -35,8 +38,9 @@ from tests.btfbuild import BtfBuilder, vfs_like
 VFS_READ = "vfs_read(struct file *file, char *buf, size_t count, loff_t *pos) -> ssize_t"
 
 
-def write_btf(root: Path) -> Path:
-    """Write vmlinux's and mymod's BTF under `root`; the btf directory."""
+def write_btf(root: Path, slab_alloc: str = "kmem_cache_alloc") -> Path:
+    """Write vmlinux's and mymod's BTF under `root`; the btf directory.
+    `slab_alloc`: what kmem_cache_alloc is called (6.12: kmem_cache_alloc_noprof)."""
     btf_dir = root / "sys/kernel/btf"
     btf_dir.mkdir(parents=True, exist_ok=True)
     b = BtfBuilder()
@@ -63,6 +67,10 @@ def write_btf(root: Path) -> Path:
     open_how = b.struct("open_how", 24, [("flags", u64, 0), ("mode", u64, 64), ("resolve", u64, 128)])
     b.func("do_sys_openat2", b.func_proto(long_, [("dfd", i), ("filename", cchar),
                                                   ("how", b.ptr(open_how))]))
+    # probesets/memory.yaml's cache_by_name: 6.1's spelling (kmem_cache_alloc_noprof from 6.10)
+    kmem_cache = b.struct("kmem_cache", 16, [("flags", t["uint"], 0), ("name", cchar, 64)])
+    gfp_t = b.typedef("gfp_t", t["uint"])
+    b.func(slab_alloc, b.func_proto(b.ptr(0), [("s", b.ptr(kmem_cache)), ("gfpflags", gfp_t)]))
     b.func("dup_fn", b.func_proto(i, [("x", i)]))
     b.func("dup_fn", b.func_proto(i, [("y", long_)]))
     (btf_dir / "vmlinux").write_bytes(b.blob())
@@ -76,10 +84,10 @@ def write_btf(root: Path) -> Path:
 TRACEFS_6_1 = Path(__file__).parent / "data" / "tracepoints" / "6.1"
 
 
-def kernel_names(root: Path) -> KernelNames:
+def kernel_names(root: Path, slab_alloc: str = "kmem_cache_alloc") -> KernelNames:
     """`bind.Kernel` over the BTF written under `root`, with 6.1's
     tracepoint formats (tests/unit/data/tracepoints)."""
-    btf_dir = write_btf(root)
+    btf_dir = write_btf(root, slab_alloc)
     return KernelNames(KernelBtf(btf_dir=btf_dir, notes=root / "sys/kernel/notes"), tracefs=str(TRACEFS_6_1))
 
 

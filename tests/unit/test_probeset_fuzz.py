@@ -105,6 +105,7 @@ KEYS = st.sampled_from([
 SPECISH = st.sampled_from([
     "vfs_read:c:a3", "vfs_read:r:retval:s64", "do_sys_openat2:c:fname=+0(a2):ustring",
     "tcp_sendmsg:c:size=a3:u64", "0xffffffff81234560:c:rdi,rsi", "vfs_read:c", "vfs_read:q",
+    "__kmalloc_noprof|__kmalloc:c:a1", "a|b|a:c", "a|b+4:r",
     "a3 > 4096", 'comm == "dd"', "retval", "call", "r", "0x10", "vfs_read+0x4", "",
 ])
 SCALARS = st.one_of(
@@ -125,8 +126,16 @@ def test_random_structures(document: object):
 
 
 PRINTABLE = st.characters(blacklist_categories=("Cc", "Cs"))
+# a target: the compact form, or the long form's alternatives (`function: [a, b]`)
+TARGETS = st.one_of(
+    st.fixed_dictionaries({"spec": SPECISH}),
+    st.fixed_dictionaries({"function": st.lists(st.sampled_from(["vfs_read", "vfs_write", "a", "b+4", "x:y"]),
+                                                max_size=4)},
+                          optional={"kind": st.sampled_from(["c", "r", "t"]),
+                                    "fetch": st.sampled_from([["a1"], ["retval"], ["n=a2:u32", "a3"]])}),
+)
 PROBE_ENTRY = st.fixed_dictionaries(
-    {"spec": SPECISH},
+    {},
     optional={
         "label": st.text(PRINTABLE, min_size=1, max_size=12),
         "filter": st.sampled_from(["a3 > 4096", 'comm == "dd"', "retval < 0", "pid != 1", "bogus > 1"]),
@@ -137,7 +146,8 @@ PROBE_ENTRY = st.fixed_dictionaries(
 )
 PROBE_SETS = st.fixed_dictionaries(
     {"name": st.text(PRINTABLE, min_size=1, max_size=20),
-     "probes": st.lists(PROBE_ENTRY, min_size=1, max_size=5)},
+     "probes": st.lists(st.tuples(TARGETS, PROBE_ENTRY).map(lambda pair: {**pair[0], **pair[1]}),
+                        min_size=1, max_size=5)},
     optional={
         "description": st.text(max_size=30),
         "filter": st.fixed_dictionaries({}, optional={"pid": st.integers(-1, 2**23),

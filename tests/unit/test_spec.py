@@ -546,6 +546,9 @@ def valid_probes(draw):
             target = Target(draw(_SYMBOLS), offset, path=draw(_PATHS))
     elif draw(st.booleans()):
         target = Target(address=draw(st.integers(1, 2**64 - 1)))
+    elif draw(st.booleans()):  # alternatives: `a|b`, one of them in use
+        names = draw(st.lists(_SYMBOLS, min_size=2, max_size=8, unique=True))
+        target = Target(draw(st.sampled_from(names)), alternatives=tuple(names))
     else:
         offset = 0 if kind is Kind.RETURN else draw(st.one_of(st.just(0), st.integers(1, 2**64 - 1)))
         target = Target(draw(_SYMBOLS), offset)

@@ -51,13 +51,25 @@ class EditsMixin:
         """`probe` with its parameter names bound to the kernel's BTF: codegen
         and the generic program read what the binding says (a name the
         kernel does not know is the user's error, one line). A return probe
-        also learns what its function returns (errno counting, lang.errnos)."""
-        if not needs_binding(probe) and (probe.kind is not Kind.RETURN or probe.errno_width is not None):
+        also learns what its function returns (errno counting, lang.errnos).
+        A probe with alternatives is first given the one this kernel has
+        (lang.alternatives): by BTF in bind_probe, by kallsyms here where
+        there is no BTF."""
+        alternatives = probe.target.alternatives
+        if not alternatives and not needs_binding(probe) and (
+                probe.kind is not Kind.RETURN or probe.errno_width is not None):
             return probe
         if self._names is None:
             from ktui.lang.kernel_names import KernelNames
 
             self._names = KernelNames()
+        if alternatives and self._names.problem() is not None:
+            from ktui.kernel.symbols.ksyms import KernelSymbols
+            from ktui.lang.alternatives import choose_alternative
+
+            symbols = KernelSymbols()
+            if symbols.available:
+                probe = choose_alternative(probe, symbols.exists, symbols.close_names)
         return bind_probe(probe, self._names)
 
     def _log_notes(self, probe: Probe) -> None:

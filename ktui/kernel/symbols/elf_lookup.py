@@ -109,6 +109,21 @@ def function_names(f: BinaryIO, layout: ElfLayout, table: Section) -> list[str]:
     return sorted(names)
 
 
+def all_functions(f: BinaryIO, layout: ElfLayout, table: Section) -> list[SymbolHit]:
+    """Every function entry of `table`, defined or imported (SHN_UNDEF),
+    for a listing (`ktui list PATH:GLOB`); `default` is not read (True)."""
+    loaded = _load(f, layout, table)
+    if loaded is None:
+        return []
+    data, strtab, count = loaded
+    hits = []
+    for index in range(count):
+        st_name, st_info, _other, shndx, value, size = _SYM.unpack_from(data, index * table.entsize)
+        if st_info & 0xF in (STT_FUNC, STT_GNU_IFUNC) and st_name:
+            hits.append(SymbolHit(_name(strtab, st_name), value, size, st_info & 0xF, shndx != SHN_UNDEF, True))
+    return hits
+
+
 def _load(f: BinaryIO, layout: ElfLayout, table: Section) -> tuple[bytes, bytes, int] | None:
     if table.entsize < _SYM.size or table.size > MAX_SYMBOL_BYTES or table.link >= len(layout.sections):
         return None

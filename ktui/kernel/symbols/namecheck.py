@@ -6,6 +6,9 @@ path gives. The common case costs one read of /proc/kallsyms (a name that
 is there is the answer); only a name that is not there pulls in the
 catalog (BTF, copies, modules) to say why.
 
+A probe naming alternatives (`function: [a, b]`) needs one of them, not
+each (`alternatives_problem`).
+
 Fatal: no such function; a function that has no symbol (inlined, or only
 compiler copies have one); the kprobe blacklist; a notrace function on a
 kernel whose kprobe events refuse those. A warning: a function of a module
@@ -22,6 +25,7 @@ from typing import NamedTuple
 
 from ktui.kernel.symbols.catalog import Catalog, Sources
 from ktui.kernel.symbols.ksyms import KernelSymbols, copy_of
+from ktui.lang.alternatives import none_present
 
 
 class NameProblem(NamedTuple):
@@ -76,6 +80,24 @@ class FunctionCheck:
                                f"(modprobe {entry.module} before running this set)", False)
         return NameProblem(f"{name} has no symbol: it was inlined into its callers, or is "
                            "init code already freed; nothing to probe", True)
+
+    def alternatives_problem(self, names: tuple[str, ...]) -> NameProblem | None:
+        """What is wrong with a probe naming alternatives (`lang.alternatives`):
+        one of them is enough, so only the first this kernel has is asked
+        (its blacklist, notrace); where none is, one line names them all,
+        with a did-you-mean for the first (a module's function that is not
+        loaded is that module's warning, as for one name)."""
+        if not self._symbols.available:
+            return None
+        present = next((name for name in names if self._symbols.exists(name)), None)
+        if present is not None:
+            return self.problem(present)
+        for name in names:
+            found = self.problem(name)
+            if found is not None and not found.fatal:
+                return found
+        close = self._symbols.close_names(names[0], extra=self.catalog().table().names())
+        return NameProblem(none_present(names, close), True)
 
     def _notrace(self, name: str) -> NameProblem | None:
         """A symbol ftrace does not know, on a kernel whose kprobe events

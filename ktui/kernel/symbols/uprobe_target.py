@@ -39,7 +39,7 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ktui.kernel.symbols.elf_lookup import SymbolHit, find_symbol, function_names
+from ktui.kernel.symbols.elf_lookup import SymbolHit, all_functions, find_symbol, function_names
 from ktui.kernel.symbols.elfsyms import (
     EM_X86_64,
     ET_DYN,
@@ -147,6 +147,49 @@ def check_probe_target(probe: Probe, pid: int | None) -> tuple[UprobeTarget, lis
                      "picks an implementation when the file is loaded, not the code that runs; probe "
                      "the implementation (nm -D shows them) instead")
     return found, notes
+
+
+@dataclass(frozen=True)
+class ListedFunction:
+    """One function of a file, as `ktui list PATH:GLOB` shows it: where a
+    probe on it goes (`file_offset`, None for an import or an address in
+    no code segment) and what it is."""
+
+    name: str  # bare: what PATH:NAME takes
+    address: int  # st_value (0 for an import)
+    file_offset: int | None
+    size: int
+    ifunc: bool
+    imported: bool  # called from a shared library, not defined here: probe it there
+
+
+def list_functions(path: str) -> list[ListedFunction]:
+    """Every function of the ELF file `path` (its .symtab, else its .dynsym,
+    as `resolve` reads them), by name. Raises UprobeTargetError (one line)."""
+    real = os.path.realpath(path)
+    with _open(path, real) as f:
+        layout = _layout(f, path)
+        tables = layout.sections_of(SHT_SYMTAB) or layout.sections_of(SHT_DYNSYM)
+        try:
+            hits = [h for table in tables[:1] for h in all_functions(f, layout, table)]
+        except ElfError:
+            raise UprobeTargetError(f"{path} is cut short (its symbol table is)", part="path") from None
+    found: dict[tuple[str, int], ListedFunction] = {}
+    for hit in hits:
+        name = hit.name.split("@", 1)[0]
+        if not hit.is_function and hit.defined:
+            continue  # defined at 0: nothing to probe
+        segment = _code_segment(layout, hit.value) if hit.is_function else None
+        offset = hit.value - segment.vaddr + segment.offset if segment is not None else None
+        found.setdefault((name, hit.value), ListedFunction(name, hit.value if hit.defined else 0, offset,
+                                                           hit.size, hit.is_ifunc, not hit.defined))
+    return sorted(found.values(), key=lambda fn: (fn.name, fn.address))
+
+
+def has_symtab(path: str) -> bool:
+    """Whether the file keeps its .symtab (a stripped one lists only what it exports)."""
+    with _open(path, os.path.realpath(path)) as f:
+        return bool(_layout(f, path).sections_of(SHT_SYMTAB))
 
 
 # ---------------------------------------------------------------- the file
