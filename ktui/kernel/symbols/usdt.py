@@ -39,7 +39,7 @@ from ktui.kernel.symbols.uprobe_target import (
 )
 from ktui.kernel.symbols.usdt_args import ArgSpec, parse_arg
 from ktui.lang.bind_usdt import bind_usdt_args
-from ktui.lang.model import Kind, Probe
+from ktui.lang.model import Kind, Probe, SpecError
 
 NOTE_SECTION, BASE_SECTION = ".note.stapsdt", ".stapsdt.base"
 NT_STAPSDT, STAPSDT_OWNER = 3, b"stapsdt\0"
@@ -192,7 +192,7 @@ def _semaphore_offset(layout: ElfLayout, path: str, site: UsdtProbe) -> int:
 
 def _missing(path: str, provider: str, name: str, probes: tuple[UsdtProbe, ...]) -> str:
     known = list(dict.fromkeys(p.full_name for p in probes))
-    close = difflib.get_close_matches(f"{provider}:{name}", known, n=2, cutoff=0.6)
+    close = difflib.get_close_matches(f"{provider}:{name}", known, n=1, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     listed = ", ".join(known[:6]) + (", ..." if len(known) > 6 else "")
     return f"{path} has no USDT probe {provider}:{name}{hint} (it has {listed})"
@@ -216,8 +216,13 @@ def bind_usdt(probe: Probe) -> tuple[Probe, UsdtTarget]:
 
 def check_usdt_target(probe: Probe, pid: int | None) -> tuple[UsdtTarget, list[str]]:
     """As `uprobe_target.check_probe_target`, for a USDT probe: the target
-    and notes to show; its arguments bound (and so checked) on the way."""
-    found = bind_usdt(probe)[1]
+    and notes to show; its arguments bound (and so checked) on the way:
+    an argument's refusal is a UsdtError too, for the callers of
+    `check_probe_target` (`ktui check`, the add dialog), which catch that."""
+    try:
+        found = bind_usdt(probe)[1]
+    except SpecError as err:
+        raise UsdtError(err.message) from None
     notes = []
     if found.is_library and pid is None:
         notes.append(f"{probe.target.path} is a shared library: without --pid the probe traps in every "
