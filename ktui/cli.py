@@ -471,6 +471,11 @@ def _user_target_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
         try:
             if probe is not None:
                 notes = check_probe_target(probe, ps.pid)[1]
+            elif target.user.usdt is not None:
+                from ktui.kernel.symbols.usdt import resolve_usdt
+
+                user = target.user
+                resolve_usdt(user.path, user.usdt_provider, user.usdt_name)
             else:
                 user = target.user
                 resolve(user.path, user.symbol, user.offset, user.address)
@@ -556,7 +561,9 @@ def _warnings_on_stderr():
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (for scripts).")
 @click.option("-w", "--wide", is_flag=True, help="Never cut lines at the terminal's width.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write ~/.cache/ktui.")
-def list_cmd(patterns, as_json, wide, no_cache):
+@click.option("--usdt", "usdt_file", type=click.Path(), metavar="PATH",
+              help="List the USDT probe points of the binary or library PATH instead.")
+def list_cmd(patterns, as_json, wide, no_cache, usdt_file):
     """Kernel functions matching shell globs (default '*'), each with its
     prototype (from BTF) and whether it can be probed, or why not; and
     tracepoints (a pattern with a slash), each with its fields and the type
@@ -570,6 +577,8 @@ def list_cmd(patterns, as_json, wide, no_cache):
     binary's or library's functions, with their addresses, file offsets
     and sizes (/usr/lib/x86_64-linux-gnu/libc.so.6:'mall*').
     """
+    if usdt_file is not None:
+        sys.exit(_list_usdt(usdt_file, patterns, as_json))
     from ktui.listing import run_list
     from ktui.vm.boot import default_kernel
 
@@ -577,6 +586,33 @@ def list_cmd(patterns, as_json, wide, no_cache):
         code = run_list(list(patterns) or ["*"], as_json=as_json, wide=wide, cache=not no_cache,
                         vm_kernel=default_kernel())
     sys.exit(code)
+
+
+def _list_usdt(path: str, patterns, as_json: bool) -> int:
+    """`ktui list --usdt PATH`: its probe points (`usdt_text`), each written
+    PATH:PROVIDER:NAME:usdt in a spec. Exit 1 when it has none."""
+    import json
+
+    from ktui.kernel.symbols.uprobe_target import UprobeTargetError
+    from ktui.kernel.symbols.usdt import usdt_probes
+    from ktui.kernel.symbols.usdt_text import usdt_data, usdt_lines
+
+    if patterns:
+        _fail("list --usdt PATH takes no patterns: it lists every probe point of PATH", EXIT_USAGE)
+    try:
+        probes = usdt_probes(path)
+    except UprobeTargetError as err:  # the file cannot be read (UsdtError is one)
+        _fail(err.message, EXIT_INVALID)
+    if as_json:
+        click.echo(json.dumps(usdt_data(path, probes), separators=(",", ":")))
+    else:
+        click.echo(usdt_lines(probes), nl=False)
+    if not probes:
+        click.echo(f"ktui: {path} has no USDT probes (no .note.stapsdt notes)", err=True)
+        return 1
+    click.echo(f"ktui: {len({p.full_name for p in probes})} USDT probes in {path}; probe one with "
+               f"{path}:PROVIDER:NAME:usdt[:a1,...]", err=True)
+    return 0
 
 
 @main.command("doctor")

@@ -14,6 +14,12 @@ A target that starts with `/` is a function of a user binary or library
 first `:`, so a path holding one cannot be written (refused, not misread),
 nor one holding a blank (clauses and ` if ` are split at blanks). It takes
 kind c or r.
+
+`PATH:PROVIDER:NAME:usdt` is a USDT probe point of that file (its
+`.note.stapsdt`): a third word where the kind would be (not c, r, t or
+usdt) makes the target one. Its values are its arguments a1..a6, as the
+note places them (`UsdtArg`, bound by `ktui.kernel.symbols.usdt`), the
+builtins and `+OFF(aN)` reads; registers, retval and names are refused.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from ktui.lang.model import (
     SpecError,
     Step,
     Target,
+    UsdtArg,
 )
 from ktui.lang.numbers import parse_int
 
@@ -60,6 +67,10 @@ TRACEPOINT_EXAMPLE = "syscalls/sys_enter_openat:t"
 ALTERNATIVES_EXAMPLE = "__kmalloc_noprof|__kmalloc:c"
 ALTERNATIVES_MAX = 8  # names in `a|b|...`: a few kernel generations' spellings
 USER_EXAMPLE = "/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:c"
+USDT_EXAMPLE = "/tmp/prog:ktui:tick:usdt:a1"
+USDT_VALUES = ("a USDT probe reads its arguments a1..a6 (its note says where each is), comm, pid, tid, "
+               "cpu and +OFFSET(aN): no registers, retval or names")
+KIND_WORDS = ("c", "r", "t", "usdt")
 TRACEPOINT_VALUES = ("a tracepoint's values are its fields by name (e.g. filename, flags): "
                      "a1..a6 and registers are for kernel functions")
 # Words that spell a register in a kprobe but are ordinary field names in a
@@ -96,11 +107,12 @@ class SpecSpan:
 class Scanner:
     """A cursor over the text; `what` names it in "got end of ..." messages."""
 
-    def __init__(self, text: str, what: str, *, tracepoint: bool = False) -> None:
+    def __init__(self, text: str, what: str, *, tracepoint: bool = False, usdt: bool = False) -> None:
         self.text = text
         self.pos = 0
         self.what = what
         self.tracepoint = tracepoint  # names are a tracepoint's fields (`_leaf`)
+        self.usdt = usdt  # a1..a6 are a USDT probe point's arguments (`_leaf`)
 
     def error(self, message: str, pos: int | None = None) -> SpecError:
         return SpecError(message, col=(self.pos if pos is None else pos) + 1)
@@ -255,7 +267,36 @@ def _user_target(sc: Scanner, span: SpecSpan) -> Target:
     symbol = sc.word(frozenset(_SYMBOL_CHARS))
     if len(symbol) > USER_SYMBOL_MAX:
         raise sc.error(f"function name longer than {USER_SYMBOL_MAX} characters", at)
+    if _at_usdt_name(sc):
+        return _usdt_target(sc, path, symbol, at)
     return Target(path=path, symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+def _at_usdt_name(sc: Scanner) -> bool:
+    """Whether `:WORD` follows, WORD no kind: PATH:PROVIDER:NAME, a USDT probe."""
+    if sc.peek() != ":":
+        return False
+    end = sc.pos + 1
+    while end < len(sc.text) and sc.text[end] in names.IDENT_CHARS:
+        end += 1
+    word = sc.text[sc.pos + 1 : end]
+    return bool(word) and word[0] in names.IDENT_START and word not in KIND_WORDS
+
+
+def _usdt_target(sc: Scanner, path: str, provider: str, at: int) -> Target:
+    """`:NAME` after PATH:PROVIDER, the cursor at its `:`."""
+    if "." in provider:
+        raise sc.error(f"a USDT provider is letters, digits and _, e.g. {USDT_EXAMPLE}",
+                       at + provider.index("."))
+    sc.pos += 1
+    name = sc.word()
+    if sc.peek() == ".":
+        raise sc.error(f"a USDT probe's name is letters, digits and _, e.g. {USDT_EXAMPLE}")
+    if sc.peek() in ("+", "-"):
+        raise sc.error("a USDT probe point has no offset: it is one place (or several) its note gives")
+    if len(provider) + len(name) + 1 > USER_SYMBOL_MAX:
+        raise sc.error(f"USDT provider and name longer than {USER_SYMBOL_MAX} characters", at)
+    return Target(path=path, usdt=f"{provider}:{name}")
 
 
 def _symbol_offset(sc: Scanner, span: SpecSpan, symbol: str) -> int:
@@ -310,6 +351,8 @@ def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
     """A name in a fetch: a predefined one (argument, register, retval,
     builtin) or a parameter by name with its member chain."""
     name = names.canonical_name(word)
+    if sc.usdt:
+        return _usdt_leaf(word, name, pos, sc)
     if sc.tracepoint and name is not None and name not in BUILTINS:
         if word not in FIELD_WORDS:
             raise sc.error(f"{word}: {TRACEPOINT_VALUES}", pos)
@@ -331,6 +374,19 @@ def _leaf(word: str, pos: int, sc: Scanner) -> FetchExpr:
     if name in names.ARG_NAMES:
         return Arg(int(name[1:]))
     return Reg(names.REGISTER_SPELLINGS[name])
+
+
+def _usdt_leaf(word: str, name: str | None, pos: int, sc: Scanner) -> FetchExpr:
+    """A name in a USDT probe's fetch: an argument a1..a6 or a builtin."""
+    problem = names.name_problem(word)
+    if problem is not None:
+        raise sc.error(problem, pos)
+    if name is None or not (name in BUILTINS or name in names.ARG_NAMES):
+        raise sc.error(f"{word}: {USDT_VALUES}", pos)
+    if _at_step(sc):
+        raise sc.error(f"{name} is a value, not a name with members: read memory with +OFFSET({name})",
+                       sc.pos)
+    return Builtin(name) if name in BUILTINS else UsdtArg(int(name[1:]))
 
 
 def _at_step(sc: Scanner) -> bool:
@@ -443,15 +499,19 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     if sc.peek() == "=":
         raise sc.error("a probe label is a word (letters, digits, _), e.g. reads=vfs_read:c")
     if sc.peek() != ":":
-        wanted = ":t" if target.tracepoint is not None else ":c or :r"
+        wanted = ":t" if target.tracepoint is not None else ":usdt" if target.usdt else ":c or :r"
+        if target.is_user and sc.at_end() and target.symbol == "usdt" and not target.offset:
+            raise sc.error(f"a USDT probe names its provider and probe: PATH:PROVIDER:NAME:usdt, "
+                           f"e.g. {USDT_EXAMPLE}", span.symbol - 1 if span.symbol else None)
         if target.is_user and sc.at_end() and target.symbol in ("c", "r") and not target.offset:
             raise sc.error(f"expected {wanted} after the target, got end of spec; a user probe names "
                            f"its function: PATH:FUNCTION:{target.symbol}")
         raise sc.error(f"expected {wanted} after the target, got {sc.here()}")
     sc.pos += 1
     sc.skip_ws()
-    kind = _kind(sc, target)
+    kind = _kind(sc, target, span.target - 1)
     sc.tracepoint = kind is Kind.TRACEPOINT
+    sc.usdt = kind is Kind.USDT
     sc.skip_ws()
     fetches = []
     if sc.peek() == ":":
@@ -471,15 +531,30 @@ def parse_raw(text: str) -> tuple[Probe, SpecSpan]:
     return Probe(target=target, kind=kind, fetches=tuple(fetches), label=label), span
 
 
-def _kind(sc: Scanner, target: Target) -> Kind:
-    """`c`, `r` or `t`; `t` with a tracepoint target and only there."""
+def _kind(sc: Scanner, target: Target, target_at: int) -> Kind:
+    """`c`, `r`, `t` or `usdt`; `t` with a tracepoint target and only
+    there, `usdt` with a USDT target (PATH:PROVIDER:NAME) and only there."""
     kind_pos = sc.pos
     kind_word = sc.word()
-    if kind_word not in ("c", "r", "t"):
+    if kind_word not in KIND_WORDS:
         got = f'"{kind_word}"' if kind_word else sc.here()
+        if kind_word and sc.text[sc.pos : sc.pos + 5] == ":usdt" and not target.is_user:
+            raise sc.error(f"a USDT probe is in a file: /PATH:PROVIDER:NAME:usdt, e.g. {USDT_EXAMPLE}",
+                           target_at)
+        if target.usdt is not None:
+            raise sc.error(f"a USDT probe point (PATH:PROVIDER:NAME) takes kind usdt, got {got}", kind_pos)
         raise sc.error(f"kind must be c, r or t, got {got} (c = call, r = return, t = tracepoint)",
                        kind_pos)
     kind = Kind(kind_word)
+    if target.usdt is not None and kind is not Kind.USDT:
+        raise sc.error(f"a USDT probe point (PATH:PROVIDER:NAME) takes kind usdt, got {kind_word}; "
+                       "it has no return", kind_pos)
+    if kind is Kind.USDT and target.usdt is None:
+        if target.is_user:
+            raise sc.error(f"a USDT probe names its provider and probe: PATH:PROVIDER:NAME:usdt, "
+                           f"e.g. {USDT_EXAMPLE}", kind_pos)
+        raise sc.error(f"kind usdt is for a USDT probe point of a user binary: /PATH:PROVIDER:NAME:usdt, "
+                       f"e.g. {USDT_EXAMPLE}", target_at)
     if target.is_user and kind is Kind.TRACEPOINT:
         raise sc.error("kind t is for a tracepoint CATEGORY/NAME; a user function (PATH:FUNCTION) "
                        "takes c (call) or r (return)", kind_pos)

@@ -64,6 +64,7 @@ class Kind(enum.Enum):
     CALL = "c"  # kprobe (a uprobe on a user function) at entry, or at an offset / address
     RETURN = "r"  # kretprobe, or uretprobe (ktui adds an entry probe to measure latency)
     TRACEPOINT = "t"  # a static tracepoint (tracefs events/CATEGORY/NAME): fields by name
+    USDT = "usdt"  # a USDT probe point of a user binary (its .note.stapsdt): a uprobe there
 
 
 # Fetch types, as in the kernel's kprobe_events syntax. None means "default":
@@ -102,6 +103,38 @@ class Arg:
 
     def __str__(self) -> str:
         return f"a{self.index}"
+
+
+@dataclass(frozen=True)
+class UsdtArg:
+    """The n-th argument of a USDT probe point (`a1` in `PATH:PROV:NAME:usdt`).
+
+    Not an `Arg`: a USDT argument is wherever the compiler put it (a
+    register of any width, a stack slot, a constant), which only the
+    probe's note says, never the SysV registers. So the grammar makes this
+    node in a USDT probe, it prints `a1` as written (the parse tree stays
+    what the user wrote), and `ktui.kernel.symbols.usdt.bind_usdt` fills
+    `binding` (ignored by equality, as a `Named`'s) from the note:
+    `positional()` then gives what reads it (`Reg`, `Deref`, `Const`);
+    unbound it refuses, rather than read a1's register by mistake."""
+
+    index: int
+    binding: "Binding | None" = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"a{self.index}"
+
+
+@dataclass(frozen=True)
+class Const:
+    """A value known when the program was built: a USDT argument the
+    compiler wrote as a constant (`4@$5`). Only a binding makes one
+    (`bind_usdt`); nothing parses it."""
+
+    value: int
+
+    def __str__(self) -> str:
+        return f"const({self.value})"
 
 
 @dataclass(frozen=True)
@@ -212,7 +245,7 @@ class DataLoc:
         return f"{'__rel_loc' if self.relative else '__data_loc'}(+{self.offset})"
 
 
-FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named, Record, DataLoc]
+FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named, Record, DataLoc, UsdtArg, Const]
 
 
 def positional(expr: "FetchExpr") -> "FetchExpr":
@@ -222,6 +255,10 @@ def positional(expr: "FetchExpr") -> "FetchExpr":
     if isinstance(expr, Named):
         if expr.binding is None or expr.binding.expr is None:
             raise ValueError(f"{expr} is not bound to the kernel's BTF")
+        return expr.binding.expr
+    if isinstance(expr, UsdtArg):
+        if expr.binding is None or expr.binding.expr is None:
+            raise ValueError(f"{expr} is not bound to its USDT note (bind_usdt)")
         return expr.binding.expr
     if isinstance(expr, Deref):
         inner = positional(expr.inner)
@@ -256,14 +293,15 @@ class Fetch:
             return "s64"
         if isinstance(self.expr, Builtin):
             return "string" if self.expr.name == "comm" else "u32"
-        if isinstance(self.expr, Named) and self.expr.binding is not None:
+        if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.type
         return "u64"
 
     @property
     def ctype(self) -> str | None:
-        """The C type of a fetch by name, once bound (`size_t`, `loff_t`)."""
-        if isinstance(self.expr, Named) and self.expr.binding is not None:
+        """The C type of a fetch by name, once bound (`size_t`, `loff_t`;
+        a USDT argument's note spec, `usdt -4@%edi`)."""
+        if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.ctype
         return None
 
@@ -372,7 +410,9 @@ class Target:
     tracepoint `CATEGORY/NAME` (tracefs' own path: `syscalls/sys_enter_openat`),
     or, with `path`, a function of a user binary or library (a uprobe):
     `PATH:SYMBOL[+0xOFF]` or `PATH:0xADDR`, the address in the file's own
-    virtual addresses (as `nm` and `objdump` print them).
+    virtual addresses (as `nm` and `objdump` print them); or, with `path`
+    and `usdt` ("PROVIDER:NAME"), a USDT probe point of that file
+    (`PATH:PROVIDER:NAME`, kind usdt: ktui.kernel.symbols.usdt).
 
     `alternatives`: kernel functions of which the first this kernel has is
     probed (`a|b`, YAML `function: [a, b]`; `lang.alternatives`). `symbol`
@@ -385,6 +425,15 @@ class Target:
     tracepoint: str | None = None
     path: str | None = None  # absolute; a user function's file (ktui.kernel.symbols.uprobe_target)
     alternatives: tuple[str, ...] = ()  # two or more kernel functions, in the order written
+    usdt: str | None = None  # "PROVIDER:NAME" of a USDT probe point in `path`
+
+    @property
+    def usdt_provider(self) -> str:
+        return (self.usdt or "").partition(":")[0]
+
+    @property
+    def usdt_name(self) -> str:
+        return (self.usdt or "").partition(":")[2]
 
     @property
     def is_user(self) -> bool:
@@ -393,7 +442,7 @@ class Target:
 
     def _key(self) -> tuple:
         symbol = None if self.alternatives else self.symbol
-        return (symbol, self.offset, self.address, self.tracepoint, self.path, self.alternatives)
+        return (symbol, self.offset, self.address, self.tracepoint, self.path, self.alternatives, self.usdt)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Target):
@@ -408,7 +457,9 @@ class Target:
             return self.tracepoint
         if self.alternatives:
             return "|".join(self.alternatives)
-        if self.address is not None:
+        if self.usdt is not None:
+            where = self.usdt
+        elif self.address is not None:
             where = f"0x{self.address:x}"
         elif self.offset:
             where = f"{self.symbol}+0x{self.offset:x}"
@@ -490,8 +541,9 @@ class Probe:
     # are missed, and counted (ProbeStats.missed_returns).
     maxactive: int = 0
     # Filter names that are parameters, bound to the kernel's BTF
-    # (`lang.bind`): name -> Named with its binding. None: not bound (yet).
-    bindings: "dict[str, Named] | None" = field(default=None, compare=False)
+    # (`lang.bind`): name -> Named with its binding; in a USDT probe, a1..aN
+    # bound to its note (`bind_usdt`): name -> UsdtArg. None: not bound (yet).
+    bindings: "dict[str, Named | UsdtArg] | None" = field(default=None, compare=False)
     # In-kernel aggregations of fetched values (hist/count/sum), or None
     agg: Aggregate | None = None
     # Whether a return probe counts errnos (ERRNO_MODES): "" decides by the

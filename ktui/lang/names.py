@@ -41,6 +41,7 @@ from ktui.lang.model import (
     Reg,
     RetVal,
     SpecError,
+    UsdtArg,
     reg_display,
 )
 from ktui.lang.numbers import DIGITS, parse_int
@@ -167,6 +168,8 @@ def resolve(probe: Probe, name: str) -> Resolved:
             unbound = isinstance(fetch.expr, Named) and fetch.expr.binding is None and fetch.type is None
             return Resolved(name, fetch.expr, fetch.effective_type, index, deferred=unbound)
     expr = predefined_expr(name)
+    if probe.kind is Kind.USDT and expr is not None and not isinstance(expr, Builtin):
+        return _usdt_argument(probe, name, expr)
     if probe.kind is Kind.TRACEPOINT and expr is not None and not isinstance(expr, Builtin):
         if name not in REGISTERS:
             from ktui.lang.grammar import TRACEPOINT_VALUES  # grammar imports this module
@@ -183,6 +186,10 @@ def resolve(probe: Probe, name: str) -> Resolved:
         bound = (probe.bindings or {}).get(name)
         if bound is not None and bound.binding is not None and bound.binding.expr is not None:
             return Resolved(name, bound.binding.expr, bound.binding.type)
+        if probe.kind is Kind.USDT:
+            from ktui.lang.grammar import USDT_VALUES  # grammar imports this module
+
+            raise UnknownName(f'unknown name "{name}": {USDT_VALUES} (or a fetch\'s label)')
         if probe.target.is_user:
             from ktui.lang.user_probes import USER_NO_BTF  # it imports model, as this module does
 
@@ -193,6 +200,19 @@ def resolve(probe: Probe, name: str) -> Resolved:
         known = tuple(f.name for f in probe.fetches) + PREDEFINED
         raise UnknownName(f'unknown name "{name}";{suggest(name, known)} use {FILTER_NAMES_HELP}')
     return Resolved(name, expr, Fetch(expr).effective_type)  # typed as its bare fetch would be
+
+
+def _usdt_argument(probe: Probe, name: str, expr: FetchExpr) -> Resolved:
+    """a1..a6 in a USDT probe's filter: the probe point's argument, typed by
+    its note once bound (`bind_usdt`: `probe.bindings`), deferred till then."""
+    if not isinstance(expr, Arg):
+        from ktui.lang.grammar import USDT_VALUES  # grammar imports this module
+
+        raise SpecError(f"{name}: {USDT_VALUES}")
+    bound = (probe.bindings or {}).get(name)
+    if bound is not None and bound.binding is not None and bound.binding.expr is not None:
+        return Resolved(name, bound.binding.expr, bound.binding.type)
+    return Resolved(name, UsdtArg(expr.index), "u64", deferred=True)
 
 
 def _has_steps(name: str) -> bool:

@@ -64,7 +64,13 @@ from ktui.lang.model import ATTACH_MODES, Aggregate, Kind, Probe, ProbeSet, Prob
 from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.spec import parse_fetch, parse_spec_clauses, parse_target, validate_probe
-from ktui.lang.user_probes import USER_ERRNO, USER_MAXACTIVE, check_user_aggregate, user_attach_problem
+from ktui.lang.user_probes import (
+    USDT_MAXACTIVE,
+    USER_ERRNO,
+    USER_MAXACTIVE,
+    check_user_aggregate,
+    user_attach_problem,
+)
 from ktui.lang.yamlnodes import (
     FAILED,
     INT,
@@ -474,7 +480,10 @@ class _SetReader(NodeReader):
         if probe.target.is_user and ("maxactive" in changes or user_attach_problem(changes.get("attach", ""))
                                      or ("errno" in changes and probe.kind is Kind.RETURN)):
             key = next(k for k in ("maxactive", "errno", "attach") if k in changes)
-            why = {"maxactive": USER_MAXACTIVE, "errno": USER_ERRNO}.get(key) or user_attach_problem(changes[key])
+            usdt = probe.kind is Kind.USDT
+            what = "a USDT probe" if usdt else "a user function"
+            why = ({"maxactive": USDT_MAXACTIVE if usdt else USER_MAXACTIVE, "errno": USER_ERRNO}.get(key)
+                   or user_attach_problem(changes[key], what))
             self.attempt(self.fail, items[key][0], why, prefix)
             return FAILED
         if "maxactive" in changes and probe.kind is not Kind.RETURN:

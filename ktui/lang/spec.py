@@ -102,7 +102,8 @@ def parse_fetch(text: str, kind: Kind | None = None) -> Fetch:
     """One `[label=]EXPR[:type]`, checked as far as it can be without its
     probe (retval and name clashes are checked by `validate_probe`). With
     `kind`, as that kind of probe reads it (a tracepoint's names are fields)."""
-    sc = Scanner(check_text(text, "fetch"), "fetch", tracepoint=kind is Kind.TRACEPOINT)
+    sc = Scanner(check_text(text, "fetch"), "fetch", tracepoint=kind is Kind.TRACEPOINT,
+                 usdt=kind is Kind.USDT)
     sc.skip_ws()
     fetch, span = scan_fetch(sc)
     expect_end(sc, "fetch")

@@ -23,10 +23,14 @@ USER_MAXACTIVE = ("maxactive: a user return probe has none (the kernel follows a
                   "itself, up to a fixed depth); leave maxactive: out")
 
 
-def user_attach_problem(mode: str) -> str:
-    """Why a probe's own `attach: MODE` cannot apply to a user function ("": it can)."""
+USDT_MAXACTIVE = "maxactive: a USDT probe has no return to follow; leave maxactive: out"
+
+
+def user_attach_problem(mode: str, what: str = "a user function") -> str:
+    """Why a probe's own `attach: MODE` cannot apply to a user function
+    (or `what` else of a user file) ("": it can)."""
     if mode in ("kprobe", "fentry"):
-        return (f"attach: {mode} is for kernel functions; a user function attaches as a uprobe "
+        return (f"attach: {mode} is for kernel functions; {what} attaches as a uprobe "
                 "(leave attach: out)")
     return ""
 
@@ -36,9 +40,10 @@ def check_user_options(probe: Probe) -> None:
     checked with their columns by `checks.check_probe`)."""
     if probe.errno and probe.kind is Kind.RETURN:
         raise SpecError(USER_ERRNO)
+    usdt = probe.kind is Kind.USDT
     if probe.maxactive:
-        raise SpecError(USER_MAXACTIVE)
-    problem = user_attach_problem(probe.attach)
+        raise SpecError(USDT_MAXACTIVE if usdt else USER_MAXACTIVE)
+    problem = user_attach_problem(probe.attach, "a USDT probe" if usdt else "a user function")
     if problem:
         raise SpecError(problem)
     if probe.agg is not None:

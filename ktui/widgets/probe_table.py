@@ -87,7 +87,7 @@ STATE_STYLES = {ProbeState.ATTACHED: "green", ProbeState.PENDING: "yellow", Prob
                 ProbeState.OFF: "dim", ProbeState.FAILED: "red"}
 
 # the kind column: c a call, r a return (latency), t a tracepoint
-KIND_STYLES = {Kind.CALL: "cyan", Kind.RETURN: "magenta", Kind.TRACEPOINT: "green"}
+KIND_STYLES = {Kind.CALL: "cyan", Kind.RETURN: "magenta", Kind.TRACEPOINT: "green", Kind.USDT: "yellow"}
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from ktui.lang.model import (
     RetVal,
     SpecError,
     Target,
+    UsdtArg,
 )
 from ktui.lang.spec import parse_fetch, parse_spec, parse_target, validate_probe
 
@@ -504,6 +505,8 @@ def _fetch_expr(draw, kind: Kind):
         leaves = [st.builds(Named, st.sampled_from(("filename", "count", "flags", "pid", "ip", "prev_comm")))]
     if kind is Kind.RETURN:
         leaves.append(st.just(RetVal()))
+    if kind is Kind.USDT:  # a probe point's arguments, where its note says
+        leaves = [st.builds(UsdtArg, st.integers(1, 6))]
     offsets = draw(st.lists(_OFFSETS, max_size=8))
     if not offsets and draw(st.booleans()):
         return Builtin(draw(st.sampled_from(("comm", "pid", "tid", "cpu"))))
@@ -538,6 +541,9 @@ def valid_probes(draw):
     if kind is Kind.TRACEPOINT:
         target = Target(tracepoint=draw(st.sampled_from(("syscalls/sys_enter_openat", "sched/sched_switch",
                                                          "9p/9p_client_req"))))
+    elif kind is Kind.USDT:  # PATH:PROVIDER:NAME; a NAME that is a kind word reads as the kind
+        name = draw(_IDENT.filter(lambda w: w not in ("c", "r", "t", "usdt")))
+        target = Target(path=draw(_PATHS), usdt=f"{draw(_IDENT)}:{name}")
     elif draw(st.booleans()):  # a user function: PATH:SYMBOL[+OFF] or PATH:0xADDR
         if draw(st.booleans()):
             target = Target(address=draw(st.integers(1, 2**64 - 1)), path=draw(_PATHS))
@@ -562,7 +568,7 @@ def test_generated_probes_round_trip(probe):
     validate_probe(probe)
     assert parse_spec(probe.spec_text) == probe
     for fetch in probe.fetches:
-        assert parse_fetch(str(fetch)) == fetch
+        assert parse_fetch(str(fetch), probe.kind if probe.kind is Kind.USDT else None) == fetch
     assert parse_target(str(probe.target)) == probe.target
 
 

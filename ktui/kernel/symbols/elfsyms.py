@@ -66,6 +66,7 @@ class Section:
     size: int
     link: int
     entsize: int
+    addr: int = 0  # sh_addr: where it loads (0: not loaded); USDT's `.stapsdt.base` is read by it
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def parse_layout(f: BinaryIO) -> ElfLayout:
     names = b""
     if shstrndx < len(raw) and raw[shstrndx][5] <= MAX_SYMBOL_BYTES:
         names = _read(f, raw[shstrndx][4], raw[shstrndx][5])
-    sections = tuple(Section(_cstring(names, sh[0]), sh[1], sh[4], sh[5], sh[6], sh[9]) for sh in raw)
+    sections = tuple(Section(_cstring(names, sh[0]), sh[1], sh[4], sh[5], sh[6], sh[9], sh[3]) for sh in raw)
     return ElfLayout(e_type, machine, tuple(segments), sections, has_interp, dynamic, tuple(notes))
 
 

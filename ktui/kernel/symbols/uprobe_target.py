@@ -132,6 +132,10 @@ def check_probe_target(probe: Probe, pid: int | None) -> tuple[UprobeTarget, lis
     target = probe.target
     if target.path is None:
         raise ValueError(f"{target} is not a user function")
+    if target.usdt is not None:  # a USDT probe point: its note, not a symbol (`usdt`)
+        from ktui.kernel.symbols.usdt import check_usdt_target  # it builds on this module
+
+        return check_usdt_target(probe, pid)  # type: ignore[return-value]
     found = resolve(target.path, target.symbol, target.offset, target.address)
     if found.is_go and probe.kind is Kind.RETURN:
         raise UprobeTargetError(GO_RETURN, part="kind")
