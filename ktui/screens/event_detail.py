@@ -47,7 +47,7 @@ def _kind_text(probe, status: ProbeStatus | None) -> str:
     """`call (fentry)`: the kind, and what the probe runs on as the probe
     table says it (a return probe may run on fexit, a call on fentry). The
     mechanism is the session's choice, known once the probe attached."""
-    kind = {"r": "return", "t": "tracepoint"}.get(probe.kind.value, "call")
+    kind = {"r": "return", "t": "tracepoint", "usdt": "usdt"}.get(probe.kind.value, "call")
     if status is None:
         return kind
     if status.via == kind:  # a tracepoint has one mechanism: "tracepoint (tracepoint)" says nothing more

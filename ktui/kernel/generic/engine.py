@@ -91,6 +91,8 @@ class Slot:
         """What the probe runs on: fentry, fexit, kprobe, kretprobe or tracepoint."""
         if self.tracepoint:
             return "tracepoint"
+        if self.probe.kind is Kind.USDT:
+            return "usdt"
         ret = self.probe.kind is Kind.RETURN
         if self.probe.target.is_user:
             return "uretprobe" if ret else "uprobe"

@@ -25,6 +25,7 @@ from ktui.lang.model import (
     Arg,
     Builtin,
     Compare,
+    Const,
     DataLoc,
     Deref,
     Fetch,
@@ -272,6 +273,18 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, use
         outer.append(expr.offset)
         expr = expr.inner
     chain = list(reversed(outer))
+    if isinstance(expr, Const):
+        # a USDT argument the compiler wrote as a constant ($N): no source
+        # to read, the value itself (program.c ktui_fetch_one: offs[0])
+        if chain:
+            raise NotGeneric(f"{fetch.name}: a constant cannot be dereferenced")
+        f.src, f.nderef = abi.SRC_CONST, 0
+        f.offs[0] = expr.value
+        f.dest = offset
+        f.user = int(user)
+        f.kind = abi.K_SINT if slot_kind == "sint" else abi.K_UINT
+        f.width = int(fetch.effective_type[1:]) // 8 if fetch.effective_type[1:].isdigit() else 8
+        return
     if isinstance(expr, DataLoc):
         # a tracepoint's dynamic field: the u32 at its offset says where
         # the text is (program.c ktui_fetch_one); nothing dereferences it
@@ -329,6 +342,8 @@ class _Names:
             return _Operand(abi.SRC_RETVAL, signed=True)
         if name in ("pid", "tid", "cpu"):
             return _source(Builtin(name), self.ret)
+        if self.probe.kind is Kind.USDT and name in (self.probe.bindings or {}):
+            return self._bound(name)  # a USDT probe's aN: where its note places it, not a register
         if len(name) == 2 and name[0] == "a" and name[1] in "123456":
             return _source(Arg(int(name[1])), self.ret)
         canonical = filters.canonical_name(name)
@@ -336,20 +351,25 @@ class _Names:
             return _source(Reg(REGISTER_SPELLINGS[canonical]), self.ret)
         bound = (self.probe.bindings or {}).get(name)
         if bound is not None and bound.binding is not None:
-            # A name the filter alone reads (lang.bind), compared as its C
-            # type: a 64-bit argument is its raw register; anything else
-            # (narrower, a member, a tracepoint's field) is fetched first.
-            kind = bound.binding.type
-            if kind in STRING_TYPES:
-                raise NotGeneric(f"{name} is a string")
-            expr = positional(bound)
-            if kind in ("u64", "s64", "x64") and isinstance(expr, (Arg, Reg)):
-                source = _source(expr, self.ret)
-                return _Operand(source.src, source.reg, signed=kind == "s64")
-            signed = kind.startswith("s")
-            i = self.scratch.fetch(Fetch(bound), "sint" if signed else "uint")
-            return _Operand(abi.SRC_VAL, i, signed=signed)
+            return self._bound(name)
         raise NotGeneric(f"unknown name {name!r} in filter")
+
+    def _bound(self, name: str) -> _Operand:
+        """A name the filter alone reads (lang.bind; a USDT probe's aN),
+        compared as its C type: a 64-bit argument is its raw register;
+        anything else (narrower, a member, a tracepoint's field, a USDT
+        argument on the stack) is fetched first."""
+        bound = self.probe.bindings[name]
+        kind = bound.binding.type
+        if kind in STRING_TYPES:
+            raise NotGeneric(f"{name} is a string")
+        expr = positional(bound)
+        if kind in ("u64", "s64", "x64") and isinstance(expr, (Arg, Reg)):
+            source = _source(expr, self.ret)
+            return _Operand(source.src, source.reg, signed=kind == "s64")
+        signed = kind.startswith("s")
+        i = self.scratch.fetch(Fetch(bound), "sint" if signed else "uint")
+        return _Operand(abi.SRC_VAL, i, signed=signed)
 
     def string(self, name: str) -> tuple[int, int]:
         """(SRC_COMM_STR or SRC_STRVAL, payload offset) of a string name."""

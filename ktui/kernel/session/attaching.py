@@ -157,7 +157,8 @@ class AttachingMixin:
         for note in notes:
             log_line(self._log_fd, f"ktui: {probe.spec_text}: {note}")
         try:
-            self._engine.attach_user(slot, target.path, (target.file_offset,), pid)
+            self._engine.attach_user(slot, target.path, target.file_offsets, pid,
+                                     getattr(target, "ref_ctr_offset", 0))
         except OSError as exc:
             return self._failed(pid_, explain_attach_error(probe, exc, None, self.symbols))
         if self.load_error:

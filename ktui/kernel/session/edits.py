@@ -54,7 +54,12 @@ class EditsMixin:
         also learns what its function returns (errno counting, lang.errnos).
         A probe with alternatives is first given the one this kernel has
         (lang.alternatives): by BTF in bind_probe, by kallsyms here where
-        there is no BTF."""
+        there is no BTF. A USDT probe's a1..aN are bound to where its
+        probe point's note places them (kernel/symbols/usdt)."""
+        if probe.kind is Kind.USDT:
+            from ktui.kernel.symbols.usdt import bind_usdt
+
+            return bind_usdt(probe)[0]
         alternatives = probe.target.alternatives
         if not alternatives and not needs_binding(probe) and (
                 probe.kind is not Kind.RETURN or probe.errno_width is not None):

@@ -97,6 +97,11 @@ class UprobeTarget:
     is_library: bool
     is_ifunc: bool = False  # a GNU indirect function: the address is its resolver's
 
+    @property
+    def file_offsets(self) -> tuple[int, ...]:
+        """Every breakpoint's (a USDT probe point may have several sites: usdt.UsdtTarget)."""
+        return (self.file_offset,)
+
 
 def resolve(path: str, symbol: str | None = None, offset: int = 0, address: int | None = None) -> UprobeTarget:
     """The file offset of `symbol` (+`offset`), or of the virtual `address`,
