@@ -56,8 +56,8 @@ next_tests+=" tests/kernel/test_interrupt_context.py"
 # each kernel's tracepoint formats (6.12's __data_loc fields unsigned, its
 # own ids) and its verifier of the tracepoint variant
 next_tests+=" tests/kernel/test_tracepoints.py"
-# uprobes on each kernel (a PIE and a -no-pie program, libc)
-next_tests+=" tests/kernel/test_uprobes.py"
+# uprobes and USDT on each kernel (a PIE and a -no-pie program, libc; -O0, -O2, a semaphore)
+next_tests+=" tests/kernel/test_uprobes.py tests/kernel/test_usdt.py"
 # 6.12 only: on 6.1 no void function the test's workload reaches leaves an
 # errno in rax, so its control (errnos counted when forced) cannot be made
 main_deselect="--deselect tests/kernel/test_errno_void.py"
