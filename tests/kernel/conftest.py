@@ -133,6 +133,30 @@ class Workload:
             self.proc.wait()
 
 
+class BuiltTarget:
+    """A C program the test built (uprobe_target.c, usdt_target.c): run with
+    its argument, it prints "ready", then makes one round of its calls per
+    line on stdin and prints "done N"."""
+
+    def __init__(self, binary: Path, *args: str) -> None:
+        self.binary = str(binary)
+        self.proc = subprocess.Popen([self.binary, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout.readline() == b"ready\n"
+        self.pid = self.proc.pid
+
+    def round(self) -> int:
+        """One round; the N its "done N" line says."""
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line.startswith(b"done "), line
+        return int(line.split()[1])
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
 @pytest.fixture
 def workload():
     made = []

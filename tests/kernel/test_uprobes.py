@@ -8,35 +8,16 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE, drain_all, wait_for
+from .conftest import HERE, BuiltTarget, drain_all, wait_for
 
 CALLS = 5
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-
-
-class Target:
-    """uprobe_target.c, built here, run with CALLS calls a round."""
-
-    def __init__(self, binary: Path) -> None:
-        self.proc = subprocess.Popen([str(binary), str(CALLS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert self.proc.stdout.readline() == b"ready\n"
-        self.pid = self.proc.pid
-
-    def round(self) -> None:
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().startswith(b"done ")
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture(params=["pie", "no-pie"])
@@ -44,8 +25,7 @@ def target(request, tmp_path):
     binary = tmp_path / f"uprobe_target-{request.param}"
     flags = ["-no-pie"] if request.param == "no-pie" else ["-pie", "-fPIE"]
     subprocess.run(["gcc", "-O0", *flags, "-o", str(binary), str(HERE / "uprobe_target.c")], check=True)
-    t = Target(binary)
-    t.binary = str(binary)
+    t = BuiltTarget(binary, str(CALLS))  # CALLS calls a round
     yield t
     t.close()
 

@@ -9,46 +9,23 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
-from .conftest import HERE, drain_all, wait_for
+from .conftest import HERE, BuiltTarget, drain_all, wait_for
 
 CALLS = 4
 BIG = 1000000000000
-
-
-class Target:
-    """usdt_target.c, built here, run with CALLS probe firings a round."""
-
-    def __init__(self, binary: Path) -> None:
-        self.proc = subprocess.Popen([str(binary), str(CALLS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert self.proc.stdout.readline() == b"ready\n"
-        self.pid = self.proc.pid
-
-    def round(self) -> int:
-        """One round; how many times the gated probe point fired so far."""
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line.startswith(b"done "), line
-        return int(line.split()[1])
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture(params=["O0", "O2"])
 def target(request, tmp_path):
     binary = tmp_path / f"usdt_target-{request.param}"
     subprocess.run(["gcc", f"-{request.param}", "-o", str(binary), str(HERE / "usdt_target.c")], check=True)
-    t = Target(binary)
-    t.binary = str(binary)
+    t = BuiltTarget(binary, str(CALLS))  # CALLS firings a round; round() says how often gated fired
     yield t
     t.close()
 

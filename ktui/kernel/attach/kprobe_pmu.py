@@ -80,10 +80,11 @@ def pmu_available() -> bool:
     return (_PMU_DIR / "type").exists()
 
 
-def _retprobe_bit() -> int:
-    # format/retprobe reads "config:0" on every kernel so far; read it anyway.
+def retprobe_bit(pmu_dir: Path = _PMU_DIR) -> int:
+    """The config bit of a return probe on the kprobe or uprobe PMU:
+    format/retprobe reads "config:0" on every kernel so far; read it anyway."""
     try:
-        text = (_PMU_DIR / "format" / "retprobe").read_text().strip()
+        text = (pmu_dir / "format" / "retprobe").read_text().strip()
         return 1 << int(text.split(":")[1])
     except (OSError, ValueError, IndexError):
         return 1
@@ -102,7 +103,7 @@ def open_kprobe(symbol: str | None, offset: int, retprobe: bool, address: int | 
     # other errors (EMFILE: no fd left to read the file) propagate as they are
     attr = PerfEventAttr()
     attr.type = pmu_type
-    attr.config = _retprobe_bit() if retprobe else 0
+    attr.config = retprobe_bit() if retprobe else 0
     attr.sample_period = 1
     attr.wakeup_events = 1
     name = ctypes.create_string_buffer(symbol.encode() if symbol else b"")

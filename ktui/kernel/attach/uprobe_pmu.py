@@ -18,7 +18,7 @@ import ctypes
 import errno
 from pathlib import Path
 
-from ktui.kernel.attach.kprobe_pmu import PerfEventAttr, perf_event_open
+from ktui.kernel.attach.kprobe_pmu import PerfEventAttr, perf_event_open, retprobe_bit
 
 _PMU_DIR = Path("/sys/bus/event_source/devices/uprobe")
 
@@ -40,15 +40,6 @@ def _ref_ctr_shift() -> int:
                                         "semaphore needs 4.20+)") from exc
 
 
-def _retprobe_bit() -> int:
-    # format/retprobe reads "config:0", as the kprobe PMU's; read it anyway.
-    try:
-        text = (_PMU_DIR / "format" / "retprobe").read_text().strip()
-        return 1 << int(text.split(":")[1])
-    except (OSError, ValueError, IndexError):
-        return 1
-
-
 def open_uprobe(path: str, file_offset: int, retprobe: bool, pid: int | None = None,
                 ref_ctr_offset: int = 0) -> int:
     """A uprobe (or uretprobe) perf event at `file_offset` of `path`, not yet
@@ -60,7 +51,7 @@ def open_uprobe(path: str, file_offset: int, retprobe: bool, pid: int | None = N
     to remove it."""
     attr = PerfEventAttr()
     attr.type = pmu_type()
-    attr.config = _retprobe_bit() if retprobe else 0
+    attr.config = retprobe_bit(_PMU_DIR) if retprobe else 0
     if ref_ctr_offset:
         attr.config |= ref_ctr_offset << _ref_ctr_shift()
     attr.sample_period = 1
