@@ -8,7 +8,7 @@ its fds (the kernel drops the probe; the loaded program stays).
 
 from __future__ import annotations
 
-from ktui.kernel.session.fentry import _first_line
+from ktui.kernel.session.fentry import first_line
 from ktui.kernel.session.unit_attach import attach_probe
 from ktui.kernel.codegen import generate
 from ktui.kernel.quiet import log_line
@@ -135,16 +135,15 @@ class AttachingMixin:
                     func_arg_helpers=self.features.func_arg_helpers)
             self._engine.attach_tracepoint(slot, tracepoint_id(probe.target.tracepoint))
         except Exception as exc:  # noqa: BLE001 - OSError, the verifier, a compile: the probe says why
-            reason = f"tracepoint {probe.target.tracepoint}: {_first_line(exc)}"
-            log_line(self._log_fd, f"ktui: {probe.spec_text}: {reason}")
-            return self._set_status(pid_, ProbeState.FAILED, reason)
+            return self._failed(pid_, f"tracepoint {probe.target.tracepoint}: {first_line(exc)}")
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
     def _attach_user(self, pid_: int) -> ProbeStatus:
-        """A user-space probe: its file offset found in its ELF file (once:
-        the file is read when the probe first attaches), then uprobes on it,
-        only in the set's --pid where it has one. The log gets its notes (a
-        shared library probed in every process)."""
+        """A user-space probe: its file offsets found in its ELF file (read
+        again at each attach: a fraction of a millisecond, and a rebuilt file
+        is then read as it is now), then uprobes on them, only in the set's
+        --pid where it has one. The log gets its notes (a shared library
+        probed in every process)."""
         from ktui.kernel.attach.explain import explain_attach_error
         from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
 
@@ -157,8 +156,7 @@ class AttachingMixin:
         for note in notes:
             log_line(self._log_fd, f"ktui: {probe.spec_text}: {note}")
         try:
-            self._engine.attach_user(slot, target.path, target.file_offsets, pid,
-                                     getattr(target, "ref_ctr_offset", 0))
+            self._engine.attach_user(slot, target.path, target.file_offsets, pid, target.ref_ctr_offset)
         except OSError as exc:
             return self._failed(pid_, explain_attach_error(probe, exc, None, self.symbols))
         if self.load_error:
@@ -168,6 +166,7 @@ class AttachingMixin:
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
     def _failed(self, pid_: int, reason: str) -> ProbeStatus:
+        """The probe failed for `reason`: the log and its state say why."""
         log_line(self._log_fd, f"ktui: {self._probes[pid_].spec_text}: {reason}")
         return self._set_status(pid_, ProbeState.FAILED, reason)
 

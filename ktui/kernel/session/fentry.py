@@ -82,7 +82,7 @@ class FentryMixin:
         try:
             self._engine.attach_tracing(slot)
         except OSError as exc:
-            return self._fall_back(pid_, f"the kernel refused {via}: {_first_line(exc)}")
+            return self._fall_back(pid_, f"the kernel refused {via}: {first_line(exc)}")
         maxactive = probe.maxactive or self.probeset.maxactive
         if maxactive:
             log_line(self._log_fd, f"ktui: {probe.spec_text}: maxactive {maxactive} unused: "
@@ -106,7 +106,7 @@ class FentryMixin:
         return self._attach_generic(pid_)
 
 
-def _first_line(exc: OSError) -> str:
+def first_line(exc: OSError) -> str:
     """The error, and the verifier's last word where it said one."""
     text = str(exc)
     log = getattr(exc, "log", "")

@@ -102,6 +102,11 @@ class UprobeTarget:
         """Every breakpoint's (a USDT probe point may have several sites: usdt.UsdtTarget)."""
         return (self.file_offset,)
 
+    @property
+    def ref_ctr_offset(self) -> int:
+        """A function has no semaphore (a USDT probe point may: usdt.UsdtTarget)."""
+        return 0
+
 
 def resolve(path: str, symbol: str | None = None, offset: int = 0, address: int | None = None) -> UprobeTarget:
     """The file offset of `symbol` (+`offset`), or of the virtual `address`,
