@@ -120,9 +120,8 @@ class AttachingMixin:
     def _attach_tracepoint(self, pid_: int) -> ProbeStatus:
         """A tracepoint probe: its own copy of the tracepoint variant, linked
         once the generic program (whose maps it shares) is in. Until then it
-        waits, LOADING: no dispatcher counts a tracepoint's hits."""
-        from ktui.kernel.attach.tracepoint_pmu import tracepoint_id
-
+        waits, LOADING: no dispatcher counts a tracepoint's hits. Its id is
+        its format's, read (and kept) when its fields were bound."""
         slot, probe = self._slots[pid_], self._probes[pid_]
         if self.load_error:
             return self._set_status(pid_, ProbeState.FAILED, self.load_error)
@@ -133,7 +132,8 @@ class AttachingMixin:
                 self._engine.tracepoint = self.loader.tracepoint_variant(
                     self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
                     func_arg_helpers=self.features.func_arg_helpers)
-            self._engine.attach_tracepoint(slot, tracepoint_id(probe.target.tracepoint))
+            event_id = self._kernel_names().tracepoint_format(probe.target.tracepoint).id
+            self._engine.attach_tracepoint(slot, event_id)
         except Exception as exc:  # noqa: BLE001 - OSError, the verifier, a compile: the probe says why
             return self._failed(pid_, f"tracepoint {probe.target.tracepoint}: {first_line(exc)}")
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)

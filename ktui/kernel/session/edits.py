@@ -64,18 +64,23 @@ class EditsMixin:
         if not alternatives and not needs_binding(probe) and (
                 probe.kind is not Kind.RETURN or probe.errno_width is not None):
             return probe
-        if self._names is None:
-            from ktui.lang.kernel_names import KernelNames
-
-            self._names = KernelNames()
-        if alternatives and self._names.problem() is not None:
+        if alternatives and self._kernel_names().problem() is not None:
             from ktui.kernel.symbols.ksyms import KernelSymbols
             from ktui.lang.alternatives import choose_alternative
 
             symbols = KernelSymbols()
             if symbols.available:
                 probe = choose_alternative(probe, symbols.exists, symbols.close_names)
-        return bind_probe(probe, self._names)
+        return bind_probe(probe, self._kernel_names())
+
+    def _kernel_names(self):
+        """Where names get their meaning (bind.Kernel): the running kernel's
+        BTF and tracepoint formats, each read once, opened when first asked."""
+        if self._names is None:
+            from ktui.lang.kernel_names import KernelNames
+
+            self._names = KernelNames()
+        return self._names
 
     def _log_notes(self, probe: Probe) -> None:
         """What the log should say about a probe before it runs: a sys_enter
