@@ -77,3 +77,13 @@ def test_a_narrower_argument_in_a_kprobe_filter_is_fetched_not_compiled():
     f = plan.fetch[0]
     assert (f.src, f.reg, f.width, f.kind) == (abi.SRC_REG, abi.REG_INDEX["di"], 4, abi.K_SINT)
     assert (plan.cmps[0].lsrc, plan.cmps[0].sign) == (abi.SRC_VAL, 1)
+
+
+def test_a_usdt_constant_argument_is_its_value_in_the_fetch():
+    """`-4@$7` in a probe point's note: no source to read, the value in offs[0]."""
+    from ktui.lang.model import Const, UsdtArg
+
+    a4 = UsdtArg(4, binding=Binding(Const(7), "s32", "usdt -4@$7"))
+    probe = Probe(Target(path="/bin/prog", usdt="ktui:tick"), Kind.USDT, fetches=(Fetch(a4),))
+    f = build_plan(probe, gen=1).fetch[0]
+    assert (f.src, f.nderef, f.offs[0], f.width, f.kind) == (abi.SRC_CONST, 0, 7, 4, abi.K_SINT)

@@ -247,6 +247,8 @@ def _source(expr, ret: bool) -> _Operand:
     """Where a fetch or filter name's raw 64 bits come from."""
     if isinstance(expr, Record):  # a tracepoint's fields are read from it
         return _Operand(abi.SRC_RECORD)
+    if isinstance(expr, Const):  # its value is in the fetch (offs[0])
+        return _Operand(abi.SRC_CONST)
     if isinstance(expr, Arg):
         if ret:  # a return probe sees the arguments as they were at entry
             return _Operand(abi.SRC_ARG, expr.index - 1)
@@ -273,18 +275,8 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, use
         outer.append(expr.offset)
         expr = expr.inner
     chain = list(reversed(outer))
-    if isinstance(expr, Const):
-        # a USDT argument the compiler wrote as a constant ($N): no source
-        # to read, the value itself (program.c ktui_fetch_one: offs[0])
-        if chain:
-            raise NotGeneric(f"{fetch.name}: a constant cannot be dereferenced")
-        f.src, f.nderef = abi.SRC_CONST, 0
-        f.offs[0] = expr.value
-        f.dest = offset
-        f.user = int(user)
-        f.kind = abi.K_SINT if slot_kind == "sint" else abi.K_UINT
-        f.width = int(fetch.effective_type[1:]) // 8 if fetch.effective_type[1:].isdigit() else 8
-        return
+    if isinstance(expr, Const) and chain:
+        raise NotGeneric(f"{fetch.name}: a constant cannot be dereferenced")
     if isinstance(expr, DataLoc):
         # a tracepoint's dynamic field: the u32 at its offset says where
         # the text is (program.c ktui_fetch_one); nothing dereferences it
@@ -300,6 +292,10 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, use
     f.nderef = len(chain)
     for d, off in enumerate(chain):
         f.offs[d] = off
+    if isinstance(expr, Const):
+        # a USDT argument the compiler wrote as a constant ($N): no source
+        # to read, the value itself (program.c ktui_fetch_one: offs[0])
+        f.offs[0] = expr.value
     f.dest = offset
     f.user = int(user)
     ftype = fetch.effective_type
