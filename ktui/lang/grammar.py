@@ -185,13 +185,7 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
         sc.pos += len(_tracefs_word(sc.text, sc.pos)) - 1
         return _tracepoint(sc, sc.text[start : sc.pos], start)  # `9p/9p_client_req`
     if c and c in "0123456789":
-        start = sc.pos
-        address = sc.number(U64_MAX, "address")
-        if sc.text[start : start + 2] not in ("0x", "0X"):
-            raise sc.error("an address is written in hex, e.g. 0xffffffff81234560", start)
-        if address == 0:
-            raise sc.error("address 0 cannot be probed", start)
-        return Target(address=address)
+        return Target(address=_hex_address(sc, "an address is written in hex, e.g. 0xffffffff81234560"))
     if not c or c not in names.IDENT_START:
         raise sc.error(f"expected a kernel symbol, a 0x address or a /path/to/binary:function, "
                        f"got {sc.here()}")
@@ -204,6 +198,18 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
     if sc.peek() == "|":
         return _alternatives(sc, symbol)
     return Target(symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+def _hex_address(sc: Scanner, how_written: str) -> int:
+    """A 0x address at the cursor, a kernel's or a file's; `how_written`
+    refuses one in decimal."""
+    at = sc.pos
+    address = sc.number(U64_MAX, "address")
+    if sc.text[at : at + 2] not in ("0x", "0X"):
+        raise sc.error(how_written, at)
+    if address == 0:
+        raise sc.error("address 0 cannot be probed", at)
+    return address
 
 
 def _alternatives(sc: Scanner, first: str) -> Target:
@@ -252,14 +258,8 @@ def _user_target(sc: Scanner, span: SpecSpan) -> Target:
     span.symbol = sc.pos + 1
     c = sc.peek()
     if c and c in "0123456789":
-        at = sc.pos
-        address = sc.number(U64_MAX, "address")
-        if sc.text[at : at + 2] not in ("0x", "0X"):
-            raise sc.error("an address in a file is written in hex, as nm and objdump print it "
-                           "(e.g. 0x1139)", at)
-        if address == 0:
-            raise sc.error("address 0 cannot be probed", at)
-        return Target(path=path, address=address)
+        return Target(path=path, address=_hex_address(
+            sc, "an address in a file is written in hex, as nm and objdump print it (e.g. 0x1139)"))
     if not c or c not in names.IDENT_START:
         raise sc.error(f"expected a function name or a 0x address after the path, e.g. {USER_EXAMPLE}, "
                        f"got {sc.here()}")
