@@ -36,6 +36,11 @@ MAX_DEREF = 8  # nested +OFFSET(...) levels
 MAX_STEPS = 16  # `->x` / `.y` steps in one member chain (each `->` is a read: MAX_DEREF bounds those)
 ARG_COUNT = 6  # a1..a6: the x86-64 SysV argument registers
 FILTER_MAX_DEPTH = 32  # nested parentheses and `!` in a filter
+# A wildcard's matches: attached one perf probe each (no kprobe_multi:
+# Debian's 6.1, every tracepoint pattern), or all in one kprobe_multi link
+# (5.18+). bpftrace's BPFTRACE_MAX_PROBES was 512 too.
+WILDCARD_MAX_SINGLE = 512
+WILDCARD_MAX_MULTI = 4096
 FILTER_MAX_COMPARES = 64  # comparisons in one filter: keeps the generated C small
 
 # ---------------------------------------------------------------- numbers

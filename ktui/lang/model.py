@@ -440,6 +440,13 @@ class Target:
         """A function in a user binary or library, not in the kernel."""
         return self.path is not None
 
+    @property
+    def is_wildcard(self) -> bool:
+        """A pattern (`tcp_*`, `syscalls/sys_enter_*`): one probe on every
+        kernel function or tracepoint it matches (`members`, once bound)."""
+        name = self.tracepoint if self.tracepoint is not None else self.symbol
+        return self.path is None and name is not None and any(c in name for c in WILDCARD_CHARS)
+
     def _key(self) -> tuple:
         symbol = None if self.alternatives else self.symbol
         return (symbol, self.offset, self.address, self.tracepoint, self.path, self.alternatives, self.usdt)
@@ -469,6 +476,7 @@ class Target:
 
 
 ATTACH_MODES = ("auto", "kprobe", "fentry")
+WILDCARD_CHARS = "*?["  # fnmatch's: a kernel function or tracepoint name with one is a pattern
 ERRNO_MODES = ("", "on", "off")  # Probe.errno: "" (by BTF), or the probe set's `errno:`
 
 AGG_KEYS_MAX = 4  # fetches a `count:` key holds
@@ -557,6 +565,10 @@ class Probe:
     # its class (errnos.RETURN_CLASSES), which says why in words.
     errno_width: int | None = field(default=None, compare=False)
     return_class: str = field(default="", compare=False)
+    # A wildcard's matches on this kernel (Target.is_wildcard): the kernel
+    # functions or tracepoints `CATEGORY/NAME` it is attached to, sorted.
+    # None: not a wildcard, or not bound yet.
+    members: tuple[str, ...] | None = field(default=None, compare=False)
 
     @property
     def uses_names(self) -> bool:

@@ -194,6 +194,12 @@ class ProbeStats:
     stacks: tuple[tuple[tuple[int | str, ...], int], ...] = ()
     stack_count: int = 0  # distinct stacks counted
     stacks_dropped: int = 0  # hits whose stack could not be taken or stored (map full)
+    # A wildcard probe (`tcp_*:c`): its hits by function (by event, for a
+    # tracepoint pattern) as (name, hits, latency_sum_ns), most hits first,
+    # only those hit; they add up to `hits`. member_count: how many
+    # functions (events) it is attached to; 0: not a wildcard.
+    members: tuple[tuple[str, int, int], ...] = ()
+    member_count: int = 0
 
 
 @dataclass(frozen=True)
