@@ -119,6 +119,11 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     BTF here, and its names were refused when it was parsed."""
     if probe.target.is_user:
         return probe
+    if probe.target.is_wildcard:  # each match bound, alike (lang.bind_wildcard)
+        from ktui.lang.bind_wildcard import bind_wildcard
+
+        text = text if text is not None else probe.spec_text  # a match's own spec is longer or shorter
+        return bind_wildcard(probe, kernel, lambda one: bind_probe(one, kernel, text=text, filter_text=filter_text))
     has_function = _has_function(kernel) if probe.target.alternatives else None
     if has_function is not None:
         probe = choose_alternative(probe, has_function, getattr(kernel, "close_functions", None))

@@ -54,6 +54,22 @@ class KernelNames:
             raise TracepointError(found.message, unknown=found.unknown)
         return found
 
+    def tracepoint_matches(self, pattern: str) -> tuple[str, ...]:
+        """The events a pattern (`syscalls/sys_enter_*`) matches, sorted;
+        SpecError (one line, at the target) when none, or tracefs cannot be read."""
+        from ktui.lang.bind_wildcard import expand_events
+        from ktui.lang.model import SpecError
+        from ktui.lang.tracepoints import list_categories, list_events
+
+        try:
+            found = expand_events(pattern, list_categories(self.tracefs), lambda c: list_events(c, self.tracefs))
+        except TracepointError as err:
+            raise SpecError(f"{pattern}: {err.message}", col=1) from None
+        if not found:
+            raise SpecError(f"no tracepoint matches {pattern} (`ktui list '{pattern.partition('/')[0]}/*'` "
+                            "lists a category's events)", col=1)
+        return found
+
     def tracefs_problem(self) -> str | None:
         """Why tracepoint formats cannot be read here (None: they can)."""
         try:

@@ -65,7 +65,7 @@ NOT_COMPILED = "never compiled: tracepoints and user-space probes run on the gen
 
 
 def never_compiled(probe: Probe) -> bool:
-    return probe.kind is Kind.TRACEPOINT or probe.target.is_user
+    return probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:

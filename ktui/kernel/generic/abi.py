@@ -42,6 +42,13 @@ COOKIE_SLOT_MASK = 0xFFFF
 COOKIE_GEN_SHIFT = 16
 COOKIE_ENTRY = 1 << 32  # the entry half of a return probe
 COOKIE_EARLY = 1 << 33  # the dispatcher counts this probe's hits until the program is in
+# A wildcard's function (tracepoint) in its cookie: each match is attached
+# with a site of its own, where the program counts its hits and latencies
+# (ktui_sites); 0: not a wildcard. Sites are the session's, given out in
+# ranges, one per wildcard probe (engine.Slot.sites).
+COOKIE_SITE_SHIFT = 40
+MAX_SITES = 8192  # a power of two: the mask below
+SITE_MASK = MAX_SITES - 1
 
 # where a value comes from
 SRC_REG = 1  # pt_regs word `reg` (a register, or an argument of a call probe)
@@ -275,6 +282,7 @@ def c_declarations() -> str:
         "KTUI_ERRNO_HIGH_BASE": ERRNO_HIGH_BASE, "KTUI_ERRNO_GUESS": ERRNO_GUESS,
         "KTUI_NREGS": NREGS, "KTUI_TRACE_ARGS": TRACE_ARGS,
         "KTUI_COOKIE_ENTRY": f"{COOKIE_ENTRY}ULL",
+        "KTUI_COOKIE_SITE_SHIFT": COOKIE_SITE_SHIFT, "KTUI_MAX_SITES": MAX_SITES, "KTUI_SITE_MASK": SITE_MASK,
         "SRC_REG": SRC_REG, "SRC_ARG": SRC_ARG, "SRC_RETVAL": SRC_RETVAL, "SRC_PID": SRC_PID,
         "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_RECORD": SRC_RECORD,
         "LOC_DATA": LOC_DATA, "LOC_REL": LOC_REL, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,

@@ -75,6 +75,12 @@ class Slot:
     # a counting probe (a call, plan F_BARE, no --comm): its programs are
     # counter.py's, which count by themselves (no dispatcher, no plan)
     counter: bool = False
+    # a wildcard (probe.members): each match's site, in the members' order
+    # (abi.COOKIE_SITE_SHIFT: its hits by function); `multi`: all of them
+    # in kprobe_multi links (5.18+), run by the slot's own copy of the
+    # kprobe variant (slot.progs), else one perf probe each
+    sites: tuple[int, ...] = ()
+    multi: bool = False
 
     @property
     def tracing(self) -> bool:
@@ -87,10 +93,20 @@ class Slot:
         return self.probe.kind is Kind.TRACEPOINT
 
     @property
+    def waits_for_program(self) -> bool:
+        """It attaches once the generic program is in, not before: nothing
+        would count its hits meanwhile (a tracepoint's program is its own
+        copy; a wildcard's hits by function are the program's to count)."""
+        return self.tracepoint or bool(self.sites)
+
+    @property
     def via(self) -> str:
-        """What the probe runs on: fentry, fexit, kprobe, kretprobe or tracepoint."""
+        """What the probe runs on: fentry, fexit, kprobe, kretprobe,
+        kprobe_multi, kretprobe_multi, tracepoint, uprobe, uretprobe or usdt."""
         if self.tracepoint:
             return "tracepoint"
+        if self.multi:
+            return "kretprobe_multi" if self.probe.kind is Kind.RETURN else "kprobe_multi"
         if self.probe.kind is Kind.USDT:
             return "usdt"
         ret = self.probe.kind is Kind.RETURN
@@ -107,6 +123,11 @@ class Slot:
 
     def cookie(self, early: bool) -> int:
         return self.tag | (abi.COOKIE_EARLY if early else 0)
+
+    def site_cookies(self, entry: bool = False) -> list[int]:
+        """A wildcard's cookies, one per member: the slot and the member's site."""
+        base = self.cookie(False) | (abi.COOKIE_ENTRY if entry else 0)
+        return [base | site << abi.COOKIE_SITE_SHIFT for site in self.sites]
 
 
 class GenericEngine:
@@ -130,6 +151,7 @@ class GenericEngine:
         self.tracepoint = None  # the tracepoint variant's CompiledProgram, once loaded (tracepoint slots)
         self.slots: dict[int, Slot] = {}
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
+        self._sites_free = list(range(abi.MAX_SITES - 1, 0, -1))  # site 0: not a wildcard
         self._next = 0  # where the search for a free slot starts
         self._lock = threading.RLock()
         self._ncpus = bpfsys.possible_cpus()
@@ -146,10 +168,12 @@ class GenericEngine:
 
     # ------------------------------------------------------------ slots
 
-    def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0) -> Slot:
+    def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0, *, multi: bool = False) -> Slot:
         """A slot for `probe` (not attached yet). NotGeneric if the generic
         program cannot run it; then nothing was allocated. `btf_id`: it goes
-        by fentry/fexit to that function (of `nargs` arguments)."""
+        by fentry/fexit to that function (of `nargs` arguments). A wildcard
+        (probe.members bound) gets a site per member; `multi`: its
+        functions go in kprobe_multi links."""
         with self._lock:
             # Round robin: a freed slot comes back only after every other one
             # was used, so its old errno and comm entries (cleared by a scan
@@ -161,8 +185,16 @@ class GenericEngine:
             gen = (self._gens[index] + 1) & 0xFFFF
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
             plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
-            slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE)
-            halves = 2 if probe.kind is Kind.RETURN else 0 if slot.tracepoint else 1
+            members = probe.members or ()
+            if len(members) > len(self._sites_free):
+                raise NotGeneric(f"{len(members)} matches, and the wildcards running already hold all but "
+                                 f"{len(self._sites_free)} of the {abi.MAX_SITES - 1} places to count them")
+            slot.multi = multi and bool(members)
+            slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE
+                                and not members)  # a counter's program counts no function apart
+            halves = 2 if probe.kind is Kind.RETURN else 1
+            if slot.tracepoint or slot.multi:
+                halves = 0  # its own copy of the program, loaded when it attaches
             try:
                 if slot.counter:
                     slot.progs.append(self.counters.load(index, f"ktui_c{index}"))
@@ -172,6 +204,7 @@ class GenericEngine:
                 _close_all(slot.progs)
                 raise
             self._next = index + 1
+            slot.sites = tuple(self._sites_free.pop() for _ in members)
             self._gens[index] = gen
             self.slots[index] = slot
             self._history[slot.tag] = (probe, probe_id)
@@ -190,7 +223,8 @@ class GenericEngine:
         if slot.counter:
             return
         self._write_plan(slot)
-        if not slot.tracepoint:  # a tracepoint's own program reads the plan itself
+        self._clear_sites(slot)
+        if not (slot.tracepoint or slot.multi):  # its own program reads the plan itself
             self.dispatcher.route(slot.index, self.program.prog_fd)
 
     def remove(self, slot: Slot) -> None:
@@ -200,6 +234,8 @@ class GenericEngine:
                 self._forget(slot.index)  # its keys and stacks would take room from the others
             self.dispatcher.unroute(slot.index)
             self.slots.pop(slot.index, None)
+            self._sites_free.extend(reversed(slot.sites))
+            slot.sites = ()
             progs, slot.progs = slot.progs + slot.tprogs, []
             slot.tprogs = []
             _close_all(progs)  # nothing links to them now
@@ -226,6 +262,42 @@ class GenericEngine:
             return lambda: kprobe_pmu.open_kprobe(symbol, offset, retprobe, address)
 
         self._attach_halves(slot, open_pmu, open_return)
+
+    def attach_wildcard(self, slot: Slot) -> None:
+        """Every function of a wildcard, each with its site in the cookie:
+        in kprobe_multi links (a return probe's entry half in one, its
+        returns in another) run by the slot's own copy of the kprobe
+        variant, or one perf kprobe (two for a return probe) per function,
+        linked to the slot's dispatchers. Raises OSError; nothing stays
+        attached then."""
+        if slot.fds:
+            return
+        members = list(slot.probe.members or ())
+        retprobe = slot.probe.kind is Kind.RETURN
+        fds: list[int] = []
+        try:
+            if slot.multi:
+                from ktui.kernel.generic.loader import load_kprobe_multi_copy
+
+                assert self.program is not None and self.program.compiled is not None
+                if not slot.progs:
+                    slot.progs = [load_kprobe_multi_copy(self.program.compiled, self.program.maps,
+                                                         name=f"ktui_m{slot.index}")]
+                if retprobe:
+                    fds.append(bpfsys.link_kprobe_multi(slot.progs[0], members, slot.site_cookies(entry=True)))
+                fds.append(bpfsys.link_kprobe_multi(slot.progs[0], members, slot.site_cookies(), retprobe))
+            else:
+                entries = slot.site_cookies(entry=True)
+                for member, cookie, entry in zip(members, slot.site_cookies(), entries):
+                    if retprobe:
+                        fds += self._link(slot.progs[1], entry,
+                                          lambda m=member: kprobe_pmu.open_kprobe(m, 0, False, None))
+                    fds += self._link(slot.progs[0], cookie,
+                                      lambda m=member: kprobe_pmu.open_kprobe(m, 0, retprobe, None))
+        except BaseException:
+            kprobe_pmu.detach_all(fds)
+            raise
+        slot.fds = fds
 
     def attach_user(self, slot: Slot, path: str, file_offsets: tuple[int, ...], pid: int | None,
                     ref_ctr_offset: int = 0) -> None:
@@ -308,11 +380,12 @@ class GenericEngine:
             raise
         slot.fds = fds
 
-    def attach_tracepoint(self, slot: Slot, event_id: int) -> None:
+    def attach_tracepoint(self, slot: Slot, event_ids: list[int]) -> None:
         """The slot's own copy of the tracepoint variant (loaded on first
-        attach, kept while the slot lives), linked to tracepoint
-        `event_id` with the slot's cookie. Raises OSError (the verifier,
-        EACCES...)."""
+        attach, kept while the slot lives), linked to each tracepoint of
+        `event_ids` (one, or a wildcard's, each with its site) with the
+        slot's cookie. Raises OSError (the verifier, EACCES...); nothing
+        stays attached then."""
         from ktui.kernel.generic.loader import load_tracepoint_program
 
         if slot.fds:
@@ -320,7 +393,15 @@ class GenericEngine:
         assert self.program is not None and self.tracepoint is not None
         if not slot.progs:
             slot.progs = [load_tracepoint_program(self.tracepoint, self.program.maps, name=f"ktui_t{slot.index}")]
-        slot.fds = self._link(slot.progs[0], slot.cookie(False), lambda: tracepoint_pmu.open_tracepoint(event_id))
+        cookies = slot.site_cookies() if slot.sites else [slot.cookie(False)]
+        fds: list[int] = []
+        try:
+            for event_id, cookie in zip(event_ids, cookies, strict=True):
+                fds += self._link(slot.progs[0], cookie, lambda e=event_id: tracepoint_pmu.open_tracepoint(e))
+        except BaseException:
+            kprobe_pmu.detach_all(fds)
+            raise
+        slot.fds = fds
 
     def _link(self, prog_fd: int, cookie: int, open_event) -> list[int]:
         perf_fd = open_event()
@@ -402,6 +483,12 @@ class GenericEngine:
         self._forget(index)
         # its old entry stacks need no clearing: a new generation starts them empty
 
+    def _clear_sites(self, slot: Slot) -> None:
+        """A wildcard's sites start from zero (they may be a removed one's)."""
+        zero = bytes(self._percpu_size(self.program.specs["ktui_sites"]["value_size"]))
+        for site in slot.sites:
+            bpfsys.map_update(self._map("ktui_sites"), struct.pack("<I", site), zero)
+
     def _forget(self, index: int) -> None:
         """Delete a slot's entries from the aggregations' shared maps (every
         generation's: a key's tag is the slot and its generation)."""
@@ -481,6 +568,7 @@ class GenericEngine:
                                  "ktui_nested", "ktui_errno_rest")}
         comms = comms_by_slot(self._map("ktui_comms")) if slots else {}
         aggregates = self._aggregates(slots, count, np)
+        members = self._members(slots, np)
         for i, slot in slots.items():
             hist: tuple[int, ...] = ()
             errnos: dict[int, int] = {}
@@ -505,7 +593,25 @@ class GenericEngine:
                 nest_dropped=int(counters["ktui_nested"][i]),
                 **runs[i],
                 **aggregates.get(i, {}),
+                **members.get(i, {}),
             )
+        return out
+
+    def _members(self, slots: dict[int, Slot], np) -> dict[int, dict]:
+        """Wildcards' hits (and latencies) by function, from ktui_sites: one
+        read of the whole array for every wildcard slot."""
+        wild = {i: s for i, s in slots.items() if s.sites}
+        if not wild:
+            return {}
+        raw = bpfsys.array_lookup_all(self._map("ktui_sites"), abi.MAX_SITES, 16 * self._ncpus)
+        per_site = np.frombuffer(raw, dtype=np.uint64).reshape(abi.MAX_SITES, self._ncpus, 2).sum(axis=1)
+        out = {}
+        for i, slot in wild.items():
+            counts = per_site[list(slot.sites)]
+            hit = [(name, int(h), int(lat)) for name, (h, lat) in zip(slot.probe.members or (), counts.tolist())
+                   if h]
+            hit.sort(key=lambda m: (-m[1], m[0]))
+            out[i] = {"members": tuple(hit), "member_count": len(slot.sites)}
         return out
 
     def _counting_stats(self, slots: dict[int, Slot], count: int, runs: dict) -> dict[int, ProbeStats]:

@@ -73,6 +73,9 @@ class LoadedProgram:
     maps: dict[str, int]  # name -> fd
     specs: dict[str, dict]
     source: str  # "shipped", "cache" or "compiled", for the log and the benchmarks
+    # what was loaded: copies of it with the same maps (a kprobe_multi
+    # link's, load_kprobe_multi_copy) are loaded from it
+    compiled: CompiledProgram | None = None
 
     def close(self) -> None:
         for fd in [self.prog_fd, *self.maps.values()]:
@@ -134,7 +137,7 @@ def load_compiled(program: CompiledProgram, source: str, ring_bytes: int | None 
         for fd in maps.values():
             os.close(fd)
         raise
-    return LoadedProgram(prog_fd, maps, specs, source)
+    return LoadedProgram(prog_fd, maps, specs, source, program)
 
 
 def _one_off(log_fd: int) -> Compiler:
@@ -297,3 +300,14 @@ def load_tracepoint_program(program: CompiledProgram, maps: dict[str, int], *, n
     the kernel's run-time statistics are then the probe's (dispatch.py)."""
     insns = program.relocated(maps.__getitem__)
     return bpfsys.prog_load(insns, name=name, log_size=1 << 20, prog_type=bpfsys.BPF_PROG_TYPE_TRACEPOINT)
+
+
+def load_kprobe_multi_copy(program: CompiledProgram, maps: dict[str, int], *, name: str) -> int:
+    """The kprobe variant loaded again for a kprobe_multi link (a wildcard's
+    functions, all in one link): the kernel wants the attach type at load
+    time, and refuses a program array that mixes it with plain kprobes, so
+    such a probe runs its own copy, as a tracepoint probe does, with the
+    same maps (one text)."""
+    insns = program.relocated(maps.__getitem__)
+    return bpfsys.prog_load(insns, name=name, log_size=1 << 20, prog_type=bpfsys.BPF_PROG_TYPE_KPROBE,
+                            expected_attach_type=bpfsys.BPF_TRACE_KPROBE_MULTI)

@@ -114,6 +114,14 @@ BPF_PERCPU_ARRAY(ktui_unstored, u64, KTUI_MAX_PROBES);
 /* hits dropped: every scratch area of the CPU (or the thread's entry stack) held */
 BPF_PERCPU_ARRAY(ktui_nested, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_state, struct ktui_state, KTUI_NEST_LEVELS);
+/* A wildcard's hits (and a return probe's latencies) by function: each
+ * function the pattern matched is attached with a site of its own in the
+ * cookie (0: not a wildcard), counted where the probe's hits are. */
+struct ktui_site {
+    u64 hits;
+    u64 lat_sum;
+};
+BPF_PERCPU_ARRAY(ktui_sites, struct ktui_site, KTUI_MAX_SITES);
 /* In-kernel aggregations (plan.agg), every probe's in the same maps, keyed
  * by its tag: a value histogram per slot; hits (and a sum) by key, a
  * probe's keys held to its own max_keys by ktui_agg_nkeys; a hit whose new
@@ -139,6 +147,19 @@ static __always_inline void ktui_bump(void *p)
     u64 *v = p;
     if (v)
         __sync_fetch_and_add(v, 1);
+}
+
+static __always_inline void ktui_count_site(u64 cookie, u64 latency)
+{
+    u32 site = (cookie >> KTUI_COOKIE_SITE_SHIFT) & KTUI_SITE_MASK;
+    if (!site)
+        return;
+    struct ktui_site *s = ktui_sites.lookup(&site);
+    if (!s)
+        return;
+    __sync_fetch_and_add(&s->hits, 1);
+    if (latency)
+        __sync_fetch_and_add(&s->lat_sum, latency);
 }
 
 static __always_inline char *ktui_comm(struct ktui_who *who)
@@ -689,6 +710,7 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
     if (!ktui_filter(st, plan))
         return 0;
     ktui_count(&st->who, slot);
+    ktui_count_site(cookie, latency);
     if (flags & F_RETURN)
         ktui_account_return(slot, latency, st->retval, plan->errno_mode);
     if (plan->agg) {
@@ -730,12 +752,14 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
  * needs no per-CPU scratch state, whose lookup on 6.1 is a helper call
  * (the verifier inlines only plain arrays' there) in a hit that makes few
  * others: who made it is kept on the stack. A call probe only counts. */
-static __always_inline int ktui_count_only(u32 slot)
+static __always_inline int ktui_count_only(u32 slot, u64 cookie)
 {
     struct ktui_who who = {};
     who.pid_tgid = bpf_get_current_pid_tgid();
-    if (ktui_set_filter(&who))
+    if (ktui_set_filter(&who)) {
         ktui_count(&who, slot);
+        ktui_count_site(cookie, 0);
+    }
     return 0;
 }
 
@@ -754,6 +778,7 @@ static __always_inline int ktui_time_only(struct ktui_plan *plan, u64 cookie, u3
     if (!ktui_leave(&who, plan, slot, frame, &now, &latency, 0))
         return 0;
     ktui_count(&who, slot);
+    ktui_count_site(cookie, latency);
     ktui_account_return(slot, latency, rc, plan->errno_mode);
     return 0;
 }
@@ -822,7 +847,7 @@ int ktui_generic(void *ctx)
     if (!plan)
         return 0;
     if (plan->flags & F_BARE)
-        return ktui_count_only(slot);
+        return ktui_count_only(slot, cookie);
     struct ktui_state *st = ktui_begin(slot);
     if (!st)
         return 0;
@@ -844,7 +869,7 @@ int ktui_generic(struct pt_regs *ctx)
     if (plan->flags & F_BARE) {
         if (plan->flags & F_RETURN)
             return ktui_time_only(plan, cookie, slot, PT_REGS_RC(ctx), frame);
-        return ktui_count_only(slot);
+        return ktui_count_only(slot, cookie);
     }
     struct ktui_state *st = ktui_begin(slot);
     if (!st)
@@ -910,7 +935,7 @@ int ktui_generic(u64 *ctx)
     u64 frame = (u64)ctx;
     u32 flags = plan->flags;
     if ((flags & F_BARE) && !(flags & F_RETURN))
-        return ktui_count_only(slot);
+        return ktui_count_only(slot, cookie);
 #if KTUI_FUNC_ARG_HELPERS
     if (flags & F_BARE) { /* before 5.17 the return value needs the probe read below */
         u64 rc = 0;

@@ -50,6 +50,7 @@ BPF_TRACE_FEXIT = 25
 BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_PERF_EVENT = 41  # attach type of a link to a perf event
 BPF_TRACE_KPROBE_MULTI = 42  # attach type of a kprobe_multi link (5.18+, CONFIG_FPROBE)
+BPF_F_KPROBE_MULTI_RETURN = 1  # a kprobe_multi link on the functions' returns
 BPF_PSEUDO_MAP_FD = 1
 BPF_ANY = 0
 
@@ -320,14 +321,20 @@ def link_tracing(prog_fd: int, attach_type: int, cookie: int) -> int:
                        "linking fentry/fexit with a cookie")
 
 
-def link_kprobe_multi(prog_fd: int, symbols: list[str]) -> int:
+def link_kprobe_multi(prog_fd: int, symbols: list[str], cookies: list[int] | None = None,
+                      retprobe: bool = False) -> int:
     """One kprobe_multi link (5.18+, needs CONFIG_FPROBE) on `symbols`,
     running `prog_fd` (loaded with expected attach type
-    BPF_TRACE_KPROBE_MULTI)."""
+    BPF_TRACE_KPROBE_MULTI), each function with its own cookie (read by
+    bpf_get_attach_cookie) where `cookies` are given; `retprobe`: on their
+    returns (BPF_F_KPROBE_MULTI_RETURN). One name the kernel cannot attach
+    fails the whole link."""
     names = [ctypes.create_string_buffer(s.encode()) for s in symbols]
     array = (ctypes.c_uint64 * len(names))(*(ctypes.addressof(n) for n in names))
+    values = (ctypes.c_uint64 * len(names))(*cookies) if cookies else None
     # kprobe_multi: flags u32, cnt u32, syms u64, addrs u64, cookies u64
-    extra = struct.pack("<IIQQQ", 0, len(names), ctypes.addressof(array), 0, 0)
+    extra = struct.pack("<IIQQQ", BPF_F_KPROBE_MULTI_RETURN if retprobe else 0, len(names),
+                        ctypes.addressof(array), 0, ctypes.addressof(values) if values is not None else 0)
     return link_create(prog_fd, 0, BPF_TRACE_KPROBE_MULTI, extra, "linking kprobe_multi")
 
 

@@ -98,6 +98,8 @@ class AttachingMixin:
             return self._attach_tracepoint(pid_)
         if probe.target.is_user:
             return self._attach_user(pid_)
+        if slot.sites:
+            return self._attach_wildcard(pid_)
         reason = precheck(probe)
         opener = None
         if not reason:
@@ -132,10 +134,26 @@ class AttachingMixin:
                 self._engine.tracepoint = self.loader.tracepoint_variant(
                     self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
                     func_arg_helpers=self.features.func_arg_helpers)
-            event_id = self._kernel_names().tracepoint_format(probe.target.tracepoint).id
-            self._engine.attach_tracepoint(slot, event_id)
+            names = self._kernel_names()
+            events = probe.members if slot.sites else (probe.target.tracepoint,)
+            self._engine.attach_tracepoint(slot, [names.tracepoint_format(e).id for e in events])
         except Exception as exc:  # noqa: BLE001 - OSError, the verifier, a compile: the probe says why
             return self._failed(pid_, f"tracepoint {probe.target.tracepoint}: {first_line(exc)}")
+        return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _attach_wildcard(self, pid_: int) -> ProbeStatus:
+        """A wildcard of kernel functions: every match at once, once the
+        generic program (which counts hits by function) is in; until then
+        it waits, LOADING."""
+        slot, probe = self._slots[pid_], self._probes[pid_]
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is None:
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        try:
+            self._engine.attach_wildcard(slot)
+        except OSError as exc:
+            return self._failed(pid_, f"{slot.via} on {len(slot.sites)} functions: {first_line(exc)}")
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
     def _attach_user(self, pid_: int) -> ProbeStatus:

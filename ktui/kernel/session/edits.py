@@ -27,6 +27,8 @@ def generic_only(probe: Probe) -> str:
         return f"a tracepoint {GENERIC_ONLY}"
     if probe.target.is_user:
         return f"a user-space probe {GENERIC_ONLY}"
+    if probe.target.is_wildcard:
+        return f"a wildcard {GENERIC_ONLY}"
     return ""
 
 
@@ -60,6 +62,8 @@ class EditsMixin:
             from ktui.kernel.symbols.usdt import bind_usdt
 
             return bind_usdt(probe)[0]
+        if probe.target.is_wildcard:
+            return self._bind_wildcard(probe)
         alternatives = probe.target.alternatives
         if not alternatives and not needs_binding(probe) and (
                 probe.kind is not Kind.RETURN or probe.errno_width is not None):
@@ -72,6 +76,35 @@ class EditsMixin:
             if symbols.available:
                 probe = choose_alternative(probe, symbols.exists, symbols.close_names)
         return bind_probe(probe, self._kernel_names())
+
+    def _bind_wildcard(self, probe: Probe) -> Probe:
+        """A wildcard with its matches on this kernel (Probe.members), up to
+        what this kernel attaches at once: one kprobe_multi link, or one
+        perf probe per match. A tracepoint pattern's fields are bound in
+        every event it matches, and must read alike in all (the same
+        offset and type), or it is refused naming the first that differs."""
+        from ktui.kernel.symbols.wildcard_matches import function_matches
+        from ktui.lang.limits import WILDCARD_MAX_MULTI, WILDCARD_MAX_SINGLE
+        from ktui.lang.model import SpecError
+        from ktui.lang.wildcards import too_many
+
+        pattern = str(probe.target)
+        if probe.kind is Kind.TRACEPOINT:
+            probe = bind_probe(probe, self._kernel_names())  # its matches, each one's fields alike
+            members, cap, what = probe.members or (), WILDCARD_MAX_SINGLE, "tracepoints"
+        else:
+            members = function_matches(pattern)
+            cap = WILDCARD_MAX_MULTI if self._wildcard_multi() else WILDCARD_MAX_SINGLE
+            what = "kernel functions"
+            probe = dataclasses.replace(bind_probe(probe, self._kernel_names()), members=members)
+        if len(members) > cap:
+            raise SpecError(too_many(pattern, len(members), cap, what), col=1)
+        return probe
+
+    def _wildcard_multi(self) -> bool:
+        """A wildcard of kernel functions goes in kprobe_multi links where
+        the kernel makes them (5.18+ with CONFIG_FPROBE: not Debian's 6.1)."""
+        return self.features.has("kprobe_multi")
 
     def _kernel_names(self):
         """Where names get their meaning (bind.Kernel): the running kernel's
@@ -132,8 +165,9 @@ class EditsMixin:
         choice = self._choose(probe, generic=True)
         if choice.refused:
             self._refused[pid_] = f"attach: fentry: {choice.reason}"
+        multi = probe.target.is_wildcard and probe.kind is not Kind.TRACEPOINT and self._wildcard_multi()
         try:
-            self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs)
+            self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs, multi=multi)
         except NotGeneric as why:
             if generic_only(probe):
                 self._refused[pid_] = f"{generic_only(probe)}: {why}"

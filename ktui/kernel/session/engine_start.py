@@ -232,14 +232,15 @@ class EngineStartMixin:
             self._engine.context = context
             self._engine.install_program(program)
             for pid_, slot in list(self._slots.items()):
-                if self._status[pid_].state is ProbeState.LOADING and not (slot.tracing or slot.tracepoint):
+                if self._status[pid_].state is ProbeState.LOADING and not (slot.tracing or slot.waits_for_program):
                     self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
     def _attach_waiting_tracepoints(self) -> None:
-        """The generic program is in: every tracepoint probe waiting for it attaches."""
+        """The generic program is in: every tracepoint probe and wildcard
+        waiting for it attaches."""
         with self._lock:
             if self._closed or self._engine is None or self.load_error:
                 return
             for pid_, slot in list(self._slots.items()):
-                if slot.tracepoint and self._status[pid_].state is ProbeState.LOADING:
+                if slot.waits_for_program and self._status[pid_].state is ProbeState.LOADING:
                     self._attach_generic(pid_)

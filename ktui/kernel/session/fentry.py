@@ -24,8 +24,9 @@ class FentryMixin:
         from ktui.kernel.attach.attach_choice import KPROBE, Choice, choose, without_compile
         from ktui.lang.attach_rules import effective_mode
 
-        if probe.kind is Kind.TRACEPOINT or probe.target.is_user:
-            # neither: a tracepoint's own program type, or a uprobe (kprobe programs)
+        if probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard:
+            # neither: a tracepoint's own program type, a uprobe (kprobe
+            # programs), a wildcard (one program for all its functions)
             return Choice(KPROBE)
         mode = effective_mode(probe, self.probeset.attach, self.options.attach)
         if mode == KPROBE:

@@ -74,9 +74,12 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         kernel's BTF by default, opened when a probe names one)."""
         self.options = options or SessionOptions()
         self._names = names
+        self.loader = loader or BccLoader()
+        # what this kernel can do (kernel/machine/features): cached per kernel,
+        # probed once; before binding: a wildcard's cap is the kernel's (kprobe_multi)
+        self.features = self.loader.features(self.options.cache_dir, self.options.cache)
         probeset = dataclasses.replace(probeset, probes=tuple(self._bind(p) for p in probeset.probes))
         self.probeset = probeset
-        self.loader = loader or BccLoader()
         self.symbols = KernelSymbols()
         self._log_fd = -1
         # Replaced whole under _lock, never changed in place: drain() and
@@ -90,8 +93,6 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self._lock = threading.RLock()
         self._closed = False
         self._detached = False  # detach_all() ran: nothing attaches again
-        # what this kernel can do (kernel/machine/features): cached per kernel, probed once
-        self.features = self.loader.features(self.options.cache_dir, self.options.cache)
         self.buffer = self._pick_buffer()
         self._engine = None  # the GenericEngine, where the session uses one
         self._slots: dict = {}  # probe id -> its generic engine Slot

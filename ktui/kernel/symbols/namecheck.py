@@ -81,6 +81,32 @@ class FunctionCheck:
         return NameProblem(f"{name} has no symbol: it was inlined into its callers, or is "
                            "init code already freed; nothing to probe", True)
 
+    def pattern_problem(self, pattern: str) -> NameProblem | None:
+        """What is wrong with a wildcard of kernel functions: it matches none
+        (fatal), or more than one perf probe each takes where this kernel
+        may have no kprobe_multi (a warning: the kernel that runs the set
+        decides). None where available_filter_functions cannot be read:
+        `unchecked()` says why names were not checked."""
+        from ktui.kernel.symbols.ftrace import read_filter_functions
+        from ktui.kernel.symbols.wildcard_matches import function_matches
+        from ktui.lang.limits import WILDCARD_MAX_MULTI, WILDCARD_MAX_SINGLE
+        from ktui.lang.model import SpecError
+        from ktui.lang.wildcards import too_many
+
+        names, _why = read_filter_functions()
+        if names is None:
+            return None
+        try:
+            found = function_matches(pattern, names)
+        except SpecError as err:
+            return NameProblem(err.message, True)
+        if len(found) > WILDCARD_MAX_MULTI:
+            return NameProblem(too_many(pattern, len(found), WILDCARD_MAX_MULTI, "kernel functions"), True)
+        if len(found) > WILDCARD_MAX_SINGLE:
+            return NameProblem(too_many(pattern, len(found), WILDCARD_MAX_SINGLE, "kernel functions")
+                               + " (where the kernel has no kprobe_multi)", False)
+        return None
+
     def alternatives_problem(self, names: tuple[str, ...]) -> NameProblem | None:
         """What is wrong with a probe naming alternatives (`lang.alternatives`):
         one of them is enough, so only the first this kernel has is asked

@@ -74,7 +74,7 @@ class TracepointLister:
         found: dict[str, Listed] = {}
         unmatched = []
         for pattern in patterns:
-            names = self._matching(pattern)
+            names = self.matching(pattern)
             if not names:
                 unmatched.append(pattern)
             for name in names:
@@ -95,7 +95,7 @@ class TracepointLister:
             return no_event_message(root, category, event)
         return f"no tracepoint matches {pattern!r}"
 
-    def _matching(self, pattern: str) -> list[str]:
+    def matching(self, pattern: str) -> list[str]:
         category_glob, event_glob = _split(pattern)
         root = self.root()
         try:
