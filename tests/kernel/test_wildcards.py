@@ -10,6 +10,8 @@ probes are limited to."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -88,3 +90,22 @@ def test_a_pattern_whose_events_differ_or_that_matches_too_much_is_refused(spec,
         Session(ps, SessionOptions(cache_dir=warm_cache))
     assert words in str(err.value) and "\n" not in str(err.value)
     assert ktui_bpf_programs() == []
+
+
+def test_check_says_where_a_pattern_matches_nothing_and_passes_one_that_matches(tmp_path):
+    """`ktui check` asks this kernel: a function pattern against
+    available_filter_functions, a tracepoint pattern against tracefs, each
+    failure at its file:line:col, the good pattern not mentioned."""
+    path = tmp_path / "wild.yaml"
+    path.write_text("name: wild\nprobes:\n  - spec: __x64_sys_*read*:c\n  - spec: __x64_sys_nothing_like_this_*:c\n"
+                    "  - spec: syscalls/sys_nothing_like_this_*:t\n")
+    out = subprocess.run([sys.executable, "-m", "ktui", "check", str(path)], capture_output=True, text=True)
+    assert out.returncode != 0, out.stdout
+    lines = out.stdout.splitlines()
+    assert any(line.startswith(f"{path}:4:") and "__x64_sys_nothing_like_this_* matches no kernel functions"
+               in line for line in lines), lines
+    assert any(line.startswith(f"{path}:5:") and "no tracepoint matches" in line for line in lines), lines
+    assert not any(f"{path}:3:" in line for line in lines), lines
+    path.write_text("name: wild\nprobes:\n  - spec: __x64_sys_*read*:c\n  - spec: syscalls/sys_exit_*read*:t:ret\n")
+    out = subprocess.run([sys.executable, "-m", "ktui", "check", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok (2 probes)"), out.stdout + out.stderr
