@@ -125,7 +125,7 @@ def _fail(message: str, code: int) -> "NoReturn":  # noqa: F821
 
 def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None = None,
                 comm: str | None = None, default: bool = False, bind: bool = True,
-                tracepoints: bool = True) -> ProbeSet:
+                tracepoints: bool = True, cgroup: str | None = None) -> ProbeSet:
     """Files and -e specs -> one ProbeSet. Raises KtuiError.
 
     With bind=False, names (`count`, `file->f_pos`) are left unbound: what
@@ -138,6 +138,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
 
     if comm is not None:
         _check_comm_option(comm)
+    if cgroup is not None:
+        _check_cgroup_option(cgroup)
     if not files and not specs and default:
         from ktui.lang.shipped import default_set
 
@@ -161,6 +163,7 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
         name, description, source = ps.name, ps.description, ps.source
         pid = pid if pid is not None else ps.pid
         comm = comm if comm is not None else ps.comm
+        cgroup = cgroup if cgroup is not None else ps.cgroup
     for i, text in enumerate(specs, 1):
         try:
             probe = parse_probe_text(text)
@@ -178,7 +181,8 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     if len(files) > 1 or specs:
         name = name if not specs else "command line"
     return ProbeSet(name=name, description=description, probes=tuple(probes), pid=pid,
-                    comm=comm, source=source if len(files) == 1 and not specs else None, attach=set_attach)
+                    comm=comm, cgroup=cgroup, source=source if len(files) == 1 and not specs else None,
+                    attach=set_attach)
 
 
 def _check_user_targets(files, specs, probes, pid: int | None) -> None:
@@ -236,13 +240,24 @@ def _check_comm_option(comm: str) -> None:
         raise KtuiError(f"--comm: {err.message}") from None
 
 
-def _inputs_or_exit(files, specs, pid=None, comm=None, default=False, tracepoints=True) -> ProbeSet:
+def _check_cgroup_option(cgroup: str) -> None:
+    """--cgroup obeys the rules of `filter: {cgroup: ...}` in a probe set."""
+    from ktui.lang.limits import check_cgroup
+    from ktui.lang.model import SpecError
+
+    try:
+        check_cgroup(cgroup)
+    except SpecError as err:
+        raise KtuiError(f"--cgroup: {err.message}") from None
+
+
+def _inputs_or_exit(files, specs, pid=None, comm=None, default=False, tracepoints=True, cgroup=None) -> ProbeSet:
     """load_inputs, or exit 2 with its one line; `tracepoints` False: their
     names are left unbound (no tracefs read)."""
     from ktui.lang.model import KtuiError
 
     try:
-        return load_inputs(files, specs, pid, comm, default, tracepoints=tracepoints)
+        return load_inputs(files, specs, pid, comm, default, tracepoints=tracepoints, cgroup=cgroup)
     except KtuiError as exc:
         _fail(str(exc), EXIT_INVALID)
 
@@ -279,6 +294,9 @@ _common_probe_options = [
     _spec_option,
     click.option("--pid", type=PID, default=None, help="Only this process (in the kernel)."),
     click.option("--comm", default=None, help="Only tasks with this name (in the kernel)."),
+    click.option("--cgroup", default=None, metavar="PATH",
+                 help="Only tasks in this cgroup v2 directory or below it (a container's, a unit's): "
+                      "a path under /sys/fs/cgroup, or relative to it (in the kernel)."),
     _buffer_option,
     click.option("--buffer-pages", type=BUFFER_PAGES, default=2048, show_default=True,
                  help="Ring buffer size in 4 KiB pages (a power of two)."),
@@ -336,9 +354,10 @@ def main() -> None:
 @click.argument("files", nargs=-1, type=click.Path())
 @probe_options
 @click.option("--refresh", type=REFRESH, default=15.0, show_default=True, help="Screen updates per second.")
-def run_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, refresh):
+def run_cmd(files, specs, pid, comm, cgroup, buffer, buffer_pages, log_path, engine, attach, no_cache, cost,
+            refresh):
     """The full-screen dashboard (the default command)."""
-    ps = _inputs_or_exit(files, specs, pid, comm, default=True)
+    ps = _inputs_or_exit(files, specs, pid, comm, default=True, cgroup=cgroup)
     _preflight_or_exit()
     _stderr_apart()
     from ktui.dashboard import run_live
@@ -712,14 +731,14 @@ A probe with aggregations and no fetches streams no events: only its counts.
 @click.option("--folded", "folded", type=click.Path(dir_okay=False), default=None,
               help="On exit, write the stack: probes' stacks to this file as folded lines "
                    "(flamegraph.pl, speedscope; user frames first, as bcc's stackcount -f).")
-def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, from_rec,
-               interval, duration, no_stats, folded):
+def stream_cmd(files, specs, pid, comm, cgroup, buffer, buffer_pages, log_path, engine, attach, no_cache, cost,
+               from_rec, interval, duration, no_stats, folded):
     """One JSON object per event on stdout (NDJSON), stats every --interval."""
     from ktui.headless import replay_to_ndjson, run_stream
 
     if from_rec:
         sys.exit(replay_to_ndjson(from_rec, with_stats=not no_stats))
-    ps = _inputs_or_exit(files, specs, pid, comm)
+    ps = _inputs_or_exit(files, specs, pid, comm, cgroup=cgroup)
     if folded is not None and not any(p.agg is not None and p.agg.stack for p in ps.probes):
         _fail("--folded: no probe counts stacks (add stack: kernel|user|both, or stack(kernel) after a spec)", EXIT_USAGE)
     _preflight_or_exit(print_warnings=True)
@@ -736,14 +755,14 @@ def stream_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
 @click.option("--interval", type=INTERVAL, default=1.0, show_default=True, help="Seconds between stats snapshots.")
 @click.option("--duration", type=DURATION, default=None, help="Stop after this many seconds.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite the recording file if it exists.")
-def record_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, output,
-               interval, duration, force):
+def record_cmd(files, specs, pid, comm, cgroup, buffer, buffer_pages, log_path, engine, attach, no_cache, cost,
+               output, interval, duration, force):
     """Record raw event batches and stats to a file (replay with `ktui replay`).
 
     An existing file is refused unless --force is given."""
     from ktui.headless import run_record
 
-    ps = _inputs_or_exit(files, specs, pid, comm)
+    ps = _inputs_or_exit(files, specs, pid, comm, cgroup=cgroup)
     _preflight_or_exit(print_warnings=True)
     _stderr_apart()
     options = _session_options(buffer, buffer_pages, log_path, engine=engine, attach=attach,
@@ -760,17 +779,17 @@ def _parse_listen(ctx, param, value):
         raise click.BadParameter(str(exc)) from None
 
 
-def _export_loader(files, specs, pid, comm):
+def _export_loader(files, specs, pid, comm, cgroup=None):
     """What `ktui export` loads, now and on each SIGHUP: the set, and the
     name of the set each probe comes from (its `set` label). Raises KtuiError."""
 
     def load():
         sets = {}
         for f in files:
-            one = load_inputs((f,), (), pid, comm)
+            one = load_inputs((f,), (), pid, comm, cgroup=cgroup)
             for p in one.probes:
                 sets.setdefault(p.name, one.name)
-        combined = load_inputs(files, specs, pid, comm)
+        combined = load_inputs(files, specs, pid, comm, cgroup=cgroup)
         return combined, {p.name: sets.get(p.name, "command line") for p in combined.probes}
 
     return load
@@ -789,8 +808,8 @@ def _export_loader(files, specs, pid, comm):
               help="TLS and basic auth, from a web config file in the format of Prometheus' exporter "
                    "toolkit (node_exporter's --web.config.file): the subset docs/export.md lists; "
                    "any other key is refused by name. SIGHUP reads it again.")
-def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, attach, no_cache, cost, listen,
-               web_config):
+def export_cmd(files, specs, pid, comm, cgroup, buffer, buffer_pages, log_path, engine, attach, no_cache, cost,
+               listen, web_config):
     """Serve the probe sets' in-kernel counters as Prometheus metrics.
 
     Each scrape of http://ADDR:PORT/metrics reads the BPF maps once: hits,
@@ -801,7 +820,7 @@ def export_cmd(files, specs, pid, comm, buffer, buffer_pages, log_path, engine, 
     from ktui.exporter import run_export
     from ktui.web_config import load_web_config
 
-    load = _export_loader(files, specs, pid, comm)
+    load = _export_loader(files, specs, pid, comm, cgroup)
     try:
         loaded = load()
         web = load_web_config(web_config) if web_config is not None else None
@@ -873,7 +892,7 @@ def _check_before_boot(argv: list[str], kernel: str | None = None) -> None:
     elif "specs" in params and not params.get("from_rec"):
         try:
             ps = load_inputs(params["files"], params["specs"], params.get("pid"), params.get("comm"),
-                             default=command == "run", bind=False)
+                             default=command == "run", bind=False, cgroup=params.get("cgroup"))
         except KtuiError as exc:
             _fail(str(exc), EXIT_INVALID)
         files = params["files"] or ((ps.source,) if ps.source else ())

@@ -60,6 +60,8 @@ next_tests+=" tests/kernel/test_tracepoints.py"
 next_tests+=" tests/kernel/test_uprobes.py tests/kernel/test_usdt.py"
 # wildcards: one perf probe per function on 6.1 (no kprobe_multi), kprobe_multi links on 6.12
 next_tests+=" tests/kernel/test_wildcards.py"
+# --cgroup: bpf_current_task_under_cgroup in each kernel's generic program
+next_tests+=" tests/kernel/test_cgroups.py"
 # 6.12 only: on 6.1 no void function the test's workload reaches leaves an
 # errno in rax, so its control (errnos counted when forced) cannot be made
 main_deselect="--deselect tests/kernel/test_errno_void.py"

@@ -26,6 +26,7 @@ SET_NAME_MAX = 128  # characters of a probe set's name
 PROBE_LABEL_MAX = 64  # characters of a probe's label (its name in the table and in files)
 FETCH_LABEL_MAX = 32  # characters of a fetch label (a name filters can use)
 SYMBOL_MAX = 511  # the kernel's KSYM_NAME_LEN is 512, NUL included
+CGROUP_PATH_MAX = 4096  # characters of a --cgroup path (PATH_MAX)
 USER_PATH_MAX = 1024  # characters of a user probe's file path (PATH:SYMBOL)
 USER_SYMBOL_MAX = 2048  # characters of a user function's name (C++ and Rust mangle long names)
 
@@ -92,6 +93,18 @@ def check_comm(comm: str) -> None:
     """A command name to filter on (`filter: {comm: ...}`, `--comm`)."""
     check_name(comm, COMM_MAX_BYTES, in_bytes=True,
                why=": the kernel keeps only 15 bytes of a command name")
+
+
+def check_cgroup(path: str) -> None:
+    """A cgroup v2 directory to scope the probes to (`filter: {cgroup: ...}`,
+    `--cgroup`): under /sys/fs/cgroup, absolute or relative to it; a
+    relative one may not climb out of it with `..`."""
+    if not path or len(path) > CGROUP_PATH_MAX:
+        raise SpecError(f"a cgroup path has 1 to {CGROUP_PATH_MAX} characters, got {len(path)}")
+    if any(c in path for c in "\0\n\r"):
+        raise SpecError("a cgroup path is one line of text")
+    if not path.startswith("/") and ".." in path.split("/"):
+        raise SpecError(f"cgroup {path!r}: a relative path is under /sys/fs/cgroup and may not go above it (..)")
 
 
 def check_count(what: str, value: object, *, optional: bool = False) -> None:

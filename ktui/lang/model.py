@@ -610,6 +610,9 @@ class ProbeSet:
     probes: tuple[Probe, ...] = ()
     pid: int | None = None  # set-wide filters, applied in the kernel
     comm: str | None = None
+    # set-wide: only tasks in this cgroup v2 directory or below it (a path
+    # under /sys/fs/cgroup, or relative to it: kernel/attach/cgroup_scope)
+    cgroup: str | None = None
     source: str | None = field(default=None, compare=False)  # file it came from
     # the set's `maxactive:`, given to its return probes that set none (and
     # to return probes added later); 0: the kernel's default

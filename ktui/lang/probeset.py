@@ -87,7 +87,7 @@ from ktui.lang.yamlnodes import (
 )
 
 TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
-SET_FILTER_KEYS = ("pid", "comm")
+SET_FILTER_KEYS = ("pid", "comm", "cgroup")
 PROBE_KEYS = (
     "spec", "function", "address", "tracepoint", "binary", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
@@ -185,7 +185,7 @@ class _SetReader(NodeReader):
                 self.report(root, f"missing key '{required}'" + (
                     ": a probe set needs at least one probe" if required == "probes" else ""))
         name = description = ""
-        pid = comm = None
+        pid = comm = cgroup = None
         probes: tuple[Probe, ...] = ()
         if "name" in items:
             name = self.attempt(self.line_string, items["name"][1], "name", "", limits.check_set_name)
@@ -193,7 +193,7 @@ class _SetReader(NodeReader):
             description = self.attempt(self.string, items["description"][1], "description", "")
         if "filter" in items and not self.is_null(items["filter"][1]):
             set_filter = self.attempt(self.set_filter, items["filter"][1])
-            pid, comm = (None, None) if set_filter is FAILED else set_filter
+            pid, comm, cgroup = (None, None, None) if set_filter is FAILED else set_filter
         maxactive = 0
         if "maxactive" in items and not self.is_null(items["maxactive"][1]):
             maxactive = self.attempt(self.maxactive, items["maxactive"][1], "")
@@ -206,7 +206,8 @@ class _SetReader(NodeReader):
         if self.errors:
             return None  # collecting: the errors say what is wrong
         return ProbeSet(name=name, description=description, probes=with_set_maxactive(probes, maxactive),
-                        pid=pid, comm=comm, source=self.source, maxactive=maxactive, attach=attach)
+                        pid=pid, comm=comm, cgroup=cgroup, source=self.source, maxactive=maxactive,
+                        attach=attach)
 
     def attach_mode(self, node: Node, prefix: str) -> str:
         """`attach: auto|kprobe|fentry` (how probes enter the kernel)."""
@@ -218,14 +219,16 @@ class _SetReader(NodeReader):
     def maxactive(self, node: Node, prefix: str) -> int:
         return self.integer(node, "maxactive", prefix, limits.MAXACTIVE_MIN, limits.MAXACTIVE_MAX)
 
-    def set_filter(self, node: Node) -> tuple[int | None, str | None]:
+    def set_filter(self, node: Node) -> tuple[int | None, str | None, str | None]:
         items = self.mapping(node, SET_FILTER_KEYS, "filter", "")
-        pid = comm = None
+        pid = comm = cgroup = None
         if "pid" in items and not self.is_null(items["pid"][1]):
             pid = self.attempt(self.integer, items["pid"][1], "filter.pid", "", limits.PID_MIN, limits.PID_MAX)
         if "comm" in items and not self.is_null(items["comm"][1]):
             comm = self.attempt(self.line_string, items["comm"][1], "filter.comm", "", limits.check_comm)
-        return pid, comm
+        if "cgroup" in items and not self.is_null(items["cgroup"][1]):
+            cgroup = self.attempt(self.line_string, items["cgroup"][1], "filter.cgroup", "", limits.check_cgroup)
+        return pid, comm, cgroup
 
     def probes(self, node: Node) -> tuple[Probe, ...]:
         self.check_tag(node, "")

@@ -29,7 +29,7 @@ def dumps_probeset(ps: ProbeSet) -> str:
     document: dict[str, object] = {"name": ps.name}
     if ps.description:
         document["description"] = ps.description
-    set_filter = {key: value for key, value in (("pid", ps.pid), ("comm", ps.comm)) if value is not None}
+    set_filter = {key: value for key, value in (("pid", ps.pid), ("comm", ps.comm), ("cgroup", ps.cgroup)) if value is not None}
     if set_filter:
         document["filter"] = set_filter
     if ps.maxactive:

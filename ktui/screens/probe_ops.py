@@ -111,9 +111,9 @@ class ProbeOps:
             if status.state is ProbeState.FAILED:
                 problems.append(f"{probe.name}: {status.reason}")
         running = self.feed.probeset
-        if (probeset.pid, probeset.comm) != (running.pid, running.comm):
+        if (probeset.pid, probeset.comm, probeset.cgroup) != (running.pid, running.comm, running.cgroup):
             problems.append(
-                "the set-wide pid/comm filter is fixed when ktui starts; "
+                "the set-wide pid/comm/cgroup filter is fixed when ktui starts; "
                 f"restart with {path} to apply it"
             )
         return Loaded(probeset, tuple(ids), tuple(problems))
@@ -129,7 +129,7 @@ class ProbeOps:
             if i in statuses
         )
         running = self.feed.probeset
-        return dataclasses.replace(meta, probes=probes, pid=running.pid, comm=running.comm)
+        return dataclasses.replace(meta, probes=probes, pid=running.pid, comm=running.comm, cgroup=running.cgroup)
 
     def write(self, meta: ProbeSet, order: list[int], path: str, *, replace: bool = False) -> ProbeSet:
         """Save what runs; `replace`: the user said yes to replacing the file there."""

@@ -83,7 +83,7 @@ def test_the_generic_engine_configures_its_programs_context():
     from ktui.kernel.generic.engine import GenericEngine
 
     engine = GenericEngine.__new__(GenericEngine)
-    engine.pid, engine.comm, engine.exclude_pids = None, None, ()
+    engine.pid, engine.comm, engine.exclude_pids, engine.cgroup_fd = None, None, (), None
     engine.context = (0x1000, 0x2000, 0x3000)
     config = engine._config()
     assert (config.context_cpu_offsets, config.context_preempt_count, config.context_nmi_state) == (

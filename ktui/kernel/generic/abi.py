@@ -237,6 +237,9 @@ class Config(ctypes.Structure):
         ("pid", ctypes.c_uint32),  # set-wide: only this process (0: any)
         ("exclude_pids", ctypes.c_uint32 * EXCLUDED_PIDS),  # 0: none
         ("has_comm", ctypes.c_uint32),
+        # set-wide: only tasks under the cgroup in ktui_cgroup[0] (descendants too)
+        ("has_cgroup", ctypes.c_uint32),
+        ("config_pad", ctypes.c_uint32),
         ("comm_words", ctypes.c_uint64 * 2),  # the comm, NUL-padded
         ("comm_mask", ctypes.c_uint64 * 2),  # the bytes that count: the name and its NUL
         # where a hit's context is read (codegen/interrupt_context.c): the

@@ -136,6 +136,7 @@ class GenericEngine:
         whose hits no count takes; `pid`, `comm`: the set-wide filters."""
         self.pid = pid
         self.comm = comm
+        self.cgroup_fd: int | None = None  # --cgroup: its directory (limit_to_cgroup)
         self.exclude_pids = tuple(exclude_pids)
         # where a hit's context is read (kernel/symbols/interrupt_context): 0s, not known
         self.context: tuple[int, int, int] = (0, 0, 0)
@@ -165,6 +166,22 @@ class GenericEngine:
         # records drained that no probe of the history could have written at
         # their size (never from ktui's program): counted, not decoded
         self.unreadable = 0
+
+    def limit_to_cgroup(self, cgroup_fd: int) -> None:
+        """--cgroup, before any probe: only tasks under this cgroup v2
+        directory count (the engine owns the fd from now on). Neither the
+        dispatcher's early counts nor the counting probes' own programs read
+        it, so, as with --comm, there are none: every hit goes through the
+        generic program's set-wide filter."""
+        self.cgroup_fd = cgroup_fd
+        if self.counters is not None:
+            self.counters.close()
+            self.counters, self.counters_refused = None, "a --cgroup filter, which they do not read"
+
+    def counts_early(self, slot: Slot) -> bool:
+        """Whether the dispatcher counts the slot's hits until the program is
+        in: only where no filter of the program's is needed to count them."""
+        return self.comm is None and self.cgroup_fd is None and slot.probe.filter is None
 
     # ------------------------------------------------------------ slots
 
@@ -315,7 +332,7 @@ class GenericEngine:
             return
         if slot.fds:
             return
-        early = self.comm is None and slot.probe.filter is None
+        early = self.counts_early(slot)
         fds: list[int] = []
         try:
             for offset in file_offsets:
@@ -329,7 +346,7 @@ class GenericEngine:
     def _attach_halves(self, slot: Slot, open_pmu, open_return) -> None:
         if slot.fds:
             return
-        early = self.comm is None and slot.probe.filter is None
+        early = self.counts_early(slot)
         retprobe = slot.probe.kind is Kind.RETURN
         fds: list[int] = []
         try:
@@ -428,6 +445,8 @@ class GenericEngine:
             self.program = program
             ring = program.specs["ktui_events"]["max_entries"]
             self.reader = RingBufReader(self._map("ktui_events"), ring, HEADER_SIZE)
+            if self.cgroup_fd is not None:
+                bpfsys.map_update(self._map("ktui_cgroup"), b"\0\0\0\0", struct.pack("<I", self.cgroup_fd))
             bpfsys.map_update(self._map("ktui_config"), b"\0\0\0\0", bytes(self._config()))
             for slot in list(self.slots.values()):
                 self._install(slot)
@@ -444,6 +463,7 @@ class GenericEngine:
     def _config(self) -> abi.Config:
         config = abi.Config()
         config.pid = self.pid or 0
+        config.has_cgroup = int(self.cgroup_fd is not None)
         config.exclude_pids[:len(self.exclude_pids)] = self.exclude_pids
         config.context_cpu_offsets, config.context_preempt_count, config.context_nmi_state = self.context
         if self.comm is not None:
@@ -718,6 +738,9 @@ class GenericEngine:
             if self.program is not None:
                 self.program.close()
                 self.program = None
+            if self.cgroup_fd is not None:
+                os.close(self.cgroup_fd)
+                self.cgroup_fd = None
 
 
 

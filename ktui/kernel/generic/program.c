@@ -95,6 +95,8 @@ struct ktui_state {
 BPF_RINGBUF_OUTPUT(ktui_events, 2048);
 BPF_ARRAY(ktui_plans, struct ktui_plan, KTUI_MAX_PROBES);
 BPF_ARRAY(ktui_config, struct ktui_config, 1);
+/* --cgroup: the cgroup v2 directory whose tasks (and its descendants') count */
+BPF_CGROUP_ARRAY(ktui_cgroup, 1);
 BPF_PERCPU_ARRAY(ktui_hits, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_emitted, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_lost, u64, KTUI_MAX_PROBES);
@@ -370,7 +372,7 @@ static __always_inline int ktui_filter(struct ktui_state *st, struct ktui_plan *
 }
 
 /* Set-wide filters: ktui's own processes (itself, its compile helper: 0 is
- * an unused place, and the idle task's hits count), --pid, --comm.
+ * an unused place, and the idle task's hits count), --pid, --comm, --cgroup.
  * 1 = the task passes. */
 static __always_inline int ktui_set_filter(struct ktui_who *who)
 {
@@ -390,6 +392,10 @@ static __always_inline int ktui_set_filter(struct ktui_who *who)
         if ((w[1] ^ c->comm_words[1]) & c->comm_mask[1])
             return 0;
     }
+    /* the whole hierarchy below it, not the leaf's id alone (as
+     * bpf_get_current_cgroup_id would give) */
+    if (c->has_cgroup && ktui_cgroup.check_current_task(0) != 1)
+        return 0;
     return 1;
 }
 

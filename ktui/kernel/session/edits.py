@@ -77,6 +77,14 @@ class EditsMixin:
                 probe = choose_alternative(probe, symbols.exists, symbols.close_names)
         return bind_probe(probe, self._kernel_names())
 
+    def _generic_only(self, probe: Probe) -> str:
+        """Why `probe` may not be compiled in this session ("" when it may):
+        its own kind (generic_only), or the set's --cgroup, which compiled
+        programs do not read."""
+        if self.probeset.cgroup is not None and not generic_only(probe):
+            return f"with --cgroup a probe {GENERIC_ONLY}"
+        return generic_only(probe)
+
     def _bind_wildcard(self, probe: Probe) -> Probe:
         """A wildcard with its matches on this kernel (Probe.members), up to
         what this kernel attaches at once: one kprobe_multi link, or one
@@ -140,12 +148,12 @@ class EditsMixin:
                 return self._set_status(pid_, ProbeState.OFF)
         if self._engine is None:
             self._note_compiled(pid_, probe)
-        if generic_only(probe):  # no compiled unit takes it
+        if self._generic_only(probe):  # no compiled unit takes it
             with self._lock:
                 del self._probes[pid_]
                 del self._status[pid_]
                 self._refused.pop(pid_, None)
-            raise FeedError(generic_only(probe))
+            raise FeedError(self._generic_only(probe))
         try:
             self._compile_unit([probe], [pid_])
         except KtuiError as exc:
@@ -169,8 +177,8 @@ class EditsMixin:
         try:
             self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs, multi=multi)
         except NotGeneric as why:
-            if generic_only(probe):
-                self._refused[pid_] = f"{generic_only(probe)}: {why}"
+            if self._generic_only(probe):
+                self._refused[pid_] = f"{self._generic_only(probe)}: {why}"
                 return True
             log_line(self._log_fd, f"ktui: {probe.spec_text}: compiled ({why})")
             self._refused.pop(pid_, None)
@@ -181,8 +189,8 @@ class EditsMixin:
     def _note_compiled(self, pid_: int, probe: Probe) -> None:
         """A compiled probe goes by kprobe: one told `attach: fentry` fails.
         A tracepoint or user-space probe is never compiled: it fails, saying why."""
-        if generic_only(probe):
-            self._refused[pid_] = generic_only(probe)
+        if self._generic_only(probe):
+            self._refused[pid_] = self._generic_only(probe)
             return
         choice = self._choose(probe, generic=False)
         if choice.refused:

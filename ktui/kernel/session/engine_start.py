@@ -29,11 +29,20 @@ class EngineStartMixin:
         if engine not in ENGINES:
             raise KtuiError(f"unknown engine {engine!r}: use auto, generic or compiled")
         if engine == "compiled" or (engine == "auto" and self.buffer == PERF):
+            if self.probeset.cgroup is not None:
+                raise KtuiError("--cgroup runs on the generic engine only (not --engine compiled or --buffer perf)")
             return None
+        cgroup_fd = self._open_cgroup()
         self._start_helper()
         started = time.monotonic()
         made = self.loader.generic_engine(exclude_pids=self._own_pids(), pid=self.probeset.pid,
                                           comm=self.probeset.comm, features=self.features)
+        if cgroup_fd is not None:
+            if made is None:
+                os.close(cgroup_fd)
+                raise KtuiError("--cgroup runs on the generic engine only, which this kernel cannot run "
+                                "(see `ktui doctor`)")
+            made.limit_to_cgroup(cgroup_fd)
         if made is None:
             self._stop_helper()  # the compiled path compiles in ktui itself
         if made is None and engine == "generic":
@@ -47,6 +56,15 @@ class EngineStartMixin:
                 log_line(self._log_fd, f"ktui: probes that only count go through the dispatcher: "
                          f"{made.counters_refused}")
         return made
+
+    def _open_cgroup(self) -> int | None:
+        """--cgroup's directory, open (None without one); CgroupError (one
+        line) where it is no cgroup v2 directory."""
+        if self.probeset.cgroup is None:
+            return None
+        from ktui.kernel.attach.cgroup_scope import open_cgroup
+
+        return open_cgroup(self.probeset.cgroup)
 
     def _own_pids(self) -> tuple[int, ...]:
         """ktui and its compile helper: left out of every count (unless

@@ -62,7 +62,7 @@ from ktui.kernel.session.attaching import AttachingMixin
 from ktui.kernel.session.fentry import FentryMixin
 from ktui.kernel.session.return_events import ReturnEventsMixin
 from ktui.kernel.session.reading import ReadingMixin
-from ktui.kernel.session.edits import EditsMixin, generic_only
+from ktui.kernel.session.edits import EditsMixin
 from ktui.kernel.session.options import SessionOptions
 
 
@@ -155,8 +155,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
                 for pid_ in ids:
                     self._note_compiled(pid_, self._probes[pid_])
                 self.loaded.set()
-            # a probe only the generic engine runs (edits.generic_only) joins no compiled unit
-            for pid_ in [i for i in ids if generic_only(self._probes[i])]:
+            # a probe only the generic engine runs (edits.generic_only, --cgroup) joins no compiled unit
+            for pid_ in [i for i in ids if self._generic_only(self._probes[i])]:
                 ids.remove(pid_)
                 self._set_status(pid_, ProbeState.FAILED, self._refused[pid_])
                 probes = [self._probes[i] for i in ids]
