@@ -146,6 +146,8 @@ class Tracepoints:
         if not names:
             return Found((), 0, 0, "tracepoints", self.problem or "no tracepoints under tracefs")
         assert self._matcher is not None
+        if pattern.endswith("/") and not GLOB_CHARS.search(pattern):
+            pattern += "*"  # a whole category: its events in name order, not shortest first
         shown, total = _search(names, self._matcher, pattern, cap)
         return Found(tuple(Row(n, n, "", "dim") for n in shown), total, len(names), "tracepoints")
 
@@ -156,8 +158,8 @@ class Tracepoints:
         except TracepointError as err:
             return PlaceDetail(name, (), name, _tracefs_words(err.message), "bad", (), ())
         fields = own_fields(fmt)
-        return PlaceDetail(name, ("t",), f"{name}  (tracepoint, id {fmt.id})",
-                           "tracepoint: its fields by name, read as `ktui list` shows them", "good",
+        return PlaceDetail(name, ("t",), f"{name}  (id {fmt.id})",
+                           "tracepoint: fields read as the type shown", "good",
                            ("no fields of its own",) if not fields else (), tuple(_field(f) for f in fields))
 
 
@@ -272,18 +274,16 @@ def _function_detail(path: str, fns: list[ListedFunction]) -> PlaceDetail:
                            f"probe it there (ldd {path} lists them)", "bad", (), ())
     if fn.file_offset is None:
         return PlaceDetail(target, (), fn.name, f"0x{fn.address:x} is in no code segment of {path}", "bad", (), ())
-    notes = ["ELF symbols carry no prototypes: arguments by position, a1..a6, read as u64 "
-             "(write a1:s32, +0(a2):ustring... in the spec line)"]
+    notes = ["no prototypes in ELF: a1..a6, read as u64"]
     if len(fns) > 1:
         notes.insert(0, f"{len(fns)} functions of this name: the probe needs one, by its address "
                         f"({', '.join(f'{path}:0x{f.address:x}' for f in fns[:3])})")
     if fn.ifunc:
         notes.insert(0, "an indirect function (IFUNC): its address is the resolver, not the code that runs")
-    params = tuple(Choice(f"a{i}", f"argument {i}  ({reg})", "", register=f"a{i}")
+    params = tuple(Choice(f"a{i}", f"argument {i} ({reg})", "", register=f"a{i}")
                    for i, reg in enumerate(SYSV_REGISTERS, 1))
     return PlaceDetail(target, ("c", "r"), f"{fn.name}  0x{fn.address:x}  file 0x{fn.file_offset:x}  "
-                       f"{fn.size} bytes", "uprobe: a breakpoint at its first instruction (:r, a uretprobe, "
-                       "at its return)", "good", tuple(notes), params, Choice("retval", "retval  (rax)", ""))
+                       f"{fn.size} bytes", "uprobe at its entry (a uretprobe at return)", "good", tuple(notes), params, Choice("retval", "retval  (rax)", ""))
 
 
 def _usdt_detail(path: str, sites: list[UsdtProbe]) -> PlaceDetail:
@@ -299,11 +299,11 @@ def _usdt_detail(path: str, sites: list[UsdtProbe]) -> PlaceDetail:
     if len(sites) > 1:
         notes.append(f"inlined at {len(sites)} sites: a breakpoint at each")
     if first.semaphore:
-        notes.append("has a semaphore: the program computes its arguments only while it is probed")
+        notes.append("a semaphore: arguments computed only while probed")
     if not first.args:
         notes.append("no arguments")
-    return PlaceDetail(f"{path}:{first.full_name}", ("usdt",), f"{first.full_name}  (USDT probe of {path})",
-                       "USDT probe point: its arguments where its note places them", "good", tuple(notes),
+    return PlaceDetail(f"{path}:{first.full_name}", ("usdt",), first.full_name,
+                       "USDT probe: arguments where its note puts them", "good", tuple(notes),
                        tuple(params))
 
 

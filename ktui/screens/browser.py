@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 VERDICT_STYLE = {"traceable": "green", "kprobe-only": "yellow", "unchecked": "dim"}
 TONE_STYLE = {"good": "green", "warn": "yellow", "bad": "red", "dim": "dim"}  # browse_places' tones
 QUERY_HINT = "a kernel function · CATEGORY/EVENT · /path/to/binary:function · usdt /path"
-KIND_WORDS = {"t": "the tracepoint", "usdt": "the USDT probe point (each of its sites)"}
+KIND_WORDS = {"t": "the tracepoint", "usdt": "the USDT probe point"}
 
 
 class BrowserScreen(Screen[None]):
@@ -103,6 +103,7 @@ class BrowserScreen(Screen[None]):
         self.kind = "c"  # call or return, for functions; a tracepoint's is "t", a USDT probe's "usdt"
         self.place = parse_query("")  # where the query looks (browse_places.parse_query)
         self.found: Found | None = None  # what the place's search found (None: kernel functions)
+        self._with_return = True  # what check_action last said of ctrl+r
         self.picked: dict[str, str] = {}  # ref -> fetch type ("" as declared)
         self.expanded: set[str] = set()
         self.busy = False
@@ -244,8 +245,9 @@ class BrowserScreen(Screen[None]):
 
     @on(OptionList.OptionHighlighted, "#matches")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id is None:
-            return
+        matches = self.query_one("#matches", OptionList)
+        if event.option.id is None or matches.highlighted_option is not event.option:
+            return  # a highlight of rows replaced since (typing fast): the new rows' own follows
         if self.place.place != "function":
             self.show(self.index.places.detail(self.place, event.option.id))
         elif self.functions is not None:
@@ -294,6 +296,10 @@ class BrowserScreen(Screen[None]):
             self.picked.clear()
             self.expanded.clear()
         self.detail = detail
+        with_return = detail is None or "r" in detail.kinds
+        if with_return != self._with_return:  # (a refresh recomposes the footer: only on a change)
+            self._with_return = with_return
+            self.refresh_bindings()
         if isinstance(detail, PlaceDetail):
             self.query_one("#proto", Static).update(Text(detail.title))
             self.query_one("#verdict", Static).update(Text(detail.verdict_line, TONE_STYLE.get(detail.tone, "")))
@@ -360,7 +366,10 @@ class BrowserScreen(Screen[None]):
         self.picked = {ref: t for ref, t in self.picked.items() if any(c.ref == ref for c in visible)}
         # Rows that cannot be ticked stay in the cursor's way (locked, not
         # disabled): a user counting rows down to a member must land on it.
-        selections = [Selection(self._prompt(c), c.ref, c.ref in self.picked) for c in visible]
+        # The register column only where something arrives in one (a
+        # tracepoint's fields come by name from the event's record).
+        registers = any(c.register for c in visible)
+        selections = [Selection(self._prompt(c, registers), c.ref, c.ref in self.picked) for c in visible]
         with self.app.batch_update():
             choices.clear_options()
             choices.set_locked([c.ref for c in visible if not c.tickable])
@@ -370,9 +379,9 @@ class BrowserScreen(Screen[None]):
                 choices.highlighted = min(keep, len(selections) - 1) if keep is not None else enabled[0]
         self._update_spec()
 
-    def _prompt(self, c: Choice) -> Text:
+    def _prompt(self, c: Choice, registers: bool = True) -> Text:
         text = Text("    " * c.depth, no_wrap=True, overflow="ellipsis")
-        if c.depth == 0:
+        if c.depth == 0 and registers:
             text.append(f"{c.register or '  '} ", "dim")
         text.append(c.shown)
         if c.expandable:
@@ -402,6 +411,12 @@ class BrowserScreen(Screen[None]):
         c = self._choice(event.value)
         why = c.why_not if c is not None else "it cannot be fetched"
         self.query_one("#spec-problem", Static).update(Text(f"{event.value} cannot be ticked: {why}", "yellow"))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+r leaves the footer where there is no call or return to pick."""
+        if action == "kind" and not self._with_return:
+            return False
+        return True
 
     def action_kind(self) -> None:
         if self.detail is not None and "r" not in self.detail.kinds:

@@ -53,7 +53,7 @@ async def test_a_tracepoint_its_fields_ticked_and_added(index):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         await pilot.press(*"sched/")
-        assert rows(screen)[0].startswith("sched/")
+        assert rows(screen) == ["sched/sched_process_exec", "sched/sched_switch", "sched/sched_wakeup"]
         assert "3 of 18 tracepoints match" in plain(screen.query_one("#count"))
         await highlight(pilot, screen, "sched/sched_switch")
         assert "sched/sched_switch" in plain(screen.query_one("#proto"))
@@ -154,7 +154,7 @@ async def test_a_path_is_completed_from_the_list(index, shop):
         assert screen.query_one("#spec", Input).value == f"{shop}:shop_list:c"
 
 
-async def test_back_to_kernel_functions_keeps_call_or_return(index):
+async def test_back_to_kernel_functions_keeps_call_or_return_and_ctrl_r_only_where_it_applies(index):
     app = make_app(functions=index)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
@@ -163,5 +163,25 @@ async def test_back_to_kernel_functions_keeps_call_or_return(index):
         assert spec.value == "vfs_read:r"
         await pilot.press("ctrl+u", *"sched/sched_sw")
         assert spec.value == "sched/sched_switch:t"
+        assert screen.check_action("kind", ()) is False  # ctrl+r leaves the footer
         await pilot.press("ctrl+u", *"vfs_read")
         assert spec.value == "vfs_read:r"
+        assert screen.check_action("kind", ()) is True
+
+
+async def test_typing_fast_from_a_function_to_a_file_shows_only_the_file(index, shop):
+    """Found in a terminal: a highlight of the kernel's `dup_fn`, still in
+    the queue when the query had become `usdt PATH`, was looked up among
+    the file's probes (KeyError, the dashboard gone). A highlight is
+    shown only while it is still the list's."""
+    app = make_app(functions=index)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        query = screen.query_one("#query", Input)
+        query.value = "dup_fn"
+        query.value = f"usdt {shop}"
+        await pilot.pause()
+        await pilot.pause()
+        assert app.failure is None and app.screen is screen
+        assert rows(screen)[0] == "shop:added"
+        assert screen.query_one("#spec", Input).value == f"{shop}:shop:added:usdt"
