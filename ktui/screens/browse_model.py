@@ -30,7 +30,9 @@ from ktui.btf.decode import BtfError
 from ktui.btf.types import Kind
 from ktui.kernel.symbols.catalog import Catalog, CatalogError, Entry
 from ktui.lang.names import is_reserved
+from ktui.screens.browse_choice import Choice
 from ktui.screens.browse_match import Matcher
+from ktui.screens.browse_places import Places
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +54,6 @@ _FETCHABLE = ("int", "enum", "bool", "pointer")
 
 
 @dataclass(frozen=True, slots=True)
-class Choice:
-    """One thing the browser can fetch: a parameter, a member, or retval."""
-
-    ref: str  # as the spec writes it: `count`, `file->f_pos`, `args.flags`, `retval`
-    shown: str  # `size_t count`, `loff_t f_pos`
-    why_not: str  # why it cannot be ticked; "" when it can
-    depth: int = 0  # 0 a parameter or retval, 1 a member of one
-    text: bool = False  # a char pointer or array: `:string` / `:ustring` may be picked
-    default_type: str = ""  # `string` for a char array (its bytes, not an address)
-    type_id: int = 0  # a pointer to a struct: what its members are looked up from
-    expandable: bool = False  # a parameter pointing to a struct or union with members
-    register: str = ""  # `a3`: where the parameter arrives
-    pointee: "Choice | None" = None  # a parameter pointing to a number: the number itself
-
-    @property
-    def tickable(self) -> bool:
-        return not self.why_not
-
-
-@dataclass(frozen=True, slots=True)
 class Detail:
     entry: Entry
     verdict_line: str
@@ -83,6 +65,16 @@ class Detail:
     @property
     def name(self) -> str:
         return self.entry.name
+
+    @property
+    def target(self) -> str:
+        """As the spec writes it (a PlaceDetail's is a tracepoint or a file's)."""
+        return self.entry.name
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """A kernel function is probed at its call or its return."""
+        return ("c", "r")
 
 
 def param_ref(name: str) -> str:
@@ -313,17 +305,20 @@ def btf_modules(btf) -> set[str]:
 class FunctionIndex:
     """The catalog, loaded once on first use, off the UI thread; shared by
     the browser and the add dialog's completion. `catalog_factory` None:
-    no kernel to ask (the index is empty and says so)."""
+    no kernel to ask (the index is empty and says so). `places`: what the
+    browser lists beside the kernel's functions (tracepoints, files; by
+    default this machine's tracefs), kept as long as the catalog is."""
 
-    def __init__(self, catalog_factory: Callable[[], Catalog] | None) -> None:
+    def __init__(self, catalog_factory: Callable[[], Catalog] | None, *, places: Places | None = None) -> None:
         self._factory = catalog_factory
         self._lock = threading.Lock()
         self._loaded: Functions | None = None
+        self.places = places if places is not None else Places()
 
     @classmethod
-    def of(cls, functions: Functions) -> "FunctionIndex":
+    def of(cls, functions: Functions, *, places: Places | None = None) -> "FunctionIndex":
         """An index already loaded (benchmarks, tests)."""
-        index = cls(None)
+        index = cls(None, places=places)
         index._loaded = functions
         return index
 

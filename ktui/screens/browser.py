@@ -1,5 +1,7 @@
 """The function browser: find a kernel function, see its prototype and
-verdict, tick what to fetch, add the probe.
+verdict, tick what to fetch, add the probe. The same for a tracepoint
+(`sched/`: its fields), a file's functions (`/usr/bin/bash:read`, a1..a6)
+and its USDT probe points (`usdt /PATH`): browse_places lists those.
 
 The catalog (tens of thousands of functions) loads in a thread on first
 open and stays loaded for the run; matching runs on each keystroke in the
@@ -30,6 +32,7 @@ from ktui.lang.model import KtuiError
 from ktui.record.feed import FeedError
 from ktui.screens.browse_match import DEFAULT_CAP
 from ktui.screens.browse_model import TYPE_CYCLE, Choice, Detail, FunctionIndex, Functions, spec_text
+from ktui.screens.browse_places import Found, PlaceDetail, Query, completed, parse_query
 from ktui.screens.probe_dialog import FieldProblem, SubmitProbe, build_probe, caret_text
 from ktui.widgets.footer import KtuiFooter
 from ktui.widgets.scrollbars import whole_cell_scrollbars
@@ -38,13 +41,16 @@ from ktui.widgets.tick_list import TickList
 log = logging.getLogger(__name__)
 
 VERDICT_STYLE = {"traceable": "green", "kprobe-only": "yellow", "unchecked": "dim"}
+TONE_STYLE = {"good": "green", "warn": "yellow", "bad": "red", "dim": "dim"}  # browse_places' tones
+QUERY_HINT = "a kernel function · CATEGORY/EVENT · /path/to/binary:function · usdt /path"
+KIND_WORDS = {"t": "the tracepoint", "usdt": "the USDT probe point"}
 
 
 class BrowserScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", id="browse-close", tooltip="Back to the dashboard"),
         Binding("ctrl+r", "kind", "Call/return", id="browse-kind", priority=True,
-                tooltip="Probe the call or the return (retval) of the function"),
+                tooltip="Probe the call or the return (retval) of the function (a kernel's or a file's)"),
         Binding("ctrl+s", "add", "Add", id="browse-add", priority=True,
                 tooltip="Add the probe the spec line describes"),
         Binding("ctrl+t", "text_type", "String?", id="browse-type", priority=True,
@@ -93,14 +99,17 @@ class BrowserScreen(Screen[None]):
         self.taken = frozenset(taken)
         self.read_only = read_only
         self.functions: Functions | None = index.loaded
-        self.detail: Detail | None = None
-        self.kind = "c"
+        self.detail: Detail | PlaceDetail | None = None
+        self.kind = "c"  # call or return, for functions; a tracepoint's is "t", a USDT probe's "usdt"
+        self.place = parse_query("")  # where the query looks (browse_places.parse_query)
+        self.found: Found | None = None  # what the place's search found (None: kernel functions)
+        self._with_return = True  # what check_action last said of ctrl+r
         self.picked: dict[str, str] = {}  # ref -> fetch type ("" as declared)
         self.expanded: set[str] = set()
         self.busy = False
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="type part of a kernel function's name", id="query")
+        yield Input(placeholder=QUERY_HINT, id="query")
         yield Static("loading the kernel's functions…", id="count")
         with Horizontal(id="body"):
             yield OptionList(id="matches")
@@ -153,13 +162,20 @@ class BrowserScreen(Screen[None]):
     # ------------------------------------------------------------ searching
     @on(Input.Changed, "#query")
     def _query_changed(self, event: Input.Changed) -> None:
-        if self.functions is not None:
+        if self.functions is not None or parse_query(event.value).place != "function":
             self.search(event.value)
 
     def search(self, query: str, keep: str | None = None) -> None:
         """Rank, show the best rows, highlight the first (or `keep`, the
         function highlighted before, when it is still among them)."""
-        assert self.functions is not None
+        self.place = parse_query(query)
+        if self.place.place != "function":
+            self._search_place(self.place, keep)
+            return
+        self.found = None
+        if self.functions is None:  # (back from a place while the catalog loads)
+            self._show_rows([], [], keep, Text("loading the kernel's functions…"))
+            return
         found = self.functions.matcher.search(query, DEFAULT_CAP)
         entries = self.functions.entries
         options = []
@@ -168,16 +184,43 @@ class BrowserScreen(Screen[None]):
             row = Text(name, no_wrap=True, overflow="ellipsis")
             row.append(f"  {verdict}", VERDICT_STYLE.get(verdict, "red"))
             options.append(Option(row, id=name))
+        self._show_rows(options, list(found.names), keep, self._count_line(query, found.total))
+
+    def _search_place(self, place: Query, keep: str | None) -> None:
+        """A tracepoint, a file's functions or USDT probes, or the files
+        that complete a path being typed."""
+        self.found = found = self.index.places.search(place, DEFAULT_CAP)
+        options = []
+        for r in found.rows:
+            row = Text(r.label, no_wrap=True, overflow="ellipsis")
+            if r.tag:
+                row.append(f"  {r.tag}", TONE_STYLE.get(r.tone, "dim"))
+            options.append(Option(row, id=r.id))
+        line = Text()
+        if found.problem:
+            line.append(found.problem, "yellow")
+        elif found.paths:
+            line.append(f"{found.total:,} in {found.what.removeprefix('files in ')}: enter picks one", "dim")
+        elif place.pattern.strip():
+            line.append(f"{found.total:,} of {found.of:,} {found.what} match")
+            if found.total > DEFAULT_CAP:
+                line.append(f" (best {DEFAULT_CAP} shown)")
+        else:
+            line.append(f"{found.of:,} {found.what}")
+        if self.read_only:
+            line.append(f" · {self.read_only}", "yellow")
+        self._show_rows(options, [r.id for r in found.rows], keep, line)
+
+    def _show_rows(self, options: list[Option], ids: list[str], keep: str | None, count: Text) -> None:
         matches = self.query_one("#matches", OptionList)
         with self.app.batch_update():
             matches.clear_options()
             matches.add_options(options)
             if options:
-                names = list(found.names)
-                matches.highlighted = names.index(keep) if keep in names else 0
+                matches.highlighted = ids.index(keep) if keep in ids else 0
             else:
                 self.show(None)
-        self.query_one("#count", Static).update(self._count_line(query, found.total))
+        self.query_one("#count", Static).update(count)
 
     def _count_line(self, query: str, total: int) -> Text:
         assert self.functions is not None
@@ -191,6 +234,7 @@ class BrowserScreen(Screen[None]):
                 line.append(f" (best {DEFAULT_CAP} shown)")
         else:
             line.append(f"{len(self.functions):,} functions")
+            line.append(" · or type sched/ (tracepoints), /PATH: (a binary), usdt /PATH", "dim")
         if self.functions.partial:
             line.append(" · reading prototypes and parameters from BTF…", "dim")
         if self.functions.btf_problem:
@@ -201,7 +245,12 @@ class BrowserScreen(Screen[None]):
 
     @on(OptionList.OptionHighlighted, "#matches")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if self.functions is not None and event.option.id is not None:
+        matches = self.query_one("#matches", OptionList)
+        if event.option.id is None or matches.highlighted_option is not event.option:
+            return  # a highlight of rows replaced since (typing fast): the new rows' own follows
+        if self.place.place != "function":
+            self.show(self.index.places.detail(self.place, event.option.id))
+        elif self.functions is not None:
             self.show(self.functions.detail(event.option.id))
 
     @on(OptionList.OptionSelected, "#matches")
@@ -213,9 +262,24 @@ class BrowserScreen(Screen[None]):
         self._to_choices()
 
     def _to_choices(self) -> None:
+        if self.found is not None and self.found.paths:
+            self._complete_path()
+            return
         choices = self.query_one("#choices", TickList)
         target = choices if choices.option_count else self.query_one("#spec", Input)
         target.focus()
+
+    def _complete_path(self) -> None:
+        """A file or folder picked while a path is typed: into the query,
+        which then lists the folder, or the file's functions or probes."""
+        matches = self.query_one("#matches", OptionList)
+        if matches.highlighted is None or not matches.option_count:
+            return
+        path = matches.get_option_at_index(matches.highlighted).id
+        query = self.query_one("#query", Input)
+        query.value = completed(self.place, path or "")
+        query.cursor_position = len(query.value)
+        query.focus()
 
     def action_move(self, step: int) -> None:
         matches = self.query_one("#matches", OptionList)
@@ -224,7 +288,7 @@ class BrowserScreen(Screen[None]):
             matches.highlighted = max(0, min(matches.option_count - 1, now + step))
 
     # ------------------------------------------------------------ one function
-    def show(self, detail: Detail | None) -> None:
+    def show(self, detail: Detail | PlaceDetail | None) -> None:
         """A new function: its prototype, verdict, and nothing ticked (the
         same function again, as the whole index replaces the first one,
         keeps what was ticked)."""
@@ -232,6 +296,16 @@ class BrowserScreen(Screen[None]):
             self.picked.clear()
             self.expanded.clear()
         self.detail = detail
+        with_return = detail is None or "r" in detail.kinds
+        if with_return != self._with_return:  # (a refresh recomposes the footer: only on a change)
+            self._with_return = with_return
+            self.refresh_bindings()
+        if isinstance(detail, PlaceDetail):
+            self.query_one("#proto", Static).update(Text(detail.title))
+            self.query_one("#verdict", Static).update(Text(detail.verdict_line, TONE_STYLE.get(detail.tone, "")))
+            self.query_one("#notes", Static).update("\n".join(detail.notes))
+            self._rebuild()
+            return
         proto = self.query_one("#proto", Static)
         if detail is None:
             proto.update("")
@@ -257,22 +331,34 @@ class BrowserScreen(Screen[None]):
         if detail is None:
             return []
         out = []
-        if self.kind == "r" and detail.retval is not None:
+        if self._kind() == "r" and detail.retval is not None:
             out.append(detail.retval)
         for param in detail.params:
             out.append(param)
             if param.pointee is not None:
                 out.append(param.pointee)
-            if param.ref in self.expanded and self.functions is not None:
+            if param.ref in self.expanded and self.functions is not None and isinstance(detail, Detail):
                 out.extend(self.functions.members(detail, param))
         return out
 
+    def _kind(self) -> str:
+        """The shown one's kind: call or return as picked where it has both
+        (a function), else its own (`t`, `usdt`); "" when it cannot be added."""
+        kinds = self.detail.kinds if self.detail is not None else ("c", "r")
+        return self.kind if self.kind in kinds else (kinds[0] if kinds else "")
+
     def _rebuild(self) -> None:
         kind = Text("probe at: ")
-        kind.append("● call" if self.kind == "c" else "○ call", "bold" if self.kind == "c" else "dim")
-        kind.append("  ")
-        kind.append("● return" if self.kind == "r" else "○ return", "bold" if self.kind == "r" else "dim")
-        kind.append("   (ctrl+r)", "dim")
+        now = self._kind()
+        if now in ("c", "r"):
+            kind.append("● call" if now == "c" else "○ call", "bold" if now == "c" else "dim")
+            kind.append("  ")
+            kind.append("● return" if now == "r" else "○ return", "bold" if now == "r" else "dim")
+            kind.append("   (ctrl+r)", "dim")
+        elif now:
+            kind.append(KIND_WORDS.get(now, now), "bold")
+        else:
+            kind = Text("")
         self.query_one("#kind", Static).update(kind)
         choices = self.query_one("#choices", TickList)
         keep = choices.highlighted
@@ -280,7 +366,10 @@ class BrowserScreen(Screen[None]):
         self.picked = {ref: t for ref, t in self.picked.items() if any(c.ref == ref for c in visible)}
         # Rows that cannot be ticked stay in the cursor's way (locked, not
         # disabled): a user counting rows down to a member must land on it.
-        selections = [Selection(self._prompt(c), c.ref, c.ref in self.picked) for c in visible]
+        # The register column only where something arrives in one (a
+        # tracepoint's fields come by name from the event's record).
+        registers = any(c.register for c in visible)
+        selections = [Selection(self._prompt(c, registers), c.ref, c.ref in self.picked) for c in visible]
         with self.app.batch_update():
             choices.clear_options()
             choices.set_locked([c.ref for c in visible if not c.tickable])
@@ -290,9 +379,9 @@ class BrowserScreen(Screen[None]):
                 choices.highlighted = min(keep, len(selections) - 1) if keep is not None else enabled[0]
         self._update_spec()
 
-    def _prompt(self, c: Choice) -> Text:
+    def _prompt(self, c: Choice, registers: bool = True) -> Text:
         text = Text("    " * c.depth, no_wrap=True, overflow="ellipsis")
-        if c.depth == 0:
+        if c.depth == 0 and registers:
             text.append(f"{c.register or '  '} ", "dim")
         text.append(c.shown)
         if c.expandable:
@@ -323,7 +412,15 @@ class BrowserScreen(Screen[None]):
         why = c.why_not if c is not None else "it cannot be fetched"
         self.query_one("#spec-problem", Static).update(Text(f"{event.value} cannot be ticked: {why}", "yellow"))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+r leaves the footer where there is no call or return to pick."""
+        if action == "kind" and not self._with_return:
+            return False
+        return True
+
     def action_kind(self) -> None:
+        if self.detail is not None and "r" not in self.detail.kinds:
+            return  # a tracepoint, a USDT probe point: neither call nor return
         self.kind = "r" if self.kind == "c" else "c"
         if self.detail is not None:
             self._rebuild()
@@ -372,9 +469,13 @@ class BrowserScreen(Screen[None]):
     def _update_spec(self) -> None:
         if self.detail is None:
             return
+        kind = self._kind()
+        if not kind:  # (an import, a folder: the verdict line says why)
+            self._set_spec("")
+            return
         order = [c.ref for c in self._visible()]
         picks = [(ref, self.picked[ref]) for ref in order if ref in self.picked]
-        self._set_spec(spec_text(self.detail.name, self.kind, picks))
+        self._set_spec(spec_text(self.detail.target, kind, picks))
 
     def _set_spec(self, text: str) -> None:
         spec = self.query_one("#spec", Input)

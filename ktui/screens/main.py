@@ -73,7 +73,8 @@ class MainScreen(Screen[None]):
         Binding("N", "all_off", "All off", id="all-off", show=False, tooltip="Detach every probe"),
         Binding("a", "add", "Add", id="add", tooltip="Add a probe (spec checked as you type)"),
         Binding("b", "browse", "Browse", id="browse",
-                tooltip="Find a kernel function, see its arguments, tick what to fetch, add it"),
+                tooltip="Find kernel functions, a binary's functions and USDT, tracepoints: "
+                        "tick what to fetch, add it"),
         Binding("e", "edit", "Edit", id="edit", tooltip="Edit the selected probe"),
         Binding("d", "delete", "Delete", id="delete", tooltip="Delete the selected probe (asks first)"),
         Binding("delete", "delete", "Delete", id="delete-key", show=False),

@@ -12,15 +12,9 @@ from ktui.lang.model import Builtin, Fetch, Kind, Named, Probe, ProbeSetError, S
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.probeset_write import dumps_probeset
 from ktui.lang.spec import parse_probe_text, parse_spec, parse_target, validate_probe
+from tests.unit.spec_errors import spec_error
 
 OPENAT = "syscalls/sys_enter_openat"
-
-
-def spec_error(text: str) -> SpecError:
-    with pytest.raises(SpecError) as info:
-        parse_probe_text(text)
-    assert "\n" not in str(info.value)
-    return info.value
 
 
 # ---------------------------------------------------------------- grammar

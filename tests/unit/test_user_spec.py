@@ -16,15 +16,9 @@ from ktui.lang.model import Arg, Deref, Fetch, Kind, Probe, ProbeSet, ProbeSetEr
 from ktui.lang.probeset import check_probeset, loads_probeset
 from ktui.lang.probeset_write import dumps_probeset
 from ktui.lang.spec import parse_probe_text, parse_spec, parse_spec_clauses, parse_target, validate_probe
+from tests.unit.spec_errors import spec_error
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-
-
-def spec_error(text: str) -> SpecError:
-    with pytest.raises(SpecError) as info:
-        parse_probe_text(text)
-    assert "\n" not in str(info.value)
-    return info.value
 
 
 # ---------------------------------------------------------------- grammar

@@ -34,54 +34,40 @@ from __future__ import annotations
 
 import difflib
 import os
-import stat
 import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from ktui.kernel.symbols.elf_layout import (
+    MAX_HEADER_BYTES,
+    UprobeTargetError,
+    code_segment_at,
+    file_offset_of,
+    open_probed_file,
+    read_probed_layout,
+)
 from ktui.kernel.symbols.elf_lookup import SymbolHit, all_functions, find_symbol, function_names
 from ktui.kernel.symbols.elfsyms import (
-    EM_X86_64,
     ET_DYN,
-    ET_EXEC,
-    ET_REL,
     PF_X,
     SHT_DYNSYM,
     SHT_NOTE,
     SHT_SYMTAB,
     ElfError,
     ElfLayout,
-    Segment,
-    parse_layout,
     read_at,
 )
-from ktui.lang.model import Arg, Deref, Field, Kind, KtuiError, Probe
+from ktui.lang.model import Arg, Deref, Field, Kind, Probe
 from ktui.lang.filters import comparisons
 
 GO_SECTIONS = (".go.buildinfo", ".gopclntab", ".note.go.buildid")
 GO_NOTE_OWNER, NT_GO_BUILD_ID = b"Go\0", 4
 DT_NULL, DT_SONAME, DT_FLAGS_1 = 0, 14, 0x6FFFFFFB
 DF_1_PIE = 0x08000000
-MAX_HEADER_BYTES = 1 << 20  # a dynamic section or a note larger than this is not read
 _DYN = struct.Struct("<qQ")
 _NOTE = struct.Struct("<III")
 
 GO_RETURN = "a uretprobe on a Go binary crashes it: Go moves its stacks; probe the call (:c) instead"
-
-
-class UprobeTargetError(KtuiError):
-    """The file or the function cannot be probed; one line. `part` says
-    what it is about, for the column of `ktui check`: "path" (the file)
-    or "function" (the symbol or address in it)."""
-
-    def __init__(self, message: str, *, part: str = "function", **where) -> None:
-        super().__init__(message, **where)
-        self.part = part
-
-    def located(self, **where) -> "UprobeTargetError":
-        err = super().located(**where)
-        err.part = self.part
-        return err
 
 
 @dataclass(frozen=True)
@@ -114,8 +100,8 @@ def resolve(path: str, symbol: str | None = None, offset: int = 0, address: int 
     if (symbol is None) == (address is None):
         raise ValueError("resolve takes a symbol or an address")
     real = os.path.realpath(path)
-    with _open(path, real) as f:
-        layout = _layout(f, path)
+    with open_probed_file(path, real) as f:
+        layout = read_probed_layout(f, path)
         is_ifunc = False
         if symbol is not None:
             hit = _function(f, layout, path, symbol)
@@ -125,12 +111,12 @@ def resolve(path: str, symbol: str | None = None, offset: int = 0, address: int 
             vaddr, symbol, is_ifunc = hit.value + offset, hit.name, hit.is_ifunc
         else:
             vaddr = address
-        segment = _code_segment(layout, vaddr)
+        segment = code_segment_at(layout, vaddr)
         if segment is None:
             what = f"{symbol}+0x{offset:x}" if symbol is not None and offset else (symbol or f"0x{vaddr:x}")
             raise UprobeTargetError(f"{what} (0x{vaddr:x}) is in no executable PT_LOAD segment of {path}"
                                     f"{_code_ranges(layout)}")
-        return UprobeTarget(real, vaddr - segment.vaddr + segment.offset, vaddr, symbol,
+        return UprobeTarget(real, file_offset_of(segment, vaddr), vaddr, symbol,
                             is_go(f, layout), is_library(f, layout), is_ifunc)
 
 
@@ -180,9 +166,8 @@ class ListedFunction:
 def list_functions(path: str) -> list[ListedFunction]:
     """Every function of the ELF file `path` (its .symtab, else its .dynsym,
     as `resolve` reads them), by name. Raises UprobeTargetError (one line)."""
-    real = os.path.realpath(path)
-    with _open(path, real) as f:
-        layout = _layout(f, path)
+    with open_probed_file(path) as f:
+        layout = read_probed_layout(f, path)
         tables = layout.sections_of(SHT_SYMTAB) or layout.sections_of(SHT_DYNSYM)
         try:
             hits = [h for table in tables[:1] for h in all_functions(f, layout, table)]
@@ -193,8 +178,8 @@ def list_functions(path: str) -> list[ListedFunction]:
         name = hit.name.split("@", 1)[0]
         if not hit.is_function and hit.defined:
             continue  # defined at 0: nothing to probe
-        segment = _code_segment(layout, hit.value) if hit.is_function else None
-        offset = hit.value - segment.vaddr + segment.offset if segment is not None else None
+        segment = code_segment_at(layout, hit.value) if hit.is_function else None
+        offset = file_offset_of(segment, hit.value) if segment is not None else None
         found.setdefault((name, hit.value), ListedFunction(name, hit.value if hit.defined else 0, offset,
                                                            hit.size, hit.is_ifunc, not hit.defined))
     return sorted(found.values(), key=lambda fn: (fn.name, fn.address))
@@ -202,44 +187,11 @@ def list_functions(path: str) -> list[ListedFunction]:
 
 def has_symtab(path: str) -> bool:
     """Whether the file keeps its .symtab (a stripped one lists only what it exports)."""
-    with _open(path, os.path.realpath(path)) as f:
-        return bool(_layout(f, path).sections_of(SHT_SYMTAB))
+    with open_probed_file(path) as f:
+        return bool(read_probed_layout(f, path).sections_of(SHT_SYMTAB))
 
 
-# ---------------------------------------------------------------- the file
-
-
-def _open(path: str, real: str) -> BinaryIO:
-    try:
-        info = os.stat(real)
-    except FileNotFoundError:
-        raise UprobeTargetError(f"{path}: no such file", part="path") from None
-    except OSError as err:
-        raise UprobeTargetError(f"{path}: cannot read it ({err.strerror})", part="path") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise UprobeTargetError(f"{path} is not a regular file", part="path")
-    try:
-        return open(real, "rb")
-    except OSError as err:
-        raise UprobeTargetError(f"{path}: cannot read it ({err.strerror})", part="path") from None
-
-
-def _layout(f: BinaryIO, path: str) -> ElfLayout:
-    try:
-        layout = parse_layout(f)
-    except ElfError as err:
-        raise UprobeTargetError(f"{path} is {'cut short' if 'cut short' in str(err) else 'not an ELF file'}"
-                                if "64-bit" not in str(err) else f"{path} is not a 64-bit x86-64 ELF file",
-                                part="path") from None
-    if layout.machine != EM_X86_64:
-        raise UprobeTargetError(f"{path} is not an x86-64 file (ELF machine {layout.machine})", part="path")
-    if layout.type == ET_REL:
-        raise UprobeTargetError(f"{path} is an object file (.o): probe the executable or library "
-                                "it is linked into", part="path")
-    if layout.type not in (ET_EXEC, ET_DYN):
-        raise UprobeTargetError(f"{path} is neither an executable nor a shared library "
-                                f"(ELF type {layout.type})", part="path")
-    return layout
+# ---------------------------------------------------------------- a function in the file
 
 
 def _function(f: BinaryIO, layout: ElfLayout, path: str, symbol: str) -> SymbolHit:
@@ -291,11 +243,6 @@ def _missing(f: BinaryIO, layout: ElfLayout, path: str, symbol: str, hits: list[
     if not has_symtab:
         return f"{path} has no .symtab (stripped) and its .dynsym does not export {symbol}{hint}"
     return f"{path} has no function {symbol}{hint}"
-
-
-def _code_segment(layout: ElfLayout, vaddr: int) -> Segment | None:
-    return next((s for s in layout.segments
-                 if s.flags & PF_X and s.vaddr <= vaddr < s.vaddr + s.filesz), None)
 
 
 def _code_ranges(layout: ElfLayout) -> str:

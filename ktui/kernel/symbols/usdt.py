@@ -28,15 +28,16 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ktui.kernel.symbols.elfsyms import ElfError, ElfLayout, read_at
-from ktui.kernel.symbols.uprobe_target import (
+from ktui.kernel.symbols.elf_layout import (
     MAX_HEADER_BYTES,
     UprobeTargetError,
-    _code_segment,
-    _layout,
-    _open,
-    is_library,
+    code_segment_at,
+    file_offset_of,
+    open_probed_file,
+    read_probed_layout,
 )
+from ktui.kernel.symbols.elfsyms import ElfError, ElfLayout, read_at
+from ktui.kernel.symbols.uprobe_target import is_library
 from ktui.kernel.symbols.usdt_args import ArgSpec, parse_arg
 from ktui.lang.bind_usdt import bind_usdt_args
 from ktui.lang.model import Kind, Probe, SpecError
@@ -101,10 +102,8 @@ class UsdtTarget:
 def usdt_probes(path: str) -> tuple[UsdtProbe, ...]:
     """Every probe point's note in the file, in file order (empty when it
     has none). Raises UsdtError (one line) for a file that cannot be read."""
-    import os
-
-    with _open(path, os.path.realpath(path)) as f:
-        return _notes(f, _layout(f, path), path)[0]
+    with open_probed_file(path) as f:
+        return _notes(f, read_probed_layout(f, path), path)[0]
 
 
 def _notes(f: BinaryIO, layout: ElfLayout, path: str) -> tuple[tuple[UsdtProbe, ...], int | None]:
@@ -151,8 +150,8 @@ def resolve_usdt(path: str, provider: str, name: str) -> UsdtTarget:
     import os
 
     real = os.path.realpath(path)
-    with _open(path, real) as f:
-        layout = _layout(f, path)
+    with open_probed_file(path, real) as f:
+        layout = read_probed_layout(f, path)
         probes, base_now = _notes(f, layout, path)
         if not probes:
             raise UsdtError(f"{path} has no USDT probes (no {NOTE_SECTION} notes: it was built "
@@ -175,11 +174,11 @@ def _site_offset(layout: ElfLayout, path: str, site: UsdtProbe, base_now: int | 
     pc = site.pc
     if base_now is not None and site.base:
         pc += base_now - site.base  # the file's addresses moved after linking (prelink)
-    segment = _code_segment(layout, pc)
+    segment = code_segment_at(layout, pc)
     if segment is None:
         raise UsdtError(f"{site.full_name}'s probe point (0x{pc:x}) is in no executable PT_LOAD "
                         f"segment of {path}")
-    return pc - segment.vaddr + segment.offset
+    return file_offset_of(segment, pc)
 
 
 def _semaphore_offset(layout: ElfLayout, path: str, site: UsdtProbe) -> int:
