@@ -62,7 +62,7 @@ from ktui.lang.numbers import parse_int
 
 _FETCH_HELP = ("a parameter by name (count, file->f_pos), a1..a6, retval, comm, pid, tid, cpu, "
                "a register (rdi, rsi, ...) or +OFFSET(FETCH)")
-_SYMBOL_CHARS = names.IDENT_CHARS | {".", "*", "?"}  # TEMP HACK
+_SYMBOL_CHARS = names.IDENT_CHARS | {"."}
 TRACEPOINT_EXAMPLE = "syscalls/sys_enter_openat:t"
 ALTERNATIVES_EXAMPLE = "__kmalloc_noprof|__kmalloc:c"
 ALTERNATIVES_MAX = 8  # names in `a|b|...`: a few kernel generations' spellings
@@ -186,7 +186,7 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
         return _tracepoint(sc, sc.text[start : sc.pos], start)  # `9p/9p_client_req`
     if c and c in "0123456789":
         return Target(address=_hex_address(sc, "an address is written in hex, e.g. 0xffffffff81234560"))
-    if not c or (c not in names.IDENT_START and c != "*"):  # TEMP HACK
+    if not c or c not in names.IDENT_START:
         raise sc.error(f"expected a kernel symbol, a 0x address or a /path/to/binary:function, "
                        f"got {sc.here()}")
     start = sc.pos
@@ -316,7 +316,7 @@ def _tracefs_word(text: str, pos: int) -> str:
     """A tracefs name at `pos` (letters, digits, _: it may start with a
     digit, as the 9p category does) and the "/" after it, if one is."""
     end = pos
-    while end < len(text) and (text[end] in names.IDENT_CHARS or text[end] in "*?"):  # TEMP HACK
+    while end < len(text) and text[end] in names.IDENT_CHARS:
         end += 1
     return text[pos:end] + ("/" if text[end : end + 1] == "/" else "")
 
