@@ -1,0 +1,81 @@
+"""Wildcard probes: `tcp_*:c`, `syscalls/sys_enter_*:t` make one probe on
+every kernel function (tracepoint) the pattern matches, counted by member.
+
+The pattern is fnmatch's (`*`, `?`, `[...]`, case-sensitive as the
+kernel's names are). What it is matched against is the caller's: the
+session hands `expand` available_filter_functions (every name there can
+take a kprobe, so no match fails to attach for being notrace) or the
+tracefs event list (`CATEGORY/NAME`). This module is pure: the matches
+and the one-line refusals for too many and for none.
+
+The fetches of a pattern are positional (a1..a6, registers, retval,
+builtins): the matched functions' parameters differ, so a name by BTF
+would mean a different thing, or nothing, in each. A tracepoint
+pattern's events have different fields, so it reads the builtins only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Iterable
+
+from ktui.lang.limits import WILDCARD_MAX_MULTI
+from ktui.lang.model import WILDCARD_CHARS
+
+FUNCTIONS = "kernel functions"
+TRACEPOINTS = "tracepoints"
+
+# The refusals the grammar and the checks share (one line each).
+NO_NAMES = ("a wildcard's functions have different parameters: fetch by position "
+            "(a1..a6, registers, retval) or a builtin (comm, pid, tid, cpu)")
+NO_FIELDS = ("a tracepoint pattern's events have different fields: read the builtins "
+             "(comm, pid, tid, cpu)")
+NO_FENTRY = ("a wildcard attaches by kprobe (one kprobe_multi link, or a kprobe per function): "
+             "not fentry")
+
+_EXAMPLES_SHOWN = 3  # narrower patterns suggested in `too_many`
+
+
+def expand(pattern: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The names `pattern` matches, sorted, each once."""
+    return tuple(sorted({name for name in names if fnmatch.fnmatchcase(name, pattern)}))
+
+
+def too_many(pattern: str, count: int, cap: int, what: str, matches: Iterable[str] = ()) -> str:
+    """One line: `pattern` matches `count` names, past `cap`; with its
+    `matches`, suggests the commonest narrower patterns (`tcp_v4_*`)."""
+    how = "attaches in one kprobe_multi link" if cap == WILDCARD_MAX_MULTI else "attaches one by one on this kernel"
+    hint = ", ".join(_narrower(pattern, matches)) or f"{_literal_prefix(pattern) or 'tcp_'}v4_*"
+    return (f"{pattern} matches {count:,} {what}, more than the {cap:,} ktui {how}: "
+            f"narrow the pattern ({hint}, ...)")
+
+
+def matches_nothing(pattern: str, what: str, close: list[str]) -> str:
+    """One line: `pattern` matches no name; `close` are names near it
+    (a did-you-mean, as for one unknown function)."""
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"{pattern} matches no {what} on this kernel{hint}"
+
+
+def _narrower(pattern: str, matches: Iterable[str]) -> list[str]:
+    """For `PREFIX*`, the commonest longer prefixes of its matches up to
+    their next `_`, each with `*`: `tcp_*` -> `tcp_v4_*`, `tcp_v6_*`. Other
+    shapes of pattern get none (a narrower one is not so easy to guess)."""
+    literal = _literal_prefix(pattern)
+    if pattern != literal + "*":
+        return []
+    counts: dict[str, int] = {}
+    for name in matches:
+        cut = name.find("_", len(literal) + 1)
+        if name.startswith(literal) and cut > 0:
+            stem = name[: cut + 1] + "*"
+            counts[stem] = counts.get(stem, 0) + 1
+    return sorted(counts, key=lambda s: (-counts[s], s))[:_EXAMPLES_SHOWN]
+
+
+def _literal_prefix(pattern: str) -> str:
+    """The pattern up to its first glob character."""
+    for index, char in enumerate(pattern):
+        if char in WILDCARD_CHARS:
+            return pattern[:index]
+    return pattern
