@@ -117,7 +117,9 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     prototype. A return probe also gets what its function returns (`bind_returns`),
     names or not. A user function's probe is returned as it is: it has no
     BTF here, and its names were refused when it was parsed."""
-    if probe.target.is_user:
+    if probe.target.is_user or probe.target.is_wildcard:
+        # A wildcard's names were refused when it was parsed (its members'
+        # parameters, fields and return types differ): nothing to bind here.
         return probe
     has_function = _has_function(kernel) if probe.target.alternatives else None
     if has_function is not None:

@@ -56,7 +56,7 @@ from typing import NoReturn
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ktui.lang import limits
+from ktui.lang import limits, wildcards
 from ktui.lang.filters import parse_filter
 from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate, split_fetches
 from ktui.lang.attach_rules import text_obstacle
@@ -607,6 +607,7 @@ class _SetReader(NodeReader):
             check_aggregate(merged, probe.kind)
             if probe.target.is_user:
                 check_user_aggregate(merged)
+            wildcards.check_aggregate(probe, merged)
         except SpecError as err:
             key = next((k for k in AGG_KEYS if k in agg and err.message.startswith(k)),
                        next(k for k in AGG_KEYS if k in agg))

@@ -17,10 +17,11 @@ pattern's events have different fields, so it reads the builtins only.
 from __future__ import annotations
 
 import fnmatch
+import string
 from typing import Iterable
 
 from ktui.lang.limits import WILDCARD_MAX_MULTI
-from ktui.lang.model import WILDCARD_CHARS
+from ktui.lang.model import WILDCARD_CHARS, Aggregate, Probe, SpecError, has_names
 
 FUNCTIONS = "kernel functions"
 TRACEPOINTS = "tracepoints"
@@ -34,6 +35,51 @@ NO_FENTRY = ("a wildcard attaches by kprobe (one kprobe_multi link, or a kprobe 
              "not fentry")
 
 _EXAMPLES_SHOWN = 3  # narrower patterns suggested in `too_many`
+_BRACKET_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+def names_problem(probe: Probe) -> str:
+    """Why a name (a parameter by BTF, a field) cannot be read in a
+    wildcard probe: its members differ ("" when `probe` is no wildcard)."""
+    if not probe.target.is_wildcard:
+        return ""
+    return NO_FIELDS if probe.target.tracepoint is not None else NO_NAMES
+
+
+def check_aggregate(probe: Probe, agg: Aggregate | None) -> None:
+    """A wildcard's hist/count/sum read no names (no column: the caller's)."""
+    why = names_problem(probe)
+    if not why or agg is None:
+        return
+    for what, fetches in (("hist", (agg.hist,)), ("sum", (agg.sum,)), ("count", agg.keys)):
+        for fetch in fetches:
+            if fetch is not None and has_names(fetch.expr):
+                raise SpecError(f"{what}: {fetch}: {why}")
+
+
+def only_kernel(path: str, glob: str, usdt: bool = False) -> str:
+    """Why a pattern in a user file is refused, with the listing to use."""
+    listing = f"ktui list --usdt {path}" if usdt else f"ktui list {path}:'{glob}'"
+    return (f"wildcards are for kernel functions and tracepoints, not a file's "
+            f"{'USDT probes' if usdt else 'functions'}: `{listing}` lists them, to probe each by name")
+
+
+def glob_problem(text: str, at: int) -> tuple[str, int]:
+    """The `[...]` of a pattern at `text[at]`: ("", the index past its `]`),
+    or (why it is refused, the index to point at). A kernel name holds
+    letters, digits and `_`, so a bracket holds those and `-` ranges,
+    after an optional `!` or `^` (fnmatch's negation)."""
+    pos = at + 1
+    if text[pos : pos + 1] in ("!", "^"):
+        pos += 1
+    first = pos
+    while pos < len(text) and text[pos] in _BRACKET_CHARS:
+        pos += 1
+    if pos < len(text) and text[pos] == "]" and pos > first:
+        return "", pos + 1
+    if pos < len(text) and text[pos] not in "]:, \t":
+        return "a [...] in a pattern holds letters, digits, _ and ranges (tcp_v[46]_*, [a-f]*)", pos
+    return "unclosed or empty [ in a pattern: close it on the name, e.g. tcp_v[46]_*", at
 
 
 def expand(pattern: str, names: Iterable[str]) -> tuple[str, ...]:
