@@ -16,6 +16,7 @@ pattern's events have different fields, so it reads the builtins only.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import string
 from typing import Iterable
@@ -91,9 +92,9 @@ def too_many(pattern: str, count: int, cap: int, what: str, matches: Iterable[st
     """One line: `pattern` matches `count` names, past `cap`; with its
     `matches`, suggests the commonest narrower patterns (`tcp_v4_*`)."""
     how = "attaches in one kprobe_multi link" if cap == WILDCARD_MAX_MULTI else "attaches one by one on this kernel"
-    hint = ", ".join(_narrower(pattern, matches)) or f"{_literal_prefix(pattern) or 'tcp_'}v4_*"
-    return (f"{pattern} matches {count:,} {what}, more than the {cap:,} ktui {how}: "
-            f"narrow the pattern ({hint}, ...)")
+    narrower = _narrower(pattern, matches)
+    hint = f" ({', '.join(narrower)}, ...)" if narrower else ""
+    return f"{pattern} matches {count:,} {what}, more than the {cap:,} ktui {how}: narrow the pattern{hint}"
 
 
 def matches_nothing(pattern: str, what: str, close: list[str]) -> str:
@@ -101,6 +102,24 @@ def matches_nothing(pattern: str, what: str, close: list[str]) -> str:
     (a did-you-mean, as for one unknown function)."""
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return f"{pattern} matches no {what} on this kernel{hint}"
+
+
+def close_patterns(pattern: str, names: Iterable[str], limit: int = 3) -> list[str]:
+    """Patterns near one that matched nothing, for its did-you-mean: its
+    literal prefix swapped for the closest prefixes the names have
+    (`tpc_*` -> `tcp_*`), each of which matches something."""
+    literal = _literal_prefix(pattern)
+    if not literal:
+        return []
+    names = list(names)
+    prefixes = sorted({name[: len(literal)] for name in names if len(name) >= len(literal)})
+    rest = pattern[len(literal):]
+    out = []
+    for prefix in difflib.get_close_matches(literal, prefixes, n=limit * 3, cutoff=0.6):
+        candidate = prefix + rest
+        if prefix != literal and any(fnmatch.fnmatchcase(name, candidate) for name in names):
+            out.append(candidate)
+    return out[:limit]
 
 
 def _narrower(pattern: str, matches: Iterable[str]) -> list[str]:
