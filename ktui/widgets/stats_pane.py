@@ -111,6 +111,12 @@ class StatsPane(VerticalScroll):
     def on_resize(self) -> None:
         self._render_view()  # the histogram bars follow the width
 
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        # The scrollbar came (or went) once the body outgrew the pane: it
+        # takes cells the histogram bars and the rows were sized without,
+        # and a line that no longer fits wraps. Lay them out again.
+        self.call_after_refresh(self._render_view)
+
     def show(self, view: ProbeView | None) -> None:
         if view == self.view:
             return
