@@ -114,8 +114,13 @@ class StatsPane(VerticalScroll):
     def watch_show_vertical_scrollbar(self, shown: bool) -> None:
         # The scrollbar came (or went) once the body outgrew the pane: it
         # takes cells the histogram bars and the rows were sized without,
-        # and a line that no longer fits wraps. Lay them out again.
-        self.call_after_refresh(self._render_view)
+        # and a line that no longer fits wraps. Lay them out again (the body
+        # only: the head and the rate do not depend on the width).
+        self.call_after_refresh(self._relayout_body)
+
+    def _relayout_body(self) -> None:
+        if self.is_mounted and self.view is not None:
+            self._render_values(self.view.status.probe, self.view.stats)
 
     def show(self, view: ProbeView | None) -> None:
         if view == self.view:
