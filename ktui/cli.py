@@ -457,8 +457,8 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
             found = names.alternatives_problem(target.alternatives)
             said = "this kernel has none of the functions"
         elif target.symbol is not None and any(c in target.symbol for c in WILDCARD_CHARS):
-            found = names.pattern_problem(target.symbol)
-            said = f"{target.symbol} matches no"
+            found = names.pattern_problem(target.symbol)  # a wildcard: its matches
+            said = "matches no kernel functions"
         elif target.symbol is not None:
             found = names.problem(target.symbol)
             said = f"unknown kernel function {target.symbol!r}"
@@ -483,6 +483,7 @@ def _user_target_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
     did not load, the targets that read are still looked up in their files."""
     from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target, resolve
     from ktui.lang.locate import probe_targets
+    from ktui.lang.model import WILDCARD_CHARS
 
     out = []
     for number, target in enumerate(probe_targets(path), 1):

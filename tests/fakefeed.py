@@ -14,6 +14,7 @@ import dataclasses
 from typing import Callable, Collection, Mapping
 
 from ktui.lang.model import Builtin, Kind, Probe, ProbeSet, RetVal
+from ktui.lang.wildcards import expand
 from ktui.record.feed import (
     Event,
     FeedError,
@@ -131,6 +132,10 @@ class FakeFeed:
         stored, nested hits dropped, runs missed, errnos outside the table).
     errno_checks: probe name -> ProbeStats.errno_check ("off: void", ...);
         a return probe not named counts its errnos as a long ("long").
+    names: what a wildcard probe (`tcp_*:c`) is matched against, as the
+        session matches available_filter_functions (default FAKE_FUNCTIONS
+        and FAKE_EVENTS): its `members` are set when it attaches, and its
+        hits are spread over the first MEMBERS_HIT of them, most to the first.
     Top comms are exact until a probe's hits pass COMM_EXACT, as on a
     one-CPU machine, and an estimate after.
     """
@@ -150,7 +155,9 @@ class FakeFeed:
         info: SystemInfo = DEFAULT_INFO,
         shaky: Collection[str] = (),
         errno_checks: Mapping[str, str] | None = None,
+        names: Collection[str] = (),
     ) -> None:
+        self.names = tuple(names) or FAKE_FUNCTIONS + FAKE_EVENTS
         self.events_per_drain = events_per_drain
         self.start_ns = start_ns
         self.event_gap_ns = event_gap_ns
@@ -317,9 +324,13 @@ class FakeFeed:
             top_comms=top,
             errno_check=errno_check,
             top_comms_exact=hits <= COMM_EXACT,
+            **fake_members(probe, hits, self.names),
         )
 
     def _attach(self, probe: Probe) -> ProbeStatus:
+        if probe.target.is_wildcard:  # bound as the session binds it
+            pattern = probe.target.tracepoint or probe.target.symbol or ""
+            probe = dataclasses.replace(probe, members=expand(pattern, self.names))
         probe_id = self._next_id
         self._next_id += 1
         self._hits[probe_id] = self._lost[probe_id] = self._emitted[probe_id] = 0
@@ -347,6 +358,40 @@ class FakeFeed:
         self.probeset = dataclasses.replace(
             self.probeset, probes=tuple(st.probe for st in self._statuses.values())
         )
+
+
+# What wildcards match here: some of tcp's real functions first (the ones
+# hit), then enough others for a pattern to match 120; and events.
+FAKE_FUNCTIONS = (
+    "tcp_sendmsg", "tcp_recvmsg", "tcp_v4_rcv", "tcp_ack", "tcp_rcv_established", "tcp_poll",
+    "tcp_write_xmit", "tcp_transmit_skb", "tcp_clean_rtx_queue", "tcp_v4_do_rcv", "tcp_data_queue",
+    "tcp_event_new_data_sent", "tcp_rate_skb_delivered", "tcp_send_ack", "tcp_cleanup_rbuf",
+    "tcp_release_cb", "tcp_push", "tcp_current_mss", "tcp_established_options",
+    "tcp_v4_send_check", "tcp_schedule_loss_probe", "tcp_check_space", "tcp_urg",
+    "tcp_sendmsg_locked", "tcp_stream_memory_free", "tcp_recvmsg_locked", "tcp_rcv_space_adjust",
+    "tcp_mstamp_refresh", "tcp_update_skb_after_send", "tcp_chrono_stop", "tcp_wfree",
+    "tcp_small_queue_check.isra.0", "tcp_tso_segs", "tcp_queue_rcv", "tcp_event_data_recv",
+    "tcp_ack_update_rtt", "tcp_rearm_rto",
+) + tuple(f"tcp_fake_{i:03d}" for i in range(83)) + ("udp_sendmsg", "vfs_read", "vfs_write")
+FAKE_EVENTS = tuple(f"syscalls/sys_enter_{n}" for n in (
+    "read", "write", "openat", "close", "mmap", "futex", "epoll_wait", "newfstatat", "ioctl", "lseek"))
+MEMBERS_HIT = 37
+
+
+def fake_members(probe: Probe, hits: int, names: tuple[str, ...]) -> dict:
+    """A wildcard's hits spread over its first MEMBERS_HIT members in the
+    order of `names`, most to the first, only those hit; a return probe's
+    latency sums grow with each member's place (1.2 us a call for the
+    first, then longer)."""
+    if not probe.target.is_wildcard or probe.members is None:
+        return {}
+    rank = {name: i for i, name in enumerate(names)}
+    chosen = sorted(probe.members, key=lambda name: rank.get(name, len(rank)))[:MEMBERS_HIT]
+    split = spread(hits, tuple(range(len(chosen), 0, -1)) or (1,))
+    latency = probe.kind is Kind.RETURN
+    members = tuple((name, n, n * (1_200 + 700 * i) if latency else 0)
+                    for i, (name, n) in enumerate(zip(chosen, split)) if n)
+    return {"members": tuple(sorted(members, key=lambda m: (-m[1], m[0]))), "member_count": len(probe.members)}
 
 
 def shaky_counters(is_return: bool, hits: int) -> dict:

@@ -43,9 +43,15 @@ def none_present(names: tuple[str, ...] | list[str], close: list[str]) -> str:
     return f"this kernel has none of the functions {', '.join(names)}{hint}"
 
 
-def table_name(probe: Probe) -> str:
+def table_name(probe: Probe, matched: int = 0) -> str:
     """A probe's name in the probe table: its name, and for alternatives
-    the one it runs on (`cache_alloc on kmem_cache_alloc_noprof (of 2)`)."""
+    the one it runs on (`cache_alloc on kmem_cache_alloc_noprof (of 2)`);
+    for a wildcard how many functions (events) it matched, `tcp_*:c (120)`:
+    its bound `members`, else `matched` (what its stats say: a replay's
+    probes were not bound), nothing while neither is known."""
+    if probe.target.is_wildcard:
+        count = len(probe.members) if probe.members is not None else matched
+        return f"{probe.name} ({count:,})" if count else probe.name
     chosen = chosen_text(probe)
     return f"{probe.name} on {chosen}" if chosen else probe.name
 

@@ -6,13 +6,16 @@ or sits at an offset or a raw address (no BTF function there), needs an
 int3 kprobe. The kernel's own reasons (no BTF, too many arguments, the BTF
 deny list, a module function) are the kernel layer's (kernel/attach/attach_choice).
 `attach: fentry` on a probe with one of these reasons is an error when the
-probe set is read; with `auto` the probe goes by kprobe. A user function
+probe set is read; with `auto` the probe goes by kprobe. A wildcard
+(`tcp_*`) always goes by kprobe: one kprobe_multi link, or one kprobe per
+function where the kernel has no kprobe_multi. A user function
 (`PATH:FUNCTION`) never goes by fentry: it is a uprobe whatever is said.
 """
 
 from __future__ import annotations
 
 from ktui.lang import names
+from ktui.lang.wildcards import NO_FENTRY
 from ktui.lang.model import ATTACH_MODES, Compare, Deref, Field, FilterExpr, Named, Not, Probe, Reg, SpecError
 
 __all__ = ["ATTACH_MODES", "effective_mode", "text_obstacle"]
@@ -25,6 +28,8 @@ def text_obstacle(probe: Probe) -> str:
         return "a user function is probed by a uprobe: fentry is for kernel functions"
     if target.address is not None:
         return "an address has no BTF function to attach fentry to"
+    if target.is_wildcard:
+        return NO_FENTRY
     if target.offset:
         return "fentry attaches at a function's entry, not at an offset"
     for fetch in probe.fetches:

@@ -116,7 +116,8 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     kernel has (`lang.alternatives`): its names are bound by that one's
     prototype. A return probe also gets what its function returns (`bind_returns`),
     names or not. A user function's probe is returned as it is: it has no
-    BTF here, and its names were refused when it was parsed."""
+    BTF here, and its names were refused when it was parsed. A pattern's
+    matches are each bound, and must read alike (`lang.bind_wildcard`)."""
     if probe.target.is_user:
         return probe
     if probe.target.is_wildcard:  # each match bound, alike (lang.bind_wildcard)

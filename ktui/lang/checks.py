@@ -19,7 +19,7 @@ readline's): the kernel side reads user memory for every string of one.
 
 from __future__ import annotations
 
-from ktui.lang import filters, limits, names
+from ktui.lang import filters, limits, names, wildcards
 from ktui.lang.grammar import TRACEPOINT_VALUES, FetchSpan, SpecSpan
 from ktui.lang.user_probes import USER_NO_BTF
 from ktui.lang.limits import (
@@ -130,6 +130,9 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
         check_fetch(fetch, fetch_span, probe.kind, user=probe.target.is_user)
         if has_names(fetch.expr) and probe.target.is_user:
             raise SpecError(f"{_named_leaf(fetch)}: {USER_NO_BTF}", col=_named_col(fetch, fetch_span))
+        if has_names(fetch.expr) and wildcards.names_problem(probe):
+            raise SpecError(f"{_named_leaf(fetch)}: {wildcards.names_problem(probe)}",
+                            col=_named_col(fetch, fetch_span))
         if has_names(fetch.expr) and not names.may_be_parameter(probe):
             where = "an address" if probe.target.address is not None else "an offset into a function"
             raise SpecError(f"parameters are known by name at a function's entry, not at {where}: "

@@ -20,6 +20,13 @@ kind c or r.
 usdt) makes the target one. Its values are its arguments a1..a6, as the
 note places them (`UsdtArg`, bound by `ktui.kernel.symbols.usdt`), the
 builtins and `+OFF(aN)` reads; registers, retval and names are refused.
+
+A kernel function or a tracepoint's CATEGORY/NAME may be an fnmatch
+pattern (`tcp_*`, `syscalls/sys_enter_*`, `tcp_v[46]_*`): one probe on
+every match (`lang.wildcards`). Not with `+OFF` (a different place in
+each function), among alternatives (they pick one function, a pattern
+takes all), nor in a user binary (`ktui list PATH:GLOB` lists its
+functions); each refused in one line at its column.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ktui.lang import chars, names
+from ktui.lang.wildcards import glob_problem, only_kernel
 from ktui.lang.limits import (
     DEREF_MAX,
     FETCH_LABEL_MAX,
@@ -63,6 +71,7 @@ from ktui.lang.numbers import parse_int
 _FETCH_HELP = ("a parameter by name (count, file->f_pos), a1..a6, retval, comm, pid, tid, cpu, "
                "a register (rdi, rsi, ...) or +OFFSET(FETCH)")
 _SYMBOL_CHARS = names.IDENT_CHARS | {"."}
+_GLOB_START = frozenset("*?[")  # model.WILDCARD_CHARS: a kernel name may start with one
 TRACEPOINT_EXAMPLE = "syscalls/sys_enter_openat:t"
 ALTERNATIVES_EXAMPLE = "__kmalloc_noprof|__kmalloc:c"
 ALTERNATIVES_MAX = 8  # names in `a|b|...`: a few kernel generations' spellings
@@ -186,18 +195,47 @@ def scan_target(sc: Scanner, span: SpecSpan) -> Target:
         return _tracepoint(sc, sc.text[start : sc.pos], start)  # `9p/9p_client_req`
     if c and c in "0123456789":
         return Target(address=_hex_address(sc, "an address is written in hex, e.g. 0xffffffff81234560"))
-    if not c or c not in names.IDENT_START:
+    if not c or (c not in names.IDENT_START and c not in _GLOB_START):
         raise sc.error(f"expected a kernel symbol, a 0x address or a /path/to/binary:function, "
                        f"got {sc.here()}")
     start = sc.pos
-    symbol = sc.word(frozenset(_SYMBOL_CHARS))
+    symbol = _kernel_name(sc, _SYMBOL_CHARS)
     if len(symbol) > SYMBOL_MAX:
         raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", start)
     if sc.peek() == "/":
         return _tracepoint(sc, symbol, start)
     if sc.peek() == "|":
+        if _is_glob(symbol):
+            raise sc.error(_GLOB_ALTERNATIVE, start)
         return _alternatives(sc, symbol)
+    if _is_glob(symbol) and sc.peek() in ("+", "-"):
+        raise sc.error(f"a pattern has no offset: {symbol} takes whole functions (an offset is a "
+                       "different place in each)")
     return Target(symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+_GLOB_ALTERNATIVE = ("a pattern cannot be an alternative: alternatives pick the one function this "
+                     "kernel has, a pattern takes every match (one pattern per probe)")
+
+
+def _is_glob(name: str) -> bool:
+    return any(c in _GLOB_START for c in name)
+
+
+def _kernel_name(sc: Scanner, word_chars: frozenset[str]) -> str:
+    """A kernel function's or tracefs name at the cursor, which may be an
+    fnmatch pattern: `*`, `?` and `[...]` among its letters (a `[` is
+    closed on the name, and holds letters, digits, `_`, `-`, `!` or `^`)."""
+    start = sc.pos
+    while sc.peek() and (sc.peek() in word_chars or sc.peek() in "*?["):
+        if sc.peek() == "[":
+            problem, end = glob_problem(sc.text, sc.pos)
+            if problem:
+                raise sc.error(problem, end)
+            sc.pos = end
+            continue
+        sc.pos += 1
+    return sc.text[start : sc.pos]
 
 
 def _hex_address(sc: Scanner, how_written: str) -> int:
@@ -220,9 +258,13 @@ def _alternatives(sc: Scanner, first: str) -> Target:
     while sc.peek() == "|":
         sc.pos += 1
         at = sc.pos
+        if sc.peek() and sc.peek() in _GLOB_START:
+            raise sc.error(_GLOB_ALTERNATIVE)
         if not sc.peek() or sc.peek() not in names.IDENT_START:
             raise sc.error(f"expected a kernel function after |, e.g. {ALTERNATIVES_EXAMPLE}, got {sc.here()}")
         name = sc.word(frozenset(_SYMBOL_CHARS))
+        if sc.peek() and sc.peek() in _GLOB_START:
+            raise sc.error(_GLOB_ALTERNATIVE, at)
         if len(name) > SYMBOL_MAX:
             raise sc.error(f"symbol longer than {SYMBOL_MAX} characters", at)
         if name in found:
@@ -260,16 +302,37 @@ def _user_target(sc: Scanner, span: SpecSpan) -> Target:
     if c and c in "0123456789":
         return Target(path=path, address=_hex_address(
             sc, "an address in a file is written in hex, as nm and objdump print it (e.g. 0x1139)"))
+    if c and c in _GLOB_START:
+        raise sc.error(only_kernel(path, _glob_text(sc)))
     if not c or c not in names.IDENT_START:
         raise sc.error(f"expected a function name or a 0x address after the path, e.g. {USER_EXAMPLE}, "
                        f"got {sc.here()}")
     at = sc.pos
     symbol = sc.word(frozenset(_SYMBOL_CHARS))
+    if sc.peek() and sc.peek() in _GLOB_START:
+        if _names_usdt(sc):
+            raise sc.error(only_kernel(path, "", usdt=True), at)
+        sc.pos = at
+        raise sc.error(only_kernel(path, _glob_text(sc)), at)
     if len(symbol) > USER_SYMBOL_MAX:
         raise sc.error(f"function name longer than {USER_SYMBOL_MAX} characters", at)
+    if sc.peek() == ":" and _names_usdt(sc) and _is_glob(sc.text[sc.pos + 1 :].split(":")[0]):
+        raise sc.error(only_kernel(path, "", usdt=True), sc.pos + 1)  # PROVIDER:NA*:usdt
     if _at_usdt_name(sc):
         return _usdt_target(sc, path, symbol, at)
     return Target(path=path, symbol=symbol, offset=_symbol_offset(sc, span, symbol))
+
+
+def _glob_text(sc: Scanner) -> str:
+    """The pattern at the cursor in a user target, as written (to the next `:`)."""
+    end = sc.text.find(":", sc.pos)
+    return sc.text[sc.pos : end if end >= 0 else len(sc.text)]
+
+
+def _names_usdt(sc: Scanner) -> bool:
+    """Whether PROVIDER:NAME:usdt goes on from the cursor (inside PROVIDER)."""
+    parts = sc.text[sc.pos :].split(":")
+    return len(parts) > 2 and parts[2].split(" ")[0] == "usdt"
 
 
 def _at_usdt_name(sc: Scanner) -> bool:
@@ -314,9 +377,10 @@ def _symbol_offset(sc: Scanner, span: SpecSpan, symbol: str) -> int:
 
 def _tracefs_word(text: str, pos: int) -> str:
     """A tracefs name at `pos` (letters, digits, _: it may start with a
-    digit, as the 9p category does) and the "/" after it, if one is."""
+    digit, as the 9p category does; `*` and `?` in a pattern) and the "/"
+    after it, if one is. A `[...]` is scanned by `_kernel_name`."""
     end = pos
-    while end < len(text) and text[end] in names.IDENT_CHARS:
+    while end < len(text) and (text[end] in names.IDENT_CHARS or text[end] in "*?"):
         end += 1
     return text[pos:end] + ("/" if text[end : end + 1] == "/" else "")
 
@@ -329,8 +393,7 @@ def _tracepoint(sc: Scanner, category: str, start: int) -> Target:
                        f"{TRACEPOINT_EXAMPLE}", start + category.index("."))
     sc.pos += 1
     name_at = sc.pos
-    name = _tracefs_word(sc.text, sc.pos).rstrip("/")
-    sc.pos += len(name)
+    name = _kernel_name(sc, names.IDENT_CHARS)
     if not name:
         raise sc.error(f"expected the event's name after {category}/, e.g. {TRACEPOINT_EXAMPLE}, "
                        f"got {sc.here()}")

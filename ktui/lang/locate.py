@@ -75,14 +75,14 @@ def _target(item: Node, lines: range) -> ProbeTarget:
     node, form, binary = item, "spec", None
     if isinstance(item, MappingNode):
         for key, value in item.value:
-            if isinstance(key, ScalarNode) and key.value in ("spec", "function", "address", "tracepoint"):
+            if isinstance(key, ScalarNode) and key.value in ("spec", "function", "address", "tracepoint", "usdt"):
                 node, form = value, key.value
                 break
         binary = next((v for k, v in item.value if isinstance(k, ScalarNode) and k.value == "binary"), None)
     if isinstance(node, SequenceNode) and form == "function" and len(node.value) == 1:
         node = node.value[0]  # a list of one: that function
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
-    if isinstance(binary, ScalarNode) and isinstance(node, ScalarNode) and form in ("function", "address"):
+    if isinstance(binary, ScalarNode) and isinstance(node, ScalarNode) and form in ("function", "address", "usdt"):
         return _binary_target(binary, node, lines)
     if isinstance(node, SequenceNode) and form == "function":
         return _alternatives(node, lines)

@@ -194,6 +194,10 @@ def resolve(probe: Probe, name: str) -> Resolved:
             from ktui.lang.user_probes import USER_NO_BTF  # it imports model, as this module does
 
             raise UnknownName(f'unknown name "{name}": {USER_NO_BTF} (or a fetch\'s label)')
+        from ktui.lang.wildcards import names_problem  # it imports model, as this module does
+
+        if names_problem(probe):
+            raise UnknownName(f'unknown name "{name}": {names_problem(probe)} (or a fetch\'s label)')
         if probe.bindings is None and may_be_parameter(probe):
             # Checked against the kernel's BTF when the probe is bound.
             return Resolved(name, Named(name), "u64", deferred=True)
@@ -224,10 +228,12 @@ def _has_steps(name: str) -> bool:
 def may_be_parameter(probe: Probe) -> bool:
     """Whether names can mean parameters here: at a function's entry (or
     its return), not at an offset into it or an address; or a tracepoint's
-    fields. Never in a user function: it has no BTF here."""
+    fields (a pattern's too: bound alike in each event, lang.bind_wildcard).
+    Never in a user function, which has no BTF here, nor in a function
+    pattern, whose functions' parameters differ."""
     target = probe.target
-    if target.is_user:
-        return False
     if target.tracepoint is not None:
         return True
+    if target.is_user or target.is_wildcard:
+        return False
     return target.symbol is not None and not target.offset and target.address is None

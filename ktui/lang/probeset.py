@@ -31,6 +31,10 @@ A probe set file looks like this (see probesets/ for real ones):
         fetch: [a1]                      # this kernel has (lang.alternatives)
       - binary: /usr/lib/x86_64-linux-gnu/libc.so.6   # long form of a user
         function: malloc                 # function (or address: 0x...)
+      - binary: /usr/bin/python3.11      # long form of a USDT probe point
+        usdt: python:function__entry     # (PROVIDER:NAME; kind usdt implied)
+      - function: 'tcp_*'                # a wildcard: every function it
+                                         # matches (quoted: YAML reads * and [)
 
 A bare string in `probes:` is taken as a compact spec, and a spec may start
 with the probe's label (`reads=vfs_read:c:a3`). An optional key set to null
@@ -56,11 +60,21 @@ from typing import NoReturn
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ktui.lang import limits
+from ktui.lang import grammar, limits, wildcards
 from ktui.lang.filters import parse_filter
 from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate, split_fetches
 from ktui.lang.attach_rules import text_obstacle
-from ktui.lang.model import ATTACH_MODES, Aggregate, Kind, Probe, ProbeSet, ProbeSetError, SpecError, Target
+from ktui.lang.model import (
+    ATTACH_MODES,
+    WILDCARD_CHARS,
+    Aggregate,
+    Kind,
+    Probe,
+    ProbeSet,
+    ProbeSetError,
+    SpecError,
+    Target,
+)
 from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.spec import parse_fetch, parse_spec_clauses, parse_target, validate_probe
@@ -89,7 +103,7 @@ from ktui.lang.yamlnodes import (
 TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
 SET_FILTER_KEYS = ("pid", "comm", "cgroup")
 PROBE_KEYS = (
-    "spec", "function", "address", "tracepoint", "binary", "kind", "fetch",
+    "spec", "function", "address", "tracepoint", "usdt", "binary", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
     "hist", "count", "sum", "max_keys", "stack",
 )
@@ -98,11 +112,14 @@ KIND_WORDS = {
     "c": Kind.CALL, "call": Kind.CALL, "kprobe": Kind.CALL,
     "r": Kind.RETURN, "return": Kind.RETURN, "kretprobe": Kind.RETURN,
     "t": Kind.TRACEPOINT, "tracepoint": Kind.TRACEPOINT,
+    "usdt": Kind.USDT,
 }
-FORMS = ("spec", "function", "address", "tracepoint")  # what a probe attaches to: one of them
-FORM_WORDS = "spec:, function:, address: or tracepoint:"
-LONG_FORMS = "function:, address: or tracepoint:"
+FORMS = ("spec", "function", "address", "tracepoint", "usdt")  # what a probe attaches to: one of them
+FORM_WORDS = "spec:, function:, address:, tracepoint: or usdt:"
+LONG_FORMS = "function:, address:, tracepoint: or usdt:"
+BINARY_FORMS = ("function", "address", "usdt")  # what `binary:` goes with: a thing in that file
 BINARY_EXAMPLE = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+USDT_FORM_EXAMPLE = "binary: /usr/bin/python3.11 with usdt: python:function__entry"
 
 
 
@@ -263,16 +280,19 @@ class _SetReader(NodeReader):
         items = self.mapping(node, PROBE_KEYS, "probe", prefix)
         forms = sorted((key for key in FORMS if key in items), key=lambda k: items[k][0].start_mark.index)
         if not forms and "binary" in items:
-            self.fail(items["binary"][0], "binary: needs function: or address: (which function of "
-                      "the file to probe)", prefix)
+            self.fail(items["binary"][0], "binary: needs function:, address: or usdt: (which function "
+                      "or USDT probe point of the file to probe)", prefix)
         if not forms:
             self.fail(node, f"a probe needs one of {FORM_WORDS}", prefix)
         if len(forms) > 1:
             self.fail(items[forms[1]][0], f"give only one of {FORM_WORDS} "
                       f"(this probe has {forms[0]}: and {forms[1]}:)", prefix)
-        if "binary" in items and forms[0] not in ("function", "address"):
-            self.fail(items["binary"][0], f"binary: goes with function: or address: (a function of "
-                      f"that file); {_BINARY_NOT_WITH[forms[0]]}", prefix)
+        if "binary" in items and forms[0] not in BINARY_FORMS:
+            self.fail(items["binary"][0], f"binary: goes with function:, address: or usdt: (a function "
+                      f"or probe point of that file); {_BINARY_NOT_WITH[forms[0]]}", prefix)
+        if forms[0] == "usdt" and "binary" not in items:
+            self.fail(items["usdt"][0], f"usdt: needs binary: (the file whose probe point it is), "
+                      f"e.g. {USDT_FORM_EXAMPLE}", prefix)
         if forms[0] == "spec":
             for long_only in ("kind", "fetch"):
                 if long_only in items:
@@ -306,8 +326,8 @@ class _SetReader(NodeReader):
             target = self.alternatives(node, prefix)
         else:
             target = self.target(node, form, prefix)
-        # `tracepoint:` implies kind t, as `function:` implies c
-        kind = Kind.TRACEPOINT if form == "tracepoint" else Kind.CALL
+        # `tracepoint:` implies kind t, `usdt:` kind usdt, as `function:` implies c
+        kind = {"tracepoint": Kind.TRACEPOINT, "usdt": Kind.USDT}.get(form, Kind.CALL)
         if "kind" in items and not self.is_null(items["kind"][1]):
             kind = self.kind(items["kind"][1], form, prefix)
         fetches = ()
@@ -327,6 +347,11 @@ class _SetReader(NodeReader):
         if form != "tracepoint" and kind is Kind.TRACEPOINT:
             self.fail(node, f"kind: t is for a tracepoint: write tracepoint: CATEGORY/NAME "
                       f"instead of {form}:", prefix)
+        if form == "usdt" and kind is not Kind.USDT:
+            self.fail(node, f"kind: a USDT probe point takes kind usdt (or no kind:), got {word.strip()!r}; "
+                      "it has no return", prefix)
+        if form != "usdt" and kind is Kind.USDT:
+            self.fail(node, f"kind: usdt is for a USDT probe point: write {USDT_FORM_EXAMPLE}", prefix)
         return kind
 
     def target(self, node: Node, form: str, prefix: str) -> Target:
@@ -384,8 +409,9 @@ class _SetReader(NodeReader):
             self.fail(written[index], f"function: {err.message}", prefix)
 
     def user_target(self, binary: Node, node: Node, form: str, prefix: str) -> Target:
-        """`binary: PATH` with `function: NAME[+OFF]` or `address: 0xADDR`:
-        the user function `PATH:NAME[+OFF]` (`PATH:0xADDR`), as the spec
+        """`binary: PATH` with `function: NAME[+OFF]`, `address: 0xADDR` or
+        `usdt: PROVIDER:NAME`: the user function `PATH:NAME[+OFF]`
+        (`PATH:0xADDR`) or probe point `PATH:PROVIDER:NAME`, as the spec
         writes it, each error at the key it is about."""
         path_node = self.scalar_string(binary, "binary", prefix)
         path = path_node.value
@@ -401,15 +427,22 @@ class _SetReader(NodeReader):
                 "without one", col=path.index(odd) + 1), prefix + "binary: ")
         if isinstance(node, SequenceNode):
             self.fail(node, "function: alternatives are for kernel functions; a binary's function "
-                      "is named once", prefix)
+                      "is named once" if form == "function" else f"{form}: expected one PROVIDER:NAME, "
+                      "e.g. python:function__entry", prefix)
         scalar = self.scalar(node, form, prefix, "an address" if form == "address" else "a string")
         if form == "address" and scalar.tag == INT:
             where = f"0x{self.integer(node, 'address', prefix, 1, 2**64 - 1):x}"
         else:
             where = self.string(node, form, prefix)
             if where.lstrip().startswith("/"):
-                self.fail(scalar, f"{form}: with binary: name the {form} alone (e.g. malloc), "
-                          "the file is binary:'s", prefix)
+                alone = "probe point alone (e.g. python:function__entry)" if form == "usdt" else \
+                    f"{form} alone (e.g. malloc)"
+                self.fail(scalar, f"{form}: with binary: name the {alone}, the file is binary:'s", prefix)
+            if form == "usdt" and where.count(":") != 1:
+                self.fail(scalar, "usdt: expected PROVIDER:NAME, e.g. python:function__entry "
+                          "(`ktui list --usdt PATH` lists them)", prefix)
+            if form == "usdt":
+                self.usdt_name(scalar, path, where, prefix)
         try:
             target = parse_target(f"{path}:{where}")
         except SpecError as err:
@@ -425,7 +458,22 @@ class _SetReader(NodeReader):
         if form == "function" and target.address is not None:
             self.fail(node, "function: expected a function such as malloc (use address: for an address)",
                       prefix)
+        if form == "function" and target.usdt is not None:
+            self.fail(node, f"function: {target.usdt} is a USDT probe point (PROVIDER:NAME): use usdt:",
+                      prefix)
+        if form == "usdt" and target.usdt is None:
+            self.fail(node, "usdt: expected PROVIDER:NAME, e.g. python:function__entry (its NAME may "
+                      "not be c, r, t or usdt)", prefix)
         return target
+
+    def usdt_name(self, scalar: ScalarNode, path: str, where: str, prefix: str) -> None:
+        """What `usdt: PROVIDER:NAME` cannot be, said here rather than as the
+        compact form's parse of `PATH:PROVIDER:NAME` would."""
+        if any(c in where for c in WILDCARD_CHARS):
+            self.fail(scalar, "usdt: " + wildcards.only_kernel(path, "", usdt=True), prefix)
+        if where.partition(":")[2].strip() in grammar.KIND_WORDS:
+            self.fail(scalar, f"usdt: a probe point named {where.partition(':')[2].strip()} cannot be "
+                      "probed: the compact form reads that word as the kind", prefix)
 
     def fetches(self, node: Node, prefix: str, kind: Kind) -> tuple:
         """`fetch:` is a list of fetch strings, or one string of them split
@@ -610,6 +658,7 @@ class _SetReader(NodeReader):
             check_aggregate(merged, probe.kind)
             if probe.target.is_user:
                 check_user_aggregate(merged)
+            wildcards.check_aggregate(probe, merged)
         except SpecError as err:
             key = next((k for k in AGG_KEYS if k in agg and err.message.startswith(k)),
                        next(k for k in AGG_KEYS if k in agg))
@@ -627,7 +676,7 @@ class _SetReader(NodeReader):
 
 
 _BINARY_NOT_WITH = {
-    "spec": "with spec: write PATH:FUNCTION:c in the spec",
+    "spec": "with spec: write PATH:FUNCTION:c (or PATH:PROVIDER:NAME:usdt) in the spec",
     "tracepoint": "a tracepoint is the kernel's, not a file's",
 }
 

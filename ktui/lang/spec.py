@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ktui.lang import filters, limits
+from ktui.lang import filters, limits, wildcards
 from ktui.lang.aggregate import check_aggregate, parse_clauses, split_clauses
 from ktui.lang.checks import check_fetch, check_probe, check_tracepoint_options, fetch_col
 from ktui.lang.grammar import (
@@ -66,6 +66,7 @@ def parse_spec_clauses(text: str) -> Probe:
         agg = parse_clauses(clauses, probe.kind)
         if probe.target.is_user:
             check_user_aggregate(agg)
+        wildcards.check_aggregate(probe, agg)
     except SpecError as err:
         col = clauses_at + 1 if err.col is None else err.col + clauses_at
         raise SpecError(err.message, col=col) from None
@@ -183,3 +184,4 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
     check_probe(probe, span, filter_text)
     if probe.agg is not None:
         check_aggregate(probe.agg, probe.kind)
+        wildcards.check_aggregate(probe, probe.agg)

@@ -134,6 +134,9 @@ def compose(text: str, source: str, what: str = "a probe set") -> Node | None:
         message = err.problem or err.context or "invalid YAML"
         if err.context and err.problem:
             message = f"{err.problem} ({err.context})"
+        if err.context == "while scanning an alias":
+            # `- *:c`: YAML reads a leading * as an alias; a wildcard probe wants quotes
+            message += "; quote a value that starts with * or [ ('*:c', 'tcp_*')"
         fail_at(source, mark, f"YAML syntax error: {message}")
     except yaml.reader.ReaderError as err:
         line = text.count("\n", 0, err.position) + 1

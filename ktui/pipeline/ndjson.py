@@ -86,7 +86,15 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   pointers missing, as in most of Debian's userland); "frames" holds the
   kernel frames (empty for stack: user).
 
+  A wildcard probe (`tcp_*:c`, `syscalls/sys_enter_*:t`) also has, in stats:
+  "member_count" (the functions, or events, it is attached to) and
+  "members": every one hit, most hits first, {"name":"tcp_sendmsg","hits":N}
+  ("name" is CATEGORY/NAME for a tracepoint pattern); a return probe's
+  also have "latency_sum_ns" (exact) and "avg_ns" (its mean, rounded
+  down). Their hits add up to the probe's "hits".
+
 "counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state", the aggregation keys,
+"member_count", "members",
 "unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check" and "top_comms_exact" were added
 within version 2 (readers that ignore unknown keys are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
@@ -97,6 +105,8 @@ from __future__ import annotations
 import json
 from typing import Callable, TextIO
 
+from ktui.lang.model import Kind
+from ktui.pipeline import members
 from ktui.pipeline.format import errno_name
 from ktui.pipeline.rates import ProbeCost, probe_cost
 from ktui.pipeline.stacks import is_partial, merged, split_merged, wants_user
@@ -192,6 +202,8 @@ class NdjsonSink:
             status = statuses.get(pid_)
             if status is not None and status.probe.agg is not None:
                 line.update(aggregate_fields(status.probe, s, self.symbolize))
+            if members.is_breakdown(s) or (status is not None and status.probe.target.is_wildcard):
+                line.update(members.ndjson_fields(s, status is not None and status.probe.kind is Kind.RETURN))
             probes.append(line)
         self.out.write(json.dumps({"v": SCHEMA_VERSION, "type": "stats", "probes": probes}) + "\n")
         self.out.flush()

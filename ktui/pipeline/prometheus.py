@@ -47,6 +47,16 @@ them:
   ktui_probe_keys_omitted                gauge    keys past the cap of TOP_VALUES series a probe exports
   ktui_probe_key_hits_dropped_total      counter  hits not counted under a key: the count map was full
 
+A wildcard probe's hits by member (`tcp_*:c`), one series per function
+hit (at most the functions it matches: the probe's caps bound them; a
+series appears with its first hit and, a counter, stays):
+  ktui_probe_function_hits_total{function}      counter  hits in that function (for a tracepoint
+                                                          pattern `function` is the event, CATEGORY/NAME)
+  ktui_probe_function_latency_seconds_total{function}  counter  its call-to-return time, summed (exact)
+                                                          [return probes]: rate() of it over rate() of
+                                                          the hits is the function's mean latency
+  ktui_probe_functions                           gauge    the functions (events) it is attached to
+
 KEYS are the `count` keys as labels, each named as the probe names the
 fetch (`comm`, `a3`, `size`) where that is a label name Prometheus takes,
 else `key1`, `key2`... in order; a comm is its text, an integer its
@@ -244,7 +254,30 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                 errnos.add_metric(key + [errno_name(err)], n)
             latency.add_metric(key, latency_buckets(s.hist), s.latency_sum_ns / 1e9)
     return [hits, emitted, lost, missed, unpaired, unstored, recursion, nested, errnos, errno_other, latency,
-            comms, omitted, comms_exact, errno_checked, attached, state, *value_families(probes)]
+            comms, omitted, comms_exact, errno_checked, attached, state, *value_families(probes),
+            *member_families(probes)]
+
+
+def member_families(probes: Sequence[ProbeView]) -> list:
+    """The wildcard probes' hits (and a return probe's latency) by member;
+    none for a set without wildcards."""
+    labels = ["set", "probe", "function"]
+    hits = CounterMetricFamily("ktui_probe_function_hits", "A wildcard probe's hits by function (by event, "
+                               "CATEGORY/NAME, for a tracepoint pattern).", labels=labels)
+    latency = CounterMetricFamily("ktui_probe_function_latency_seconds", "A wildcard return probe's "
+                                  "call-to-return time by function, summed.", labels=labels)
+    count = GaugeMetricFamily("ktui_probe_functions", "The functions (events) a wildcard probe is attached to.",
+                              labels=labels[:2])
+    for p in probes:
+        s = p.stats
+        if not s.member_count and not s.members:
+            continue
+        count.add_metric([p.set, p.name], s.member_count)
+        for name, n, latency_ns in s.members:
+            hits.add_metric([p.set, p.name, name], n)
+            if p.is_return:
+                latency.add_metric([p.set, p.name, name], latency_ns / 1e9)
+    return [f for f in (hits, latency, count) if f.samples]
 
 
 def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) -> list:

@@ -57,6 +57,7 @@ from typing import BinaryIO, Iterator, Mapping
 
 import numpy as np
 
+from ktui.pipeline import members
 from ktui.pipeline.accounting import COMM_EXACT
 from ktui.lang.bind import with_fetch_types
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
@@ -298,6 +299,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             latency_sum_ns=int(v.get("latency_sum_ns", 0)),  # absent before the kernel kept it
             **uncounted_from_json(v),
             **aggregates_from_json(v),
+            **members.from_json(v),  # a wildcard's hits by function
         )
     return StatsSnapshot(float(obj.get("time", 0.0)), probes, timed=bool(obj.get("timed", False)))
 

@@ -11,6 +11,7 @@ errno, a top comm, a top value, a histogram bucket."""
 from __future__ import annotations
 
 from ktui.lang.model import Kind, Probe
+from ktui.pipeline import members
 from ktui.pipeline.accounting import comms_heading, errno_guessed, errno_unchecked
 from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
 from ktui.pipeline.format import errno_name, format_count, format_latency, printable
@@ -18,11 +19,14 @@ from ktui.pipeline.rates import error_count, hist_lines, percentile
 from ktui.pipeline.stacks import Symbolize, is_partial, merged, split_merged, wants_user
 from ktui.record.feed import ProbeStats
 
-COUNTERS, VALUES, TOP, STACKS = "counters", "values", "top", "stacks"
-TITLES = {COUNTERS: "counters", VALUES: "value histogram", TOP: "top values", STACKS: "top stacks"}
+COUNTERS, VALUES, TOP, STACKS, MEMBERS = "counters", "values", "top", "stacks", "members"
+TITLES = {COUNTERS: "counters", VALUES: "value histogram", TOP: "top values", STACKS: "top stacks",
+          MEMBERS: "by function"}
 STACK_FRAMES_SHOWN = 12  # frames of one stack in the pane (the file output has all)
 TOP_STACKS = 5
 TOP_N = 6  # errnos and comms in the counters view
+TOP_MEMBERS = 5  # a wildcard's functions in the counters view (its own view has MEMBERS_SHOWN)
+MEMBERS_SHOWN = 50
 
 Line = tuple  # (text, style) or (text, style, Pick)
 
@@ -35,6 +39,8 @@ def pick_of(line: Line) -> Pick | None:
 def views_of(probe: Probe) -> tuple[str, ...]:
     """The views this probe has: counters always, then one per aggregation."""
     views = [COUNTERS]
+    if probe.target.is_wildcard:
+        views.append(MEMBERS)
     agg = probe.agg
     if agg is not None and agg.hist is not None:
         views.append(VALUES)
@@ -66,7 +72,7 @@ def view_tabs(current: str, probe: Probe) -> list[Line]:
     for i, view in enumerate(views_of(probe)):
         if i:
             out.append((" | ", "dim"))
-        out.append((TITLES[view], "bold reverse" if view == current else "dim"))
+        out.append((view_title(view, probe), "bold reverse" if view == current else "dim"))
     return out
 
 
@@ -82,7 +88,53 @@ def view_lines(view: str, probe: Probe, stats: ProbeStats | None, bar_width: int
         return top_value_lines(probe, stats, room)
     if view == STACKS:
         return stack_lines(probe, stats, symbolize)
+    if view == MEMBERS:
+        return member_lines(probe, stats, MEMBERS_SHOWN, room)
     return []
+
+
+def view_title(view: str, probe: Probe) -> str:
+    """A view's name in the view bar: a tracepoint pattern's members are events."""
+    if view == MEMBERS:
+        return f"by {members.member_word(probe.kind is Kind.TRACEPOINT)}"
+    return TITLES[view]
+
+
+MEMBER_NAME_MIN = 8
+
+
+def member_lines(probe: Probe, stats: ProbeStats, limit: int, room: int | None = None) -> list[Line]:
+    """A wildcard's hits by function (event): `by function: 37 of 120
+    hit`, then its top `limit` members, each with its hits, its share of
+    the probe's hits and, for a return probe, its mean latency; each row
+    within `room` cells (a long name is cut, the numbers never wrap)."""
+    tracepoint = probe.kind is Kind.TRACEPOINT
+    is_return = probe.kind is Kind.RETURN
+    if not members.is_breakdown(stats):
+        return [(f"by {members.member_word(tracepoint)}: not attached yet", "dim")]
+    out: list[Line] = [(members.title(stats, tracepoint), "bold")]
+    rows = members.rows(stats, is_return, limit)
+    if not rows:
+        return out + [("  none hit yet", "dim")]
+    cells = [(r.name, format_count(r.hits), f"{100 * r.share:.1f}%",
+              format_latency(r.avg_ns) if r.avg_ns is not None else "") for r in rows]
+    hits_w = max([len("hits")] + [len(c[1]) for c in cells])
+    avg_w = max([len("avg")] + [len(c[3]) for c in cells]) if is_return else 0
+    fixed = 2 + 1 + hits_w + 2 + 6 + (2 + avg_w if is_return else 0)
+    wanted = max(len(c[0]) for c in cells)
+    name_w = wanted if room is None else max(MEMBER_NAME_MIN, min(wanted, room - fixed))
+
+    def row(name: str, hits: str, share: str, avg: str) -> str:
+        return f"  {_cut(name, name_w):<{name_w}} {hits:>{hits_w}}  {share:>6}" + (
+            f"  {avg:>{avg_w}}" if is_return else "")
+
+    out.append((row(members.member_word(tracepoint), "hits", "%", "avg"), "dim"))
+    out += [(row(*c), "") for c in cells]
+    more = len(stats.members) - len(rows)
+    if more > 0:
+        rest = stats.hits - sum(r.hits for r in rows)
+        out.append((f"  {more:,} more ({format_count(rest)} hits)", "dim"))
+    return out
 
 
 def value_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int) -> list[Line]:
@@ -257,12 +309,15 @@ def error_lines(stats: ProbeStats) -> list[Line]:
     return out
 
 
-def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int) -> list[Line]:
-    """The counters view's body: a return probe's latency histogram,
-    errors and errnos, then the top comms."""
+def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int, room: int | None = None) -> list[Line]:
+    """The counters view's body: a wildcard's top functions, a return
+    probe's latency histogram, errors and errnos, then the top comms."""
     if stats is None:
         return []
     out: list[Line] = []
+    if probe.target.is_wildcard:
+        out += member_lines(probe, stats, TOP_MEMBERS, room)
+        out.append(("", ""))
     if probe.kind is Kind.RETURN:
         p50, p99 = percentile(stats.hist, 50), percentile(stats.hist, 99)
         out.append((f"latency  p50 {format_latency(p50)}  p99 {format_latency(p99)}", "bold"))

@@ -17,7 +17,9 @@ from typing import NamedTuple
 from ktui.btf.decode import BtfError
 from ktui.kernel.symbols.ksyms import close_names
 from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
+from ktui.lang import wildcards
 from ktui.lang.alternatives import choose_alternative
+from ktui.lang.limits import WILDCARD_MAX_MULTI
 from ktui.lang.bind import bind_probe
 from ktui.lang.grammar import parse_raw
 from ktui.lang.kernel_names import KernelNames
@@ -62,6 +64,9 @@ class ProbeCheck:
             except SpecError as err:
                 return KernelProblem("spec", SpecError(err.message, col=_target_col(spec_text)))
         symbol = probe.target.symbol
+        if probe.target.is_wildcard:
+            # its members are the session's to match and bind: here only whether any, and not too many
+            return _pattern_problem(probe, functions, spec_text)
         if symbol is not None:
             found = self._function_problem(symbol, functions, spec_text)
             if found is not None:
@@ -95,6 +100,25 @@ class ProbeCheck:
                 f"{symbol} is in module {entry.module}, which is not loaded (modprobe it first)",
                 col=col), fatal=False)
         return None
+
+
+def _pattern_problem(probe: Probe, functions, spec_text: str) -> KernelProblem | None:
+    """A wildcard kernel function (`tcp_*`) against the functions that can
+    take a kprobe (a tracepoint pattern is the session's to match): none,
+    or more than one kprobe_multi link takes, is refused at the target."""
+    if probe.target.tracepoint is not None or probe.target.symbol is None:
+        return None
+    pattern = probe.target.symbol
+    names = [name for name, entry in functions.entries.items() if entry.verdict not in REFUSED]
+    matched = wildcards.expand(pattern, names)
+    col = _target_col(spec_text)
+    if not matched:
+        message = wildcards.matches_nothing(pattern, wildcards.FUNCTIONS, wildcards.close_patterns(pattern, names))
+        return KernelProblem("spec", SpecError(message, col=col))
+    if len(matched) > WILDCARD_MAX_MULTI:
+        message = wildcards.too_many(pattern, len(matched), WILDCARD_MAX_MULTI, wildcards.FUNCTIONS, matched)
+        return KernelProblem("spec", SpecError(message, col=col))
+    return None
 
 
 def _user_function_problem(probe: Probe, spec_text: str) -> KernelProblem | None:

@@ -166,7 +166,7 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
     state = state_text(status)
     cells = [
         MARKERS[status.state],
-        Text(table_name(probe), "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
+        Text(table_name(probe, stats.member_count if stats is not None else 0), "bold" if status.state is ProbeState.ATTACHED else "", overflow="ellipsis", no_wrap=True),
         Text(probe.kind.value, KIND_STYLES[probe.kind]),
         Text(state, STATE_STYLES[status.state], overflow="ellipsis", no_wrap=True),
     ]
@@ -291,7 +291,8 @@ class ProbeTable(DataTable):
         header and the title."""
         self._timed = timed
         ids = [line.probe_id for line in lines]
-        names = [len(table_name(line.status.probe)) for line in lines]
+        names = [len(table_name(line.status.probe, line.stats.member_count if line.stats is not None else 0))
+                 for line in lines]
         width = max(NAME_WIDTH[0], max(names, default=0))  # (fit_columns caps it while short of room)
         state_width = max((len(state_text(line.status)) for line in lines), default=0)
         lost_width = max((len(lost_text(line.stats, line.losing)) for line in lines if line.stats is not None),

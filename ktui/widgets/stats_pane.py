@@ -32,7 +32,7 @@ from ktui.pipeline.drilldown import Pick
 from ktui.pipeline.format import format_count, format_cpu_share, format_latency
 from ktui.pipeline.rates import ProbeCost, hist_lines
 from ktui.pipeline.value_views import (COUNTERS, TITLES, counter_lines, next_view, pick_of, shown_view, view_lines,
-                                       views_of)
+                                       view_title, views_of)
 from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus
 from ktui.widgets.static_update import update_static
 from ktui.widgets.value_view import ValueView, lines_text, tabs_text
@@ -111,6 +111,17 @@ class StatsPane(VerticalScroll):
     def on_resize(self) -> None:
         self._render_view()  # the histogram bars follow the width
 
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        # The scrollbar came (or went) once the body outgrew the pane: it
+        # takes cells the histogram bars and the rows were sized without,
+        # and a line that no longer fits wraps. Lay them out again (the body
+        # only: the head and the rate do not depend on the width).
+        self.call_after_refresh(self._relayout_body)
+
+    def _relayout_body(self) -> None:
+        if self.is_mounted and self.view is not None:
+            self._render_values(self.view.status.probe, self.view.stats)
+
     def show(self, view: ProbeView | None) -> None:
         if view == self.view:
             return
@@ -156,7 +167,7 @@ class StatsPane(VerticalScroll):
         # the view bar to the top: in a short pane (80x24) the view starts
         # below what fits, under the probe's head and its rate sparkline
         self.call_after_refresh(self._view_to_top)
-        return TITLES[self.wanted_view]
+        return view_title(self.wanted_view, self.view.status.probe) if self.view is not None else TITLES[self.wanted_view]
 
     def _view_to_top(self) -> None:
         tabs = self.query_one("#stats-tabs", Static)
@@ -173,7 +184,8 @@ class StatsPane(VerticalScroll):
         if probe is None:
             self._lines = []
         elif shown == COUNTERS:
-            self._lines = counter_lines(probe, stats, self._bar_width(self.view))
+            self._lines = counter_lines(probe, stats, self._bar_width(self.view),
+                                        room=self.scrollable_content_region.width or None)
         else:
             width = max(8, min(40, (self.scrollable_content_region.width or 40) - 30))
             self._lines = view_lines(shown, probe, stats, width, self.symbolize,

@@ -41,6 +41,7 @@ def app(tmp_path):
     ("vfs_read:c:cuont", "spec", "", "vfs_read has no parameter 'cuont' (did you mean count?)"),
     ("vfs_read:c:file->f_pso", "spec", "", "struct file has no member 'f_pso' (did you mean f_pos"),
     ("vfs_read:c:a1", "filter", "cuont > 1", "filter: vfs_read has no parameter 'cuont'"),
+    ("vsf_*:c", "spec", "", "vsf_* matches no kernel functions on this kernel (did you mean vfs_*?)"),
 ])
 async def test_kernel_check_shows_the_problem_under_its_field(app, spec, field, filter_text, says):
     async with app.run_test(size=SIZE) as pilot:
@@ -65,6 +66,22 @@ async def test_a_probe_the_kernel_accepts_adds(app):
         for _ in range(100):  # let the kernel's answer (none) arrive
             await pilot.pause(0.01)
         assert problem(app, "spec") == "" and problem(app, "filter") == ""
+        await pilot.press("enter")
+        for _ in range(100):
+            await pilot.pause(0.01)
+            if not isinstance(app.screen, ProbeDialog):
+                break
+        assert not isinstance(app.screen, ProbeDialog)
+
+
+async def test_a_wildcard_that_matches_adds(app):
+    """`vfs_*:c` is checked by its matches, not as one function named `vfs_*`."""
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        await type_into(pilot, "#spec", "vfs_*:c:a1")
+        for _ in range(100):
+            await pilot.pause(0.01)
+        assert problem(app, "spec") == ""
         await pilot.press("enter")
         for _ in range(100):
             await pilot.pause(0.01)

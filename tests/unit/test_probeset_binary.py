@@ -45,7 +45,7 @@ def test_binary_and_function_is_the_compact_spec(entry, spec):
     ("binary: '/bin/b sh'\n    function: malloc", "3:20", "a path with a blank in it"),
     ("binary: /bin/bash\n    tracepoint: sched/sched_switch", "3:5", "a tracepoint is the kernel's"),
     ("binary: /bin/bash\n    spec: vfs_read:c", "3:5", "with spec: write PATH:FUNCTION:c"),
-    ("binary: /bin/bash", "3:5", "binary: needs function: or address:"),
+    ("binary: /bin/bash", "3:5", "binary: needs function:, address: or usdt:"),
     ("binary: /bin/bash\n    function: mall@oc", "4:19", 'function: unexpected "@"'),
     ("binary: /bin/bash\n    function: /bin/bash:malloc", "4:15", "name the function alone"),
     ("binary: /bin/bash\n    function: [a, b]", "4:15", "alternatives are for kernel functions"),

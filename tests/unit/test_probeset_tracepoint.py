@@ -86,7 +86,7 @@ REFUSED = [
                  "function: syscalls/sys_enter_openat is a tracepoint (CATEGORY/NAME): use tracepoint:",
                  id="function-is-a-tracepoint"),
     pytest.param("  - tracepoint: syscalls/sys_enter_openat\n    function: vfs_read\n", 4, 5,
-                 "give only one of spec:, function:, address: or tracepoint: (this probe has tracepoint: "
+                 "give only one of spec:, function:, address:, tracepoint: or usdt: (this probe has tracepoint: "
                  "and function:)", id="with-function"),
     pytest.param("  - spec: vfs_read:c\n    tracepoint: syscalls/sys_enter_openat\n", 4, 5,
                  "(this probe has spec: and tracepoint:)", id="with-spec"),

@@ -106,7 +106,7 @@ class EditsMixin:
             what = "kernel functions"
             probe = dataclasses.replace(bind_probe(probe, self._kernel_names()), members=members)
         if len(members) > cap:
-            raise SpecError(too_many(pattern, len(members), cap, what), col=1)
+            raise SpecError(too_many(pattern, len(members), cap, what, members), col=1)
         return probe
 
     def _wildcard_multi(self) -> bool:

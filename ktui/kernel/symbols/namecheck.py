@@ -7,7 +7,8 @@ is there is the answer); only a name that is not there pulls in the
 catalog (BTF, copies, modules) to say why.
 
 A probe naming alternatives (`function: [a, b]`) needs one of them, not
-each (`alternatives_problem`).
+each (`alternatives_problem`). A wildcard (`tcp_*`) needs a match, and
+no more than the caps (`pattern_problem`).
 
 Fatal: no such function; a function that has no symbol (inlined, or only
 compiler copies have one); the kprobe blacklist; a notrace function on a
@@ -25,7 +26,9 @@ from typing import NamedTuple
 
 from ktui.kernel.symbols.catalog import Catalog, Sources
 from ktui.kernel.symbols.ksyms import KernelSymbols, copy_of
+from ktui.lang import wildcards
 from ktui.lang.alternatives import none_present
+from ktui.lang.limits import WILDCARD_MAX_MULTI, WILDCARD_MAX_SINGLE
 
 
 class NameProblem(NamedTuple):
@@ -81,32 +84,6 @@ class FunctionCheck:
         return NameProblem(f"{name} has no symbol: it was inlined into its callers, or is "
                            "init code already freed; nothing to probe", True)
 
-    def pattern_problem(self, pattern: str) -> NameProblem | None:
-        """What is wrong with a wildcard of kernel functions: it matches none
-        (fatal), or more than one perf probe each takes where this kernel
-        may have no kprobe_multi (a warning: the kernel that runs the set
-        decides). None where available_filter_functions cannot be read:
-        `unchecked()` says why names were not checked."""
-        from ktui.kernel.symbols.ftrace import read_filter_functions
-        from ktui.kernel.symbols.wildcard_matches import function_matches
-        from ktui.lang.limits import WILDCARD_MAX_MULTI, WILDCARD_MAX_SINGLE
-        from ktui.lang.model import SpecError
-        from ktui.lang.wildcards import too_many
-
-        names, _why = read_filter_functions()
-        if names is None:
-            return None
-        try:
-            found = function_matches(pattern, names)
-        except SpecError as err:
-            return NameProblem(err.message, True)
-        if len(found) > WILDCARD_MAX_MULTI:
-            return NameProblem(too_many(pattern, len(found), WILDCARD_MAX_MULTI, "kernel functions"), True)
-        if len(found) > WILDCARD_MAX_SINGLE:
-            return NameProblem(too_many(pattern, len(found), WILDCARD_MAX_SINGLE, "kernel functions")
-                               + " (where the kernel has no kprobe_multi)", False)
-        return None
-
     def alternatives_problem(self, names: tuple[str, ...]) -> NameProblem | None:
         """What is wrong with a probe naming alternatives (`lang.alternatives`):
         one of them is enough, so only the first this kernel has is asked
@@ -124,6 +101,32 @@ class FunctionCheck:
                 return found
         close = self._symbols.close_names(names[0], extra=self.catalog().table().names())
         return NameProblem(none_present(names, close), True)
+
+    def pattern_problem(self, pattern: str) -> NameProblem | None:
+        """A wildcard (`tcp_*`), matched as the session matches it: against
+        available_filter_functions, or kallsyms where that cannot be read
+        (not root). Fatal: it matches nothing, or more than one kprobe_multi
+        link takes; a warning: more than one perf kprobe each takes (it
+        attaches only on a kernel with kprobe_multi, 5.18+ with CONFIG_FPROBE)."""
+        if not self._symbols.available:
+            return None
+        from ktui.kernel.symbols.wildcard_matches import attachable, read_blacklist
+
+        traced = self.catalog().filterable()
+        names = attachable(traced if traced is not None else self._symbols.names(), read_blacklist())
+        matched = wildcards.expand(pattern, names)
+        if not matched:
+            close = wildcards.close_patterns(pattern, names)
+            return NameProblem(wildcards.matches_nothing(pattern, wildcards.FUNCTIONS, close), True)
+        if len(matched) > WILDCARD_MAX_MULTI:
+            return NameProblem(wildcards.too_many(pattern, len(matched), WILDCARD_MAX_MULTI,
+                                                  wildcards.FUNCTIONS, matched), True)
+        if len(matched) > WILDCARD_MAX_SINGLE:
+            return NameProblem(wildcards.too_many(pattern, len(matched), WILDCARD_MAX_SINGLE,
+                                                  wildcards.FUNCTIONS, matched)
+                               + "; it attaches only where the kernel has kprobe_multi (5.18+, CONFIG_FPROBE)",
+                               False)
+        return None
 
     def _notrace(self, name: str) -> NameProblem | None:
         """A symbol ftrace does not know, on a kernel whose kprobe events

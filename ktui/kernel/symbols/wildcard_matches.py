@@ -13,12 +13,12 @@ one refusal would fail the probe).
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
+from typing import Iterable
 
 from ktui.kernel.symbols.ftrace import read_filter_functions
 from ktui.lang.model import SpecError
-from ktui.lang.wildcards import expand, matches_nothing
+from ktui.lang.wildcards import FUNCTIONS, close_patterns, expand, matches_nothing
 
 BLACKLISTS = (Path("/sys/kernel/debug/kprobes/blacklist"),)
 _NOT_FUNCTIONS = ("__ftrace_invalid_address__", "[")
@@ -36,11 +36,17 @@ def function_matches(pattern: str, names: frozenset[str] | None = None,
                             f"which cannot be read ({why}): run as root", col=1)
     if blacklist is None:
         blacklist = read_blacklist()
-    found = tuple(n for n in expand(pattern, names) if not n.startswith(_NOT_FUNCTIONS) and n not in blacklist)
+    names = attachable(names, blacklist)
+    found = expand(pattern, names)
     if not found:
-        close = difflib.get_close_matches(pattern.replace("*", ""), sorted(names), n=3, cutoff=0.7)
-        raise SpecError(matches_nothing(pattern, "kernel functions", close), col=1)
+        raise SpecError(matches_nothing(pattern, FUNCTIONS, close_patterns(pattern, names)), col=1)
     return found
+
+
+def attachable(names: Iterable[str], blacklist: frozenset[str]) -> list[str]:
+    """The names a kprobe can take: not ftrace's placeholders or its file's
+    `[module]` words, not on the kprobe blacklist."""
+    return [n for n in names if not n.startswith(_NOT_FUNCTIONS) and n not in blacklist]
 
 
 def read_blacklist(paths: tuple[Path, ...] = BLACKLISTS) -> frozenset[str]:
