@@ -130,6 +130,8 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
         check_fetch(fetch, fetch_span, probe.kind, user=probe.target.is_user)
         if has_names(fetch.expr) and probe.target.is_user:
             raise SpecError(f"{_named_leaf(fetch)}: {USER_NO_BTF}", col=_named_col(fetch, fetch_span))
+        if isinstance(fetch.expr, Builtin) and fetch.expr.name == "func" and not probe.target.is_wildcard:
+            raise SpecError(names.FUNC_NOT_WILDCARD, col=fetch_span.start)
         if has_names(fetch.expr) and wildcards.names_problem(probe):
             raise SpecError(f"{_named_leaf(fetch)}: {wildcards.names_problem(probe)}",
                             col=_named_col(fetch, fetch_span))

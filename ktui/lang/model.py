@@ -82,7 +82,10 @@ REGISTERS = (
 )
 # The x86-64 SysV calling convention: a1..a6.
 ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
-BUILTINS = ("comm", "pid", "tid", "cpu")
+HEADER_BUILTINS = ("comm", "pid", "tid", "cpu")  # every record's header holds them
+# `func`: which of a wildcard's functions (tracepoints) the hit came from,
+# shown as its name (Probe.members); 8 bytes of payload, in wildcards only
+BUILTINS = HEADER_BUILTINS + ("func",)
 
 
 def reg_display(name: str) -> str:
@@ -157,7 +160,8 @@ class RetVal:
 
 @dataclass(frozen=True)
 class Builtin:
-    """Process context every event carries anyway: comm, pid, tid, cpu."""
+    """Process context every event carries anyway (comm, pid, tid, cpu), or
+    a wildcard hit's function (func)."""
 
     name: str
 
@@ -292,7 +296,7 @@ class Fetch:
         if isinstance(self.expr, RetVal):
             return "s64"
         if isinstance(self.expr, Builtin):
-            return "string" if self.expr.name == "comm" else "u32"
+            return "string" if self.expr.name in ("comm", "func") else "u32"
         if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.type
         return "u64"

@@ -156,6 +156,13 @@ class Resolved:
         return isinstance(self.expr, Builtin) and self.expr.name == "comm"
 
 
+# `func` (a wildcard's function) is fetched and counted, not compared: the
+# kernel holds the function's place among the members, not its name
+FUNC_IN_FILTER = ("func: a filter on a wildcard's function is not read in the kernel: narrow the "
+                  "pattern, or count(func)")
+FUNC_NOT_WILDCARD = "func: the function a wildcard's hit came from; this probe has one target (no pattern)"
+
+
 def resolve(probe: Probe, name: str) -> Resolved:
     """What `name` (canonical, as the filter parser leaves it) is in `probe`.
 
@@ -168,6 +175,8 @@ def resolve(probe: Probe, name: str) -> Resolved:
             unbound = isinstance(fetch.expr, Named) and fetch.expr.binding is None and fetch.type is None
             return Resolved(name, fetch.expr, fetch.effective_type, index, deferred=unbound)
     expr = predefined_expr(name)
+    if isinstance(expr, Builtin) and expr.name == "func":
+        raise SpecError(FUNC_IN_FILTER)
     if probe.kind is Kind.USDT and expr is not None and not isinstance(expr, Builtin):
         return _usdt_argument(probe, name, expr)
     if probe.kind is Kind.TRACEPOINT and expr is not None and not isinstance(expr, Builtin):

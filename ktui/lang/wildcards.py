@@ -24,7 +24,7 @@ import string
 from typing import Iterable
 
 from ktui.lang.limits import WILDCARD_MAX_MULTI
-from ktui.lang.model import WILDCARD_CHARS, Aggregate, Probe, SpecError, has_names
+from ktui.lang.model import WILDCARD_CHARS, Aggregate, Builtin, Probe, SpecError, has_names
 
 FUNCTIONS = "kernel functions"
 TRACEPOINTS = "tracepoints"
@@ -50,9 +50,17 @@ def names_problem(probe: Probe) -> str:
 
 
 def check_aggregate(probe: Probe, agg: Aggregate | None) -> None:
-    """A wildcard's hist/count/sum read no names (no column: the caller's)."""
+    """A wildcard's hist/count/sum read no names, and only a wildcard counts
+    by `func` (no column: the caller's)."""
+    if agg is None:
+        return
+    if not probe.target.is_wildcard and any(isinstance(k.expr, Builtin) and k.expr.name == "func"
+                                            for k in agg.keys):
+        from ktui.lang.names import FUNC_NOT_WILDCARD  # names imports this module
+
+        raise SpecError(f"count: {FUNC_NOT_WILDCARD}")
     why = names_problem(probe)
-    if not why or agg is None:
+    if not why:
         return
     for what, fetches in (("hist", (agg.hist,)), ("sum", (agg.sum,)), ("count", agg.keys)):
         for fetch in fetches:

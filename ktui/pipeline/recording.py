@@ -11,7 +11,9 @@ complete chunk.
             later writers; absent before), probe set name
       UNIT  JSON: unit number, probe ids, the probes as a YAML probe set, the
             size of its records (since format 3; before, every record of a
-            unit was as long as its largest probe's: `record_layout`)
+            unit was as long as its largest probe's: `record_layout`), a
+            wildcard's matches (`members`, since wildcards: its events'
+            func is a place among them)
       PROB  JSON: every probe of the session (ids, a YAML probe set, names'
             types) with its state, as `ktui record` last saw them; written at
             the start and again when a state changes (since format 2's later
@@ -499,6 +501,8 @@ def _probes_json(name: str, ids: list[int], probes: tuple) -> dict:
         "ids": [int(i) for i in ids],
         "probeset": dumps_probeset(ProbeSet(name, probes=probes)) if probes else "",
         "fetch_types": [fetch_types(p) for p in probes],
+        # a wildcard's matches as it ran: its events' func is a place among them
+        "members": [list(p.members) if p.members is not None else None for p in probes],
     }
 
 
@@ -513,7 +517,17 @@ def _probes_from_json(obj: dict, loads_probeset, source: str) -> tuple[list[int]
     kept = obj.get("fetch_types")
     if isinstance(kept, list) and len(kept) == len(ps.probes):
         ps = dataclasses.replace(ps, probes=tuple(with_fetch_types(p, t) for p, t in zip(ps.probes, kept)))
+    members = obj.get("members")  # absent before wildcards
+    if isinstance(members, list) and len(members) == len(ps.probes):
+        ps = dataclasses.replace(ps, probes=tuple(_with_members(p, m) for p, m in zip(ps.probes, members)))
     return ids, ps
+
+
+def _with_members(probe, members: object):
+    """`probe` with the matches it ran with, where they read as a list of names."""
+    if probe.target.is_wildcard and isinstance(members, list) and all(isinstance(m, str) for m in members):
+        return dataclasses.replace(probe, members=tuple(members))
+    return probe
 
 
 def _probe_statuses(obj: dict, loads_probeset, path: str) -> dict[int, ProbeStatus]:

@@ -125,6 +125,8 @@ class RecordBatch:
                         columns.append(col.tolist())
                 elif slot.kind == "str":
                     columns.append([_text(b) for b in typed[f"f{i}"].tolist()])
+                elif slot.kind == "func":
+                    columns.append(member_names(dec.probes[index], typed[f"f{i}"].tolist()))
                 else:
                     columns.append(typed[f"f{i}"].tolist())
             for row, vals in zip(rows.tolist(), zip(*columns)):
@@ -433,3 +435,11 @@ def _summed_probe_counts(parts) -> dict[int, int]:
         for k, v in p.probe_counts().items():
             out[k] = out.get(k, 0) + v
     return out
+
+
+def member_names(probe: Probe, indices: list[int]) -> list[str]:
+    """A wildcard's `func` values: the names of its members at those places
+    (`Probe.members`, as bound when it ran); one it does not have (members
+    not known, or past them) as `#N`, never another function's name."""
+    members = probe.members or ()
+    return [members[i] if i < len(members) else f"#{i}" for i in indices]

@@ -176,7 +176,7 @@ class ProbeStats:
     value_hist_sum: int = 0  # the exact sum of the values `value_hist` counts (a Prometheus _sum)
     # ... its top keys as (key values, count, sum), most first: by sum when
     # the probe sums, else by count; a key's values in `count:` order
-    # (ints, comm as str); () as the key of a sum without keys
+    # (ints, comm and a wildcard's func as str); () as the key of a sum without keys
     top_values: tuple[tuple[tuple, int, int], ...] = ()
     value_keys: int = 0  # distinct keys in the count map (shown or not)
     value_sum: int = 0  # with sum: the sum over every key (shown or not): a key's share of it

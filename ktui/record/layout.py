@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ktui.lang.limits import STRING_MAX, TASK_COMM_LEN
-from ktui.lang.model import STRING_TYPES, Builtin, Fetch, Probe
+from ktui.lang.model import HEADER_BUILTINS, STRING_TYPES, Builtin, Fetch, Probe
 
 HEADER_SIZE = 48
 MIN_PAYLOAD = 8  # a unit-wide layout's payload (the C struct's array) is never empty
@@ -35,18 +35,18 @@ class Slot:
     """Where one fetch's value lives in a record."""
 
     fetch: Fetch
-    kind: str  # "uint", "sint", "str", "header"
+    kind: str  # "uint", "sint", "str", "header", "func" (a wildcard's member, by its index)
     offset: int  # byte offset within the payload (or header field name for "header")
     header_field: str = ""
 
     @property
     def numpy_format(self) -> str:
-        return {"uint": "<u8", "sint": "<i8", "str": f"S{STRING_MAX}"}[self.kind]
+        return {"uint": "<u8", "sint": "<i8", "str": f"S{STRING_MAX}", "func": "<u8"}[self.kind]
 
 
 def slot_kind(fetch: Fetch) -> str:
     if isinstance(fetch.expr, Builtin):
-        return "header"
+        return "header" if fetch.expr.name in HEADER_BUILTINS else "func"
     t = fetch.effective_type
     if t in STRING_TYPES:
         return "str"

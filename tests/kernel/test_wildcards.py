@@ -26,13 +26,15 @@ from .conftest import drain_all, kprobe_entries, ktui_bpf_programs, wait_for
 READ, READV, PREAD = (7, 5), (9, 3), (11, 2)  # (bytes, calls) of each syscall
 PHASE = [["read", *READ], ["readv", *READV], ["pread", *PREAD]]
 CALLS = READ[1] + READV[1] + PREAD[1]
+SIZES = {"read": READ, "readv": READV, "pread64": PREAD}
 
 WILD = """
 name: wildcards
 probes:
   - spec: calls=__x64_sys_*read*:c
-  - spec: rets=__x64_sys_*read*:r:retval
-  - spec: exits=syscalls/sys_exit_*read*:t:ret
+  - spec: keyed=__x64_sys_*read*:c count(func)
+  - spec: rets=__x64_sys_*read*:r:func,retval
+  - spec: exits=syscalls/sys_exit_*read*:t:func,ret
 """
 
 
@@ -44,7 +46,8 @@ def _by_name(session) -> dict:
 def test_a_wildcards_hits_by_function_are_exact(workload, warm_cache):
     """Calls, returns (with their latencies and values) and tracepoint
     events of every function the pattern matches, each counted under its
-    own name, and nothing under the names the workload never called."""
+    own name, and nothing under the names the workload never called; each
+    event names its function (func), and count(func) counts by it."""
     w = workload([PHASE])
     ps = dataclasses.replace(loads_probeset(WILD), pid=w.pid)
     with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
@@ -52,8 +55,9 @@ def test_a_wildcards_hits_by_function_are_exact(workload, warm_cache):
                  "every wildcard attached")
         multi = s.features.has("kprobe_multi")
         via = {st.probe.name: st.via for st in s.statuses().values()}
-        assert via == {"calls": "kprobe_multi" if multi else "kprobe",
-                       "rets": "kretprobe_multi" if multi else "kretprobe", "exits": "tracepoint"}
+        calls = "kprobe_multi" if multi else "kprobe"
+        assert via == {"calls": calls, "keyed": calls, "rets": "kretprobe_multi" if multi else "kretprobe",
+                       "exits": "tracepoint"}
         w.run_phase()
         wait_for(lambda: all(p is not None and p.hits == CALLS for p in _by_name(s).values()),
                  f"{CALLS} hits on each probe")
@@ -62,7 +66,8 @@ def test_a_wildcards_hits_by_function_are_exact(workload, warm_cache):
         events = drain_all(s)
         names = {pid: st.probe.name for pid, st in s.statuses().items()}
     want = {"read": READ[1], "readv": READV[1], "pread64": PREAD[1]}
-    for name, prefix in (("calls", "__x64_sys_"), ("rets", "__x64_sys_"), ("exits", "syscalls/sys_exit_")):
+    for name, prefix in (("calls", "__x64_sys_"), ("keyed", "__x64_sys_"), ("rets", "__x64_sys_"),
+                         ("exits", "syscalls/sys_exit_")):
         got = {m[0]: m[1] for m in stats[name].members}
         assert got == {prefix + k: v for k, v in want.items()}, name
         assert stats[name].member_count == len(members[name]) > len(want)
@@ -70,9 +75,12 @@ def test_a_wildcards_hits_by_function_are_exact(workload, warm_cache):
     # a return's latency is counted under its function too, and adds up
     assert all(lat > 0 for _, _, lat in stats["rets"].members)
     assert sum(lat for _, _, lat in stats["rets"].members) == stats["rets"].latency_sum_ns
+    # each event says which function its hit came from (func), and count(func) counts by it in the kernel
     values = Counter((names[e.probe_id], e.values) for e in events)
-    sizes = Counter({(READ[0],): READ[1], (READV[0],): READV[1], (PREAD[0],): PREAD[1]})
-    assert values == Counter({("rets", v): n for v, n in sizes.items()} | {("exits", v): n for v, n in sizes.items()})
+    assert values == Counter({("rets", (f"__x64_sys_{k}", size)): n for k, (size, n) in SIZES.items()}
+                             | {("exits", (f"syscalls/sys_exit_{k}", size)): n for k, (size, n) in SIZES.items()})
+    assert {key: (n, total) for key, n, total in stats["keyed"].top_values} == {
+        (f"__x64_sys_{k}",): (n, 0) for k, (_size, n) in SIZES.items()}
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
     assert not [e for e in kprobe_entries() if "_sys_" in e and "read" in e]
 

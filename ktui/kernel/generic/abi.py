@@ -62,6 +62,8 @@ SRC_VAL = 8  # a filter operand: the value of fetch `reg`, as stored
 SRC_CONST = 9  # a filter operand: the comparison's constant; a fetch: offs[0] (a USDT argument $N)
 SRC_STRVAL = 10  # a filter operand: the string of fetch `reg` (a payload offset)
 SRC_COMM_STR = 11  # a filter operand: the task's comm
+SRC_CGROUP = 12  # the task's cgroup v2 id (bpf_get_current_cgroup_id): its directory's inode
+SRC_FUNC = 13  # a wildcard's function: its place in the probe's members (its site - plan.site_base)
 
 # what a fetch stores
 K_UINT = 0
@@ -162,6 +164,10 @@ class Plan(ctypes.Structure):
         ("errno_mode", ctypes.c_uint32),
         ("record_size", ctypes.c_uint32),  # this probe's own records: header and its payload
         ("gen", ctypes.c_uint32),
+        # a wildcard's first site (its members' sites follow it, in order): a
+        # hit's function is its cookie's site less this (SRC_FUNC)
+        ("site_base", ctypes.c_uint32),
+        ("plan_pad", ctypes.c_uint32),
         # bit i: fetch i runs before the filter (the filter reads it) ...
         ("fetch_before", ctypes.c_uint32),
         # ... after it, only for a hit that passed and is written out
@@ -289,7 +295,7 @@ def c_declarations() -> str:
         "SRC_REG": SRC_REG, "SRC_ARG": SRC_ARG, "SRC_RETVAL": SRC_RETVAL, "SRC_PID": SRC_PID,
         "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_RECORD": SRC_RECORD,
         "LOC_DATA": LOC_DATA, "LOC_REL": LOC_REL, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,
-        "SRC_STRVAL": SRC_STRVAL, "SRC_COMM_STR": SRC_COMM_STR,
+        "SRC_STRVAL": SRC_STRVAL, "SRC_COMM_STR": SRC_COMM_STR, "SRC_CGROUP": SRC_CGROUP, "SRC_FUNC": SRC_FUNC,
         "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,

@@ -12,14 +12,16 @@ from ktui.kernel.generic import abi
 from ktui.kernel.maps import bpfsys
 from ktui.kernel.maps.aggmaps import STACKS_KEPT, add_stack, most_first, top_entries
 from ktui.lang.aggregate import is_comm
-from ktui.lang.model import Probe
+from ktui.lang.model import Builtin, Probe
+from ktui.record.decode import member_names
 
 _AGG_KEY = ctypes.sizeof(abi.AggKey)
 
 
 def key_values(probe: Probe, key: abi.AggKey) -> tuple:
     """A key as the values it was made of, in `count:` order (integers
-    are in the key in that order, comm apart)."""
+    are in the key in that order, comm apart; a wildcard's func as its
+    function's name)."""
     out = []
     ints = iter(key.k)
     for fetch in probe.agg.keys:
@@ -27,6 +29,9 @@ def key_values(probe: Probe, key: abi.AggKey) -> tuple:
             out.append(key.comm.split(b"\0", 1)[0].decode("utf-8", "replace"))
             continue
         value = int(next(ints))  # sign-extended to 64 bits by the program for a signed type
+        if isinstance(fetch.expr, Builtin) and fetch.expr.name == "func":
+            out.append(member_names(probe, [value])[0])  # a wildcard's function, by name
+            continue
         if fetch.effective_type.startswith("s"):
             value = ctypes.c_int64(value).value
         out.append(value)

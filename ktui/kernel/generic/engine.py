@@ -76,7 +76,8 @@ class Slot:
     # counter.py's, which count by themselves (no dispatcher, no plan)
     counter: bool = False
     # a wildcard (probe.members): each match's site, in the members' order
-    # (abi.COOKIE_SITE_SHIFT: its hits by function); `multi`: all of them
+    # and in a row (abi.COOKIE_SITE_SHIFT: its hits by function, and
+    # SRC_FUNC: which function an event's hit came from); `multi`: all of them
     # in kprobe_multi links (5.18+), run by the slot's own copy of the
     # kprobe variant (slot.progs), else one perf probe each
     sites: tuple[int, ...] = ()
@@ -152,7 +153,9 @@ class GenericEngine:
         self.tracepoint = None  # the tracepoint variant's CompiledProgram, once loaded (tracepoint slots)
         self.slots: dict[int, Slot] = {}
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
-        self._sites_free = list(range(abi.MAX_SITES - 1, 0, -1))  # site 0: not a wildcard
+        # sites held by wildcards; site 0 means "not a wildcard"
+        self._sites_used = bytearray(abi.MAX_SITES)
+        self._sites_used[0] = 1
         self._next = 0  # where the search for a free slot starts
         self._lock = threading.RLock()
         self._ncpus = bpfsys.possible_cpus()
@@ -203,9 +206,10 @@ class GenericEngine:
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
             plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
             members = probe.members or ()
-            if len(members) > len(self._sites_free):
-                raise NotGeneric(f"{len(members)} matches, and the wildcards running already hold all but "
-                                 f"{len(self._sites_free)} of the {abi.MAX_SITES - 1} places to count them")
+            base = self._free_sites(len(members)) if members else 0
+            if base is None:
+                raise NotGeneric(f"{len(members)} matches, and the wildcards running leave no "
+                                 f"{len(members)} of the {abi.MAX_SITES - 1} places to count them in a row")
             slot.multi = multi and bool(members)
             slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE
                                 and not members)  # a counter's program counts no function apart
@@ -221,7 +225,8 @@ class GenericEngine:
                 _close_all(slot.progs)
                 raise
             self._next = index + 1
-            slot.sites = tuple(self._sites_free.pop() for _ in members)
+            slot.sites = tuple(range(base, base + len(members)))
+            self._sites_used[base:base + len(members)] = b"\1" * len(members)
             self._gens[index] = gen
             self.slots[index] = slot
             self._history[slot.tag] = (probe, probe_id)
@@ -230,8 +235,17 @@ class GenericEngine:
                 self._install(slot)
             return slot
 
+    def _free_sites(self, count: int) -> int | None:
+        """The first of `count` free sites in a row (a wildcard's, in its
+        members' order: a hit's function is its site less the first), or
+        None where no such run is left."""
+        run = bytes(count)
+        at = self._sites_used.find(run, 1)
+        return at if at > 0 else None
+
     def _write_plan(self, slot: Slot) -> None:
         plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing)
+        plan.site_base = slot.sites[0] if slot.sites else 0
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
     def _install(self, slot: Slot) -> None:
@@ -251,7 +265,8 @@ class GenericEngine:
                 self._forget(slot.index)  # its keys and stacks would take room from the others
             self.dispatcher.unroute(slot.index)
             self.slots.pop(slot.index, None)
-            self._sites_free.extend(reversed(slot.sites))
+            if slot.sites:
+                self._sites_used[slot.sites[0]:slot.sites[-1] + 1] = bytes(len(slot.sites))
             slot.sites = ()
             progs, slot.progs = slot.progs + slot.tprogs, []
             slot.tprogs = []

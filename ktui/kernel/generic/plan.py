@@ -171,7 +171,7 @@ def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch
 
     def index_of(fetch) -> int:
         for i, slot in enumerate(layout.slots):
-            if slot.kind in ("uint", "sint") and slot.fetch.expr == fetch.expr \
+            if slot.kind in ("uint", "sint", "func") and slot.fetch.expr == fetch.expr \
                     and slot.fetch.effective_type == fetch.effective_type:
                 return i
         return scratch.fetch(fetch, "sint" if is_signed(fetch) else "uint")
@@ -258,7 +258,7 @@ def _source(expr, ret: bool) -> _Operand:
     if isinstance(expr, RetVal):
         return _Operand(abi.SRC_RETVAL, signed=True)
     if isinstance(expr, Builtin):
-        return _Operand({"pid": abi.SRC_PID, "tid": abi.SRC_TID, "cpu": abi.SRC_CPU}[expr.name])
+        return _Operand({"pid": abi.SRC_PID, "tid": abi.SRC_TID, "cpu": abi.SRC_CPU, "func": abi.SRC_FUNC}[expr.name])
     raise AssertionError(expr)
 
 
@@ -299,6 +299,9 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, use
     f.dest = offset
     f.user = int(user)
     ftype = fetch.effective_type
+    if isinstance(expr, Builtin) and expr.name == "func":
+        f.kind, f.width = abi.K_UINT, 8  # the member's place: its name is the reader's (Probe.members)
+        return
     if ftype in STRING_TYPES:
         f.kind = abi.K_USTR if ftype == "ustring" or user else abi.K_KSTR
     else:

@@ -89,6 +89,7 @@ struct ktui_state {
     u64 retval;
     u64 record; /* a tracepoint's record (SRC_RECORD): its fields are read at offsets from it */
     u64 cpu;
+    u64 func; /* a wildcard's hit: which of its functions (SRC_FUNC) */
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
 
@@ -205,6 +206,10 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
         return st->cpu;
     case SRC_RECORD:
         return st->record;
+    case SRC_CGROUP:
+        return bpf_get_current_cgroup_id();
+    case SRC_FUNC:
+        return st->func;
     }
     return 0;
 }
@@ -709,6 +714,7 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
     }
     if (flags & F_CPU)
         st->cpu = bpf_get_smp_processor_id();
+    st->func = ((cookie >> KTUI_COOKIE_SITE_SHIFT) & KTUI_SITE_MASK) - plan->site_base;
     /* first the fetches the filter reads ... */
     u32 todo = plan->fetch_before;
     KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
