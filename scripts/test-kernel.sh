@@ -62,6 +62,8 @@ next_tests+=" tests/kernel/test_uprobes.py tests/kernel/test_usdt.py"
 next_tests+=" tests/kernel/test_wildcards.py"
 # --cgroup: bpf_current_task_under_cgroup in each kernel's generic program
 next_tests+=" tests/kernel/test_cgroups.py"
+# gates: the depth map and the check in each kernel's program, by fentry/fexit and by kprobe
+next_tests+=" tests/kernel/test_gates.py"
 # 6.12 only: on 6.1 no void function the test's workload reaches leaves an
 # errno in rax, so its control (errnos counted when forced) cannot be made
 main_deselect="--deselect tests/kernel/test_errno_void.py"
@@ -81,6 +83,8 @@ next_skip=(
     "tests/kernel/test_record_bytes.py::test_a_recording_holds_no_byte_of_a_probe_whose_filter_never_passes[generic-kprobe]"
     "tests/kernel/test_shipped.py::test_a_refused_shipped_program_says_what_a_compile_needs_in_one_line"
     "tests/kernel/test_tracepoints.py::test_a_stream_of_a_tracepoint_ends_with_nothing_attached"
+    # a gate by kprobe/kretprobe: the same dispatcher path on both (6.12 runs the fentry/fexit gate)
+    "tests/kernel/test_gates.py::test_a_gate_counts_only_the_calls_inside_its_function[kprobe]"
 )
 next_deselect=""
 for t in "${next_skip[@]}"; do next_deselect+=" --deselect '$t'"; done

@@ -48,12 +48,14 @@ def table_name(probe: Probe, matched: int = 0) -> str:
     the one it runs on (`cache_alloc on kmem_cache_alloc_noprof (of 2)`);
     for a wildcard how many functions (events) it matched, `tcp_*:c (120)`:
     its bound `members`, else `matched` (what its stats say: a replay's
-    probes were not bound), nothing while neither is known."""
+    probes were not bound), nothing while neither is known; and the gate
+    it counts inside, `within __x64_sys_read`."""
+    gate = f" within {probe.within}" if probe.within is not None else ""
     if probe.target.is_wildcard:
         count = len(probe.members) if probe.members is not None else matched
-        return f"{probe.name} ({count:,})" if count else probe.name
+        return (f"{probe.name} ({count:,})" if count else probe.name) + gate
     chosen = chosen_text(probe)
-    return f"{probe.name} on {chosen}" if chosen else probe.name
+    return (f"{probe.name} on {chosen}" if chosen else probe.name) + gate
 
 
 def chosen_text(probe: Probe) -> str:

@@ -107,6 +107,19 @@ def check_cgroup(path: str) -> None:
         raise SpecError(f"cgroup {path!r}: a relative path is under /sys/fs/cgroup and may not go above it (..)")
 
 
+def check_within(function: str) -> None:
+    """A gate's function (`within: FUNC`, `within(FUNC)`): one kernel
+    function by name, as a target's symbol is written (no pattern, no
+    offset, no file)."""
+    from ktui.lang.names import IDENT_CHARS, IDENT_START
+
+    if not function or len(function) > SYMBOL_MAX:
+        raise SpecError(f"within: a kernel function's name has 1 to {SYMBOL_MAX} characters")
+    if function[0] not in IDENT_START or any(c not in IDENT_CHARS and c != "." for c in function):
+        raise SpecError(f"within: {function!r} is not a kernel function's name (letters, digits, _ and .: "
+                        "one function, no pattern or offset)")
+
+
 def check_count(what: str, value: object, *, optional: bool = False) -> None:
     """`sample` / `rate_limit`: a whole number in COUNT_MIN..COUNT_MAX (None
     too when `optional`)."""

@@ -573,6 +573,9 @@ class Probe:
     # functions or tracepoints `CATEGORY/NAME` it is attached to, sorted.
     # None: not a wildcard, or not bound yet.
     members: tuple[str, ...] | None = field(default=None, compare=False)
+    # `within: FUNC` (a gate): the probe counts only while its thread is
+    # inside this kernel function (ktui.kernel.session.gates); None: always
+    within: str | None = None
 
     @property
     def uses_names(self) -> bool:

@@ -105,7 +105,7 @@ SET_FILTER_KEYS = ("pid", "comm", "cgroup")
 PROBE_KEYS = (
     "spec", "function", "address", "tracepoint", "usdt", "binary", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
-    "hist", "count", "sum", "max_keys", "stack",
+    "hist", "count", "sum", "max_keys", "stack", "within",
 )
 AGG_KEYS = ("hist", "count", "sum", "max_keys", "stack")
 KIND_WORDS = {
@@ -518,6 +518,7 @@ class _SetReader(NodeReader):
             "count": lambda node: self.agg_keys(node, prefix, kind),
             "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
             "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
+            "within": lambda node: self.line_string(node, "within", prefix, limits.check_within),
         }
         errors_before = len(self.errors)
         changes: dict[str, object] = {}

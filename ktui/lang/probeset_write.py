@@ -58,6 +58,8 @@ def dumps_probeset(ps: ProbeSet) -> str:
         if probe.errno:
             entry["errno"] = _Plain(probe.errno)
         entry.update(aggregate_keys(probe))
+        if probe.within is not None:
+            entry["within"] = probe.within
         probes.append(entry)
     document["probes"] = probes
     body = yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,

@@ -30,6 +30,7 @@ the user's text) and `validate_probe` (columns in the canonical text).
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from ktui.lang import filters, limits, wildcards
 from ktui.lang.aggregate import check_aggregate, parse_clauses, split_clauses
@@ -43,7 +44,7 @@ from ktui.lang.grammar import (
     scan_fetch,
     scan_target,
 )
-from ktui.lang.limits import MAX_DEREF
+from ktui.lang.limits import MAX_DEREF, check_within
 from ktui.lang.model import ERRNO_MODES, Deref, Fetch, Kind, Probe, SpecError, Target
 from ktui.lang.user_probes import check_user_aggregate, check_user_options
 
@@ -57,8 +58,12 @@ def parse_spec(text: str) -> Probe:
 
 def parse_spec_clauses(text: str) -> Probe:
     """A spec followed by aggregation clauses (`vfs_read:r count(comm)
-    sum(retval)`, lang.aggregate): columns count in `text`."""
-    spec, clauses, clauses_at = split_clauses(check_text(text, "spec"))
+    sum(retval)`, lang.aggregate) and a gate (`within(FUNC)`): columns
+    count in `text`."""
+    text, within = _within_clause(check_text(text, "spec"))
+    if within is not None:
+        return dataclasses.replace(parse_spec_clauses(text), within=within)
+    spec, clauses, clauses_at = split_clauses(text)
     probe = parse_spec(spec)
     if not clauses.strip():
         return probe
@@ -71,6 +76,25 @@ def parse_spec_clauses(text: str) -> Probe:
         col = clauses_at + 1 if err.col is None else err.col + clauses_at
         raise SpecError(err.message, col=col) from None
     return dataclasses.replace(probe, agg=agg)
+
+
+_WITHIN = re.compile(r"[ \t]+within\(([^()]*)\)")
+
+
+def _within_clause(text: str) -> tuple[str, str | None]:
+    """`SPEC ... within(FUNC) ...` -> (the text without it, FUNC); (text,
+    None) without one. SpecError at FUNC's column when it is no function's name."""
+    m = _WITHIN.search(text)
+    if m is None:
+        return text, None
+    function = m.group(1).strip()
+    try:
+        check_within(function)
+    except SpecError as err:
+        raise SpecError(err.message, col=m.start(1) + 1) from None
+    if _WITHIN.search(text, m.end()):
+        raise SpecError("within(...) given twice", col=m.end() + 1)
+    return text[:m.start()] + text[m.end():], function
 
 
 def parse_probe_text(text: str) -> Probe:

@@ -238,7 +238,10 @@ def summary_of(feed: Feed, stats: StatsSnapshot | None, events: int, unwritten: 
 def uncounted_fields(s: ProbeStats) -> dict:
     """What the kernel saw and could not count (issue 28), beside
     missed_returns and recursion_misses in stats and summary lines."""
-    return {"unpaired": s.unpaired, "entries_unstored": s.entries_unstored, "nest_dropped": s.nest_dropped}
+    out = {"unpaired": s.unpaired, "entries_unstored": s.entries_unstored, "nest_dropped": s.nest_dropped}
+    if s.gate_unkept or s.gate_unpaired:  # a `within:` gate's (only where it missed something)
+        out.update(gate_unkept=s.gate_unkept, gate_unpaired=s.gate_unpaired)
+    return out
 
 
 def _via(statuses, pid_: int) -> str:

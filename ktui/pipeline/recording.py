@@ -283,6 +283,8 @@ def uncounted_from_json(v: dict) -> dict:
         "nest_dropped": int(v.get("nest_dropped", 0)), "errnos_other": int(v.get("errnos_other", 0)),
         "errno_check": str(v.get("errno_check", "")),
         "top_comms_exact": bool(v.get("top_comms_exact", int(v["hits"]) <= COMM_EXACT)),
+        # `within:` gates (absent before them)
+        "gate_unkept": int(v.get("gate_unkept", 0)), "gate_unpaired": int(v.get("gate_unpaired", 0)),
     }
 
 

@@ -200,6 +200,11 @@ class ProbeStats:
     # functions (events) it is attached to; 0: not a wildcard.
     members: tuple[tuple[str, int, int], ...] = ()
     member_count: int = 0
+    # `within: FUNC`: calls of FUNC whose thread found no room to be kept
+    # inside (hits inside them were not counted), and returns of FUNC with
+    # no entry seen (a call in progress when the gate attached, or not kept)
+    gate_unkept: int = 0
+    gate_unpaired: int = 0
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,8 @@ NOT_COMPILED = "never compiled: tracepoints and user-space probes run on the gen
 
 
 def never_compiled(probe: Probe) -> bool:
-    return probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard
+    return (probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard
+            or probe.within is not None)
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:

@@ -91,6 +91,11 @@ F_ARGS = 8  # ... reads arguments (SRC_ARG): tracing reads them, a return probe'
 F_TIME = 16  # the hit needs the time: an event's, a latency, a rate window
 F_CPU = 32  # the hit needs the CPU: an event's header, or a fetch or filter on cpu
 F_BARE = 64  # it only counts (a return: and times); no filter, fetch, event, rate: no scratch state
+# A gate (`within: FUNC`): the slot on FUNC's entry and return keeps each
+# thread's depth inside FUNC (ktui_gates); a probe whose plan names the
+# gate counts only while its thread is inside
+F_GATE = 128
+GATE_THREADS = 16384  # threads inside some gate at once (ktui_gates)
 
 # In-kernel aggregations (plan.agg: lang.aggregate's hist/count/sum/stack), kept
 # for every hit that passed the filter, sampled or not, in maps shared by every
@@ -167,7 +172,8 @@ class Plan(ctypes.Structure):
         # a wildcard's first site (its members' sites follow it, in order): a
         # hit's function is its cookie's site less this (SRC_FUNC)
         ("site_base", ctypes.c_uint32),
-        ("plan_pad", ctypes.c_uint32),
+        # `within:` the slot of the gate the probe counts inside, plus 1 (0: none)
+        ("gate", ctypes.c_uint32),
         # bit i: fetch i runs before the filter (the filter reads it) ...
         ("fetch_before", ctypes.c_uint32),
         # ... after it, only for a hit that passed and is written out
@@ -299,7 +305,7 @@ def c_declarations() -> str:
         "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,
-        "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE,
+        "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE, "F_GATE": F_GATE, "KTUI_GATE_THREADS": GATE_THREADS,
         "AGG_HIST": AGG_HIST, "AGG_COUNT": AGG_COUNT, "AGG_SUM": AGG_SUM, "AGG_KSTACK": AGG_KSTACK,
         "AGG_USTACK": AGG_USTACK, "AGG_SIGNED_HIST": AGG_SIGNED_HIST, "AGG_SIGNED_SUM": AGG_SIGNED_SUM,
         "KTUI_AGG_KEYS": AGG_KEYS, "KTUI_AGG_MAP_KEYS": AGG_MAP_KEYS, "KTUI_STACK_DEPTH": STACK_DEPTH,
@@ -315,5 +321,9 @@ def c_declarations() -> str:
     # be read at a constant offset; the array can be indexed by the plan)
     copy = " ".join(f"(st)->regs[{i}] = (ctx)->{name};" for i, name in enumerate(PT_REGS))
     out += [f"#define KTUI_COPY_REGS(st, ctx) do {{ {copy} }} while (0)", ""]
+    # the six argument registers of x86-64's calling convention, from the copy
+    args = " ".join(f"(st)->args[{i}] = (st)->regs[{REG_INDEX[name]}];"
+                    for i, name in enumerate(("di", "si", "dx", "cx", "r8", "r9")))
+    out += [f"#define KTUI_ARGS_FROM_REGS(st) do {{ {args} }} while (0)", ""]
     out += log2_slot_helper()  # the histogram's slots, as the compiled programs count them
     return "\n".join(out)

@@ -82,6 +82,11 @@ class Slot:
     # kprobe variant (slot.progs), else one perf probe each
     sites: tuple[int, ...] = ()
     multi: bool = False
+    # `within:` a gate's own slot (on its function's entry and return: each
+    # thread's depth inside it), or the index of the gate a probe counts
+    # inside (-1: none)
+    gate: bool = False
+    gated_by: int = -1
 
     @property
     def tracing(self) -> bool:
@@ -97,8 +102,9 @@ class Slot:
     def waits_for_program(self) -> bool:
         """It attaches once the generic program is in, not before: nothing
         would count its hits meanwhile (a tracepoint's program is its own
-        copy; a wildcard's hits by function are the program's to count)."""
-        return self.tracepoint or bool(self.sites)
+        copy; a wildcard's hits by function are the program's to count; a
+        gate's depths and a gated probe's check are the program's too)."""
+        return self.tracepoint or bool(self.sites) or self.gate or self.gated_by >= 0
 
     @property
     def via(self) -> str:
@@ -184,16 +190,20 @@ class GenericEngine:
     def counts_early(self, slot: Slot) -> bool:
         """Whether the dispatcher counts the slot's hits until the program is
         in: only where no filter of the program's is needed to count them."""
-        return self.comm is None and self.cgroup_fd is None and slot.probe.filter is None
+        return (self.comm is None and self.cgroup_fd is None and slot.probe.filter is None
+                and not slot.gate and slot.gated_by < 0)
 
     # ------------------------------------------------------------ slots
 
-    def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0, *, multi: bool = False) -> Slot:
+    def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0, *, multi: bool = False,
+            gate: bool = False, gated_by: int = -1) -> Slot:
         """A slot for `probe` (not attached yet). NotGeneric if the generic
         program cannot run it; then nothing was allocated. `btf_id`: it goes
         by fentry/fexit to that function (of `nargs` arguments). A wildcard
         (probe.members bound) gets a site per member; `multi`: its
-        functions go in kprobe_multi links."""
+        functions go in kprobe_multi links. `gate`: the slot is a gate (a
+        return probe on its function, keeping threads' depths inside it);
+        `gated_by`: the gate slot the probe counts inside."""
         with self._lock:
             # Round robin: a freed slot comes back only after every other one
             # was used, so its old errno and comm entries (cleared by a scan
@@ -203,7 +213,7 @@ class GenericEngine:
             if index is None:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
-            slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
+            slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs, gate=gate, gated_by=gated_by)
             plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
             members = probe.members or ()
             base = self._free_sites(len(members)) if members else 0
@@ -212,7 +222,7 @@ class GenericEngine:
                                  f"{len(members)} of the {abi.MAX_SITES - 1} places to count them in a row")
             slot.multi = multi and bool(members)
             slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE
-                                and not members)  # a counter's program counts no function apart
+                                and not members and gated_by < 0)  # a counter's program: no function, no gate
             halves = 2 if probe.kind is Kind.RETURN else 1
             if slot.tracepoint or slot.multi:
                 halves = 0  # its own copy of the program, loaded when it attaches
@@ -246,6 +256,11 @@ class GenericEngine:
     def _write_plan(self, slot: Slot) -> None:
         plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing)
         plan.site_base = slot.sites[0] if slot.sites else 0
+        if slot.gate:  # its hits keep depths: no event, never the bare paths (which keep none)
+            plan.flags = (plan.flags | abi.F_GATE) & ~(abi.F_BARE | abi.F_EMITS)
+        if slot.gated_by >= 0:
+            plan.gate = slot.gated_by + 1
+            plan.flags &= ~abi.F_BARE  # the bare paths do not look at the gate
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
     def _install(self, slot: Slot) -> None:

@@ -125,6 +125,16 @@ struct ktui_site {
     u64 lat_sum;
 };
 BPF_PERCPU_ARRAY(ktui_sites, struct ktui_site, KTUI_MAX_SITES);
+/* Gates (`within: FUNC`): each thread's depth inside FUNC, by the gate's
+ * slot; an entry that finds no room is counted in the gate's ktui_unstored,
+ * a return that finds no entry (the call began before the gate attached,
+ * or its entry was not kept) in its ktui_unpaired. A hit in an interrupt
+ * reads the depth of the thread it interrupted. */
+struct ktui_gate_key {
+    u32 gate;
+    u32 tid;
+};
+BPF_HASH(ktui_gates, struct ktui_gate_key, u64, KTUI_GATE_THREADS);
 /* In-kernel aggregations (plan.agg), every probe's in the same maps, keyed
  * by its tag: a value histogram per slot; hits (and a sum) by key, a
  * probe's keys held to its own max_keys by ktui_agg_nkeys; a hit whose new
@@ -680,6 +690,48 @@ static __always_inline void ktui_aggregate(void *ctx, struct ktui_state *st, str
         ktui_kernel_stack(ctx, st, slot, tag);
 }
 
+/* A gate's own hit: its function entered (the thread one deeper) or
+ * returned (one less; the entry goes at 0). The set-wide filters apply to
+ * both halves alike, so a return finds its entry unless it was not kept. */
+static __always_inline int ktui_gate_step(struct ktui_who *who, u32 slot, u64 cookie)
+{
+    if (!ktui_set_filter(who))
+        return 0;
+    struct ktui_gate_key k = {.gate = slot, .tid = (u32)who->pid_tgid};
+    u64 *depth = ktui_gates.lookup(&k);
+    if (cookie & KTUI_COOKIE_ENTRY) {
+        ktui_count(who, slot);
+        if (depth) {
+            __sync_fetch_and_add(depth, 1);
+            return 0;
+        }
+        u64 one = 1;
+        if (ktui_gates.insert(&k, &one))
+            ktui_bump(ktui_unstored.lookup(&slot));
+        return 0;
+    }
+    if (!depth) {
+        ktui_bump(ktui_unpaired.lookup(&slot));
+        return 0;
+    }
+    if (*depth <= 1)
+        ktui_gates.delete(&k);
+    else
+        __sync_fetch_and_add(depth, -1);
+    return 0;
+}
+
+/* Whether the thread is inside the plan's gate (1 without one). */
+static __always_inline int ktui_inside(struct ktui_plan *plan, struct ktui_who *who)
+{
+    u32 gate = plan->gate;
+    if (!gate)
+        return 1;
+    struct ktui_gate_key k = {.gate = gate - 1, .tid = (u32)who->pid_tgid};
+    u64 *depth = ktui_gates.lookup(&k);
+    return depth && *depth > 0;
+}
+
 /* Fetch i if it is in `todo`, a mask of fetches (a bit test: a range
  * test on two bounds would split the verifier's states at every fetch). */
 #define KTUI_FETCH(i)                                                         \
@@ -696,6 +748,8 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
                                     u32 slot, u64 frame)
 {
     u32 flags = plan->flags;
+    if (flags & F_GATE)
+        return ktui_gate_step(&st->who, slot, cookie);
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* the entry half of a return probe: when, and the arguments (only
          * this call's return reads them) */
@@ -712,6 +766,8 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
         if (flags & F_TIME)
             now = bpf_ktime_get_ns();
     }
+    if (!ktui_inside(plan, &st->who))
+        return 0; /* `within:` its thread is not inside the gate's function now */
     if (flags & F_CPU)
         st->cpu = bpf_get_smp_processor_id();
     st->func = ((cookie >> KTUI_COOKIE_SITE_SHIFT) & KTUI_SITE_MASK) - plan->site_base;
@@ -886,21 +942,18 @@ int ktui_generic(struct pt_regs *ctx)
     struct ktui_state *st = ktui_begin(slot);
     if (!st)
         return 0;
-    if (cookie & KTUI_COOKIE_ENTRY) {
+    /* pt_regs is read in one place only: with two copies of the reads
+     * (the entry's arguments, the registers) clang merged their tails into
+     * a read through ctx + 64, which the verifier refuses ("dereference of
+     * modified ctx ptr") */
+    u32 entry = (cookie & KTUI_COOKIE_ENTRY) != 0;
+    if (entry ? (plan->flags & F_ARGS) : (plan->flags & F_REGS))
+        KTUI_COPY_REGS(st, ctx);
+    if (entry && (plan->flags & F_ARGS)) {
         /* a return probe's entry: the arguments, if its return reads them */
-        if (plan->flags & F_ARGS) {
-            st->args[0] = ctx->di;
-            st->args[1] = ctx->si;
-            st->args[2] = ctx->dx;
-            st->args[3] = ctx->cx;
-            st->args[4] = ctx->r8;
-            st->args[5] = ctx->r9;
-        }
-    } else {
-        if (plan->flags & F_RETURN)
-            st->retval = PT_REGS_RC(ctx);
-        if (plan->flags & F_REGS)
-            KTUI_COPY_REGS(st, ctx);
+        KTUI_ARGS_FROM_REGS(st);
+    } else if (!entry && (plan->flags & F_RETURN)) {
+        st->retval = PT_REGS_RC(ctx);
     }
     return ktui_release(st, ktui_run(ctx, st, plan, cookie, slot, frame));
 }

@@ -92,6 +92,14 @@ class AttachingMixin:
         slot, probe = self._slots[pid_], self._probes[pid_]
         if slot.fds:
             return self._status[pid_]
+        if probe.within is not None:
+            # its gate first, once the program (which keeps the gate's depths) is in
+            waiting = self._until_program(pid_, slot)
+            if waiting is not None:
+                return waiting
+            reason = self._attach_gate(probe.within)
+            if reason:
+                return self._failed(pid_, reason)
         if slot.tracing:
             return self._attach_fentry(pid_)
         if slot.tracepoint:
@@ -119,16 +127,25 @@ class AttachingMixin:
             return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
 
+    def _until_program(self, pid_: int, slot) -> ProbeStatus | None:
+        """A probe that attaches only once the generic program is in
+        (Slot.waits_for_program): FAILED if it did not load, LOADING until
+        it is; None once it is in."""
+        if self.load_error:
+            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
+        if self._engine.program is None:
+            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        return None
+
     def _attach_tracepoint(self, pid_: int) -> ProbeStatus:
         """A tracepoint probe: its own copy of the tracepoint variant, linked
         once the generic program (whose maps it shares) is in. Until then it
         waits, LOADING: no dispatcher counts a tracepoint's hits. Its id is
         its format's, read (and kept) when its fields were bound."""
         slot, probe = self._slots[pid_], self._probes[pid_]
-        if self.load_error:
-            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
-        if self._engine.program is None:
-            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        waiting = self._until_program(pid_, slot)
+        if waiting is not None:
+            return waiting
         try:
             if self._engine.tracepoint is None:
                 self._engine.tracepoint = self.loader.tracepoint_variant(
@@ -145,11 +162,10 @@ class AttachingMixin:
         """A wildcard of kernel functions: every match at once, once the
         generic program (which counts hits by function) is in; until then
         it waits, LOADING."""
-        slot, probe = self._slots[pid_], self._probes[pid_]
-        if self.load_error:
-            return self._set_status(pid_, ProbeState.FAILED, self.load_error)
-        if self._engine.program is None:
-            return self._set_status(pid_, ProbeState.LOADING, via=slot.via)
+        slot = self._slots[pid_]
+        waiting = self._until_program(pid_, slot)
+        if waiting is not None:
+            return waiting
         try:
             self._engine.attach_wildcard(slot)
         except OSError as exc:

@@ -29,6 +29,8 @@ def generic_only(probe: Probe) -> str:
         return f"a user-space probe {GENERIC_ONLY}"
     if probe.target.is_wildcard:
         return f"a wildcard {GENERIC_ONLY}"
+    if probe.within is not None:
+        return f"a probe with within: {GENERIC_ONLY}"
     return ""
 
 
@@ -175,8 +177,11 @@ class EditsMixin:
             self._refused[pid_] = f"attach: fentry: {choice.reason}"
         multi = probe.target.is_wildcard and probe.kind is not Kind.TRACEPOINT and self._wildcard_multi()
         try:
-            self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs, multi=multi)
+            gated_by = self._gate_for(pid_, probe.within) if probe.within is not None else -1
+            self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs, multi=multi,
+                                                 gated_by=gated_by)
         except NotGeneric as why:
+            self._release_gate(pid_, probe.within)
             if self._generic_only(probe):
                 self._refused[pid_] = f"{self._generic_only(probe)}: {why}"
                 return True
@@ -200,6 +205,7 @@ class EditsMixin:
         with self._lock:
             if probe_id in self._slots:
                 self._engine.remove(self._slots.pop(probe_id))
+                self._release_gate(probe_id, self._probes[probe_id].within)
                 self._drop_return_event(probe_id)
                 del self._probes[probe_id]
                 del self._status[probe_id]

@@ -63,10 +63,12 @@ from ktui.kernel.session.fentry import FentryMixin
 from ktui.kernel.session.return_events import ReturnEventsMixin
 from ktui.kernel.session.reading import ReadingMixin
 from ktui.kernel.session.edits import EditsMixin
+from ktui.kernel.session.gates import GatesMixin
 from ktui.kernel.session.options import SessionOptions
 
 
-class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, ReadingMixin, EditsMixin):
+class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, ReadingMixin, EditsMixin,
+              GatesMixin):
     def __init__(self, probeset: ProbeSet, options: SessionOptions | None = None,
                  loader: Loader | None = None, names: Kernel | None = None) -> None:
         """`loader`: the kernel side (bcc and the kprobe PMU by default);
@@ -96,6 +98,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self.buffer = self._pick_buffer()
         self._engine = None  # the GenericEngine, where the session uses one
         self._slots: dict = {}  # probe id -> its generic engine Slot
+        self._gates: dict = {}  # `within:` function -> its gates.Gate
+        self._gates_made = 0
         self.loaded = threading.Event()  # the generic program is in (or failed, or none is used)
         self.load_error = ""
         self._returns = None  # the tracefs kretprobes (kretprobe_events.ReturnEvents), None: none

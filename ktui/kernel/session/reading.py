@@ -56,6 +56,7 @@ class ReadingMixin:
         engine = self._engine
         if engine is not None:
             out.update(engine.stats(timed))
+            self._gate_health(out)
         self._add_missed_returns(out)
         # off meanwhile: what was read may have stopped growing partway
         return StatsSnapshot(now, out, timed=timed and self._timing.on)
