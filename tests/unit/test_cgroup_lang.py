@@ -18,6 +18,16 @@ def test_cgroup_is_a_text_fetch_a_count_key_and_a_filter_operand():
     assert filter_paths(probe) == ["system.slice/nginx.service"]
 
 
+def test_a_cgroup_path_may_be_longer_than_text_the_kernel_compares():
+    scope = "system.slice/docker-" + "ab" * 32 + ".scope"
+    assert filter_paths(parse_probe_text(f'vfs_read:c if cgroup == "{scope}"')) == [scope]
+    with pytest.raises(SpecError) as err:
+        parse_probe_text(f'vfs_read:c:cg=cgroup if cg == "{scope}"')  # by its name only: the parser knows no labels
+    assert err.value.message == "filter: string longer than 63 characters" and err.value.col == 31
+    with pytest.raises(SpecError, match="string longer than 63 characters"):
+        parse_probe_text(f'vfs_read:c if comm != "{scope}"')
+
+
 def test_a_label_of_cgroup_is_compared_as_the_cgroup():
     probe = parse_probe_text('vfs_read:c:cg=cgroup if cg != "user.slice" && comm == "dd"')
     assert filter_paths(probe) == ["user.slice"]

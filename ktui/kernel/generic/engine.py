@@ -170,6 +170,35 @@ class GenericEngine:
         # their size (never from ktui's program): counted, not decoded
         self.unreadable = 0
 
+    # filters' cgroup paths, each resolved once (_cgroup_id); the cgroup
+    # fetch's id -> path (cgroup_names): both made when first asked (class
+    # defaults: tests and benchmarks make engines without __init__)
+    _cgroup_ids: dict[str, int] | None = None
+    _cgroup_names = None
+
+    def _cgroup_id(self, path: str) -> int:
+        """A filter's cgroup path -> its id, resolved the first time only: a
+        plan written again (the program loaded late, a probe switched on)
+        keeps comparing with the cgroup it was added with, even when that
+        directory has gone since (then no task is in it)."""
+        if self._cgroup_ids is None:
+            self._cgroup_ids = {}
+        if path not in self._cgroup_ids:
+            from ktui.kernel.attach.cgroup_scope import cgroup_id
+
+            self._cgroup_ids[path] = cgroup_id(path)
+        return self._cgroup_ids[path]
+
+    @property
+    def cgroup_names(self):
+        """id -> path under the cgroup v2 mount, for events and count keys."""
+        if self._cgroup_names is None:
+            from ktui.kernel.attach.cgroup_scope import cgroup2_root
+            from ktui.kernel.symbols.cgroup_names import CgroupNames
+
+            self._cgroup_names = CgroupNames(cgroup2_root())
+        return self._cgroup_names
+
     def limit_to_cgroup(self, cgroup_fd: int) -> None:
         """--cgroup, before any probe: only tasks under this cgroup v2
         directory count (the engine owns the fd from now on). Neither the
@@ -204,7 +233,8 @@ class GenericEngine:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
-            plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
+            # NotGeneric (or a filter's CgroupError) before anything is taken
+            plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=self._cgroup_id)
             members = probe.members or ()
             base = self._free_sites(len(members)) if members else 0
             if base is None:
@@ -244,7 +274,7 @@ class GenericEngine:
         return at if at > 0 else None
 
     def _write_plan(self, slot: Slot) -> None:
-        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing)
+        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing, cgroup_id=self._cgroup_id)
         plan.site_base = slot.sites[0] if slot.sites else 0
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
@@ -568,7 +598,8 @@ class GenericEngine:
             from ktui.record.decode import SizedDecoders
 
             self._decoders = SizedDecoders([self._history[t][0] for t in tags],
-                                           [self._history[t][1] for t in tags], tags=tags)
+                                           [self._history[t][1] for t in tags], tags=tags,
+                                           cgroup_name=self.cgroup_names)
             self._decoders_tags = tags
         return self._decoders
 
@@ -714,7 +745,8 @@ class GenericEngine:
                     out[i]["value_hist_sum"] = int(hist_sums[i])
         counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts}
         if counting:
-            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()})
+            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
+                                         self.cgroup_names)
             lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
             losing = {t: i for t, i in counting.items() if dropped[i]}
             lost = read.lost_keys(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
