@@ -138,3 +138,26 @@ def test_a_probe_that_reads_cgroup_is_never_compiled(text, refused):
     probe = parse_probe_text(text)
     assert never_compiled(probe) is refused
     assert ("a probe that reads cgroup runs on the generic engine only" in generic_only(probe)) is refused
+
+
+def test_ktui_check_refuses_a_filter_path_that_is_no_cgroup_here(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from ktui.cli import main
+    from ktui.kernel.attach import cgroup_scope
+
+    (tmp_path / "root" / "system.slice").mkdir(parents=True)
+    sets = tmp_path / "s.yaml"
+    sets.write_text("name: s\nprobes:\n  - spec: vfs_read:c:cgroup\n    filter: 'cgroup == \"gone.slice\"'\n"
+                    "  - spec: vfs_read:c count(cgroup)\n    filter: 'cgroup != \"system.slice\"'\n")
+    monkeypatch.setattr(cgroup_scope, "cgroup2_root", lambda mounts=None: str(tmp_path / "root"))
+    monkeypatch.setattr(cgroup_scope, "fs_magic", lambda fd: cgroup_scope.CGROUP2_SUPER_MAGIC)
+    result = CliRunner().invoke(main, ["check", str(sets)])
+    lines = [line for line in result.output.splitlines() if "cgroup" in line]
+    assert result.exit_code == 1
+    assert lines == [f'{sets}:3:11: probe 1 (vfs_read:c:cgroup): filter: cgroup "gone.slice": no such cgroup '
+                     f'({tmp_path}/root/gone.slice does not exist)']
+    monkeypatch.setattr(cgroup_scope, "cgroup2_root", lambda mounts=None: None)
+    result = CliRunner().invoke(main, ["check", str(sets)])
+    assert "probe 1 (vfs_read:c:cgroup): cgroup paths not checked: no cgroup v2 hierarchy is mounted here" \
+        in result.output
