@@ -161,3 +161,18 @@ def test_ktui_check_refuses_a_filter_path_that_is_no_cgroup_here(tmp_path, monke
     result = CliRunner().invoke(main, ["check", str(sets)])
     assert "probe 1 (vfs_read:c:cgroup): cgroup paths not checked: no cgroup v2 hierarchy is mounted here" \
         in result.output
+
+
+def test_a_slots_plan_keeps_the_cgroup_it_was_added_with(monkeypatch):
+    from ktui.kernel.attach import cgroup_scope
+    from ktui.kernel.generic.engine import Slot, slot_cgroup_id
+
+    inodes = iter([4242, 5151])
+    monkeypatch.setattr(cgroup_scope, "cgroup_id", lambda path: next(inodes))
+    probe = parse_probe_text('vfs_read:c if cgroup == "a.slice"')
+    slot = Slot(0, 1, probe, 7)
+    first = build_plan(probe, gen=1, cgroup_id=slot_cgroup_id(slot))
+    again = build_plan(probe, gen=1, cgroup_id=slot_cgroup_id(slot))  # the directory was made anew since
+    assert first.cmps[0].imm == again.cmps[0].imm == 4242
+    edited = Slot(0, 2, probe, 8)  # an edit adds the probe anew: it resolves again
+    assert build_plan(probe, gen=2, cgroup_id=slot_cgroup_id(edited)).cmps[0].imm == 5151

@@ -82,6 +82,11 @@ class Slot:
     # kprobe variant (slot.progs), else one perf probe each
     sites: tuple[int, ...] = ()
     multi: bool = False
+    # its filter's cgroup paths -> ids, resolved when it was added: a plan
+    # written again (the program loaded late) keeps comparing with those
+    # cgroups, even if their directories have gone since (then no task is
+    # in them); a probe edited (added anew) resolves again
+    cgroup_ids: dict[str, int] = field(default_factory=dict)
 
     @property
     def tracing(self) -> bool:
@@ -131,6 +136,19 @@ class Slot:
         return [base | site << abi.COOKIE_SITE_SHIFT for site in self.sites]
 
 
+def slot_cgroup_id(slot: Slot):
+    """A filter's cgroup path -> its id, each resolved the first time the
+    slot's plan is built (Slot.cgroup_ids); CgroupError, one line, where
+    it names no cgroup v2 directory."""
+    def resolve(path: str) -> int:
+        if path not in slot.cgroup_ids:
+            from ktui.kernel.attach.cgroup_scope import cgroup_id
+
+            slot.cgroup_ids[path] = cgroup_id(path)
+        return slot.cgroup_ids[path]
+    return resolve
+
+
 class GenericEngine:
     def __init__(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None) -> None:
         """`exclude_pids`: ktui's own processes (itself, its compile helper),
@@ -170,24 +188,9 @@ class GenericEngine:
         # their size (never from ktui's program): counted, not decoded
         self.unreadable = 0
 
-    # filters' cgroup paths, each resolved once (_cgroup_id); the cgroup
-    # fetch's id -> path (cgroup_names): both made when first asked (class
-    # defaults: tests and benchmarks make engines without __init__)
-    _cgroup_ids: dict[str, int] | None = None
+    # the cgroup fetch's id -> path (cgroup_names), made when first asked
+    # (a class default: tests and benchmarks make engines without __init__)
     _cgroup_names = None
-
-    def _cgroup_id(self, path: str) -> int:
-        """A filter's cgroup path -> its id, resolved the first time only: a
-        plan written again (the program loaded late, a probe switched on)
-        keeps comparing with the cgroup it was added with, even when that
-        directory has gone since (then no task is in it)."""
-        if self._cgroup_ids is None:
-            self._cgroup_ids = {}
-        if path not in self._cgroup_ids:
-            from ktui.kernel.attach.cgroup_scope import cgroup_id
-
-            self._cgroup_ids[path] = cgroup_id(path)
-        return self._cgroup_ids[path]
 
     @property
     def cgroup_names(self):
@@ -234,7 +237,7 @@ class GenericEngine:
             gen = (self._gens[index] + 1) & 0xFFFF
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs)
             # NotGeneric (or a filter's CgroupError) before anything is taken
-            plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=self._cgroup_id)
+            plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
             members = probe.members or ()
             base = self._free_sites(len(members)) if members else 0
             if base is None:
@@ -274,7 +277,7 @@ class GenericEngine:
         return at if at > 0 else None
 
     def _write_plan(self, slot: Slot) -> None:
-        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing, cgroup_id=self._cgroup_id)
+        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
         plan.site_base = slot.sites[0] if slot.sites else 0
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
