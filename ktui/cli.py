@@ -54,7 +54,7 @@ Examples:
 
 \b
 Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
-  FETCH: a1..a6, rax..r15, retval, comm, pid, tid, cpu, func, +OFF(FETCH), name=FETCH,
+  FETCH: a1..a6, rax..r15, retval, comm, pid, tid, cpu, func, cgroup, +OFF(FETCH), name=FETCH,
          with :u8..u64 :s8..s64 :x8..x64 :string :ustring :symbol
 """
 
