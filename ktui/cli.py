@@ -54,7 +54,7 @@ Examples:
 
 \b
 Probe spec: [LABEL=]TARGET:KIND[:FETCH,...]  KIND c = call (kprobe), r = return (kretprobe)
-  FETCH: a1..a6, rax..r15, retval, comm, pid, tid, cpu, func, +OFF(FETCH), name=FETCH,
+  FETCH: a1..a6, rax..r15, retval, comm, pid, tid, cpu, func, cgroup, +OFF(FETCH), name=FETCH,
          with :u8..u64 :s8..s64 :x8..x64 :string :ustring :symbol
 """
 
@@ -400,7 +400,7 @@ def _check_files(files, names, syntax_only: bool) -> int:
         ps, errors = check_probeset(f, _binding_kernel(kernel, no_btf, no_tracefs))
         problems = [] if syntax_only else _name_problems(f, names, ps, errors) + _user_target_problems(f, ps)
         if not syntax_only and ps is not None:
-            problems += _errno_problems(f, ps)
+            problems += _errno_problems(f, ps) + _cgroup_problems(f, ps)
         if ps is not None:
             problems += _user_string_notes(f, ps)
         found = sorted([(e.line or 0, e.col or 0, str(e), True) for e in errors] + problems,
@@ -530,6 +530,36 @@ def _user_string_notes(path: str, ps) -> list[tuple[int, int, str, bool]]:
         line, col = positions[number - 1] if number <= len(positions) else (None, None)
         out.append((line or 0, col or 0,
                     f"{path}:{line}:{col}: warning: probe {number} ({probe.spec_text}): {note}", False))
+    return out
+
+
+def _cgroup_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:
+    """An error for each filter's `cgroup == "PATH"` that names no cgroup v2
+    directory on this machine, as a start would refuse it (one line at the
+    probe). Where no cgroup v2 is mounted, the path is left unchecked and
+    the probe gets a warning saying so."""
+    from ktui.kernel.attach.cgroup_scope import CgroupError, cgroup2_root, cgroup_id
+    from ktui.lang.cgroups import filter_paths
+    from ktui.lang.locate import target_positions
+
+    out = []
+    positions = None
+    for number, probe in enumerate(ps.probes, 1):
+        paths = filter_paths(probe)
+        if not paths:
+            continue
+        positions = positions if positions is not None else target_positions(path)
+        line, col = positions[number - 1] if number <= len(positions) else (None, None)
+        where = ":".join(str(p) for p in (path, line, col) if p is not None)
+        if cgroup2_root() is None:
+            out.append((line or 0, col or 0, f"{where}: warning: probe {number} ({probe.spec_text}): cgroup paths "
+                        "not checked: no cgroup v2 hierarchy is mounted here", False))
+            continue
+        for one in paths:
+            try:
+                cgroup_id(one)
+            except CgroupError as err:
+                out.append((line or 0, col or 0, f"{where}: probe {number} ({probe.spec_text}): {err}", True))
     return out
 
 

@@ -168,12 +168,12 @@ def _check_one(what: str, fetch: Fetch, kind: Kind | None, *, text_ok: bool) -> 
         problem = tracepoint_value_problem(fetch.expr)
         if problem:
             raise SpecError(f"{what}: {problem}")
-    is_comm = isinstance(fetch.expr, Builtin) and fetch.expr.name in ("comm", "func")
+    is_comm = isinstance(fetch.expr, Builtin) and fetch.expr.name in ("comm", "func", "cgroup")
     if is_comm and text_ok:
-        return  # comm, or a wildcard's function: counted by its place among the members
+        return  # comm; a wildcard's function (its place) or a cgroup (its id): counted as an integer
     if is_comm or fetch.effective_type not in INT_TYPES:
-        allowed = "an integer, comm or func" if text_ok else "an integer"
-        text = " (it is text: text keys other than comm and func are not counted yet)" if (
+        allowed = "an integer, comm, func or cgroup" if text_ok else "an integer"
+        text = " (it is text: text keys other than comm, func and cgroup are not counted yet)" if (
             text_ok and not is_comm and fetch.effective_type not in INT_TYPES) else ""
         raise SpecError(f"{what}: {fetch} is not {allowed}{text}")
 

@@ -20,6 +20,7 @@ readline's): the kernel side reads user memory for every string of one.
 from __future__ import annotations
 
 from ktui.lang import filters, limits, names, wildcards
+from ktui.lang.cgroups import is_cgroup
 from ktui.lang.grammar import TRACEPOINT_VALUES, FetchSpan, SpecSpan
 from ktui.lang.user_probes import USER_NO_BTF
 from ktui.lang.limits import (
@@ -81,6 +82,8 @@ def check_fetch(fetch: Fetch, span: FetchSpan, kind: Kind | None, *, user: bool 
     if isinstance(expr, Builtin):
         if expr.name == "comm" and type_ not in (None, "string"):
             raise SpecError(f"comm is text; drop the :{type_} type", col=type_col)
+        if expr.name == "cgroup" and type_ is not None:
+            raise SpecError(f"cgroup is shown by its path; drop the :{type_} type", col=type_col)
         if expr.name != "comm" and type_ is not None and type_ not in INT_TYPES:
             raise SpecError(f"{expr.name} is an integer; :{type_} does not apply (use e.g. :u32)", col=type_col)
     if isinstance(expr, RetVal) and type_ in STRING_TYPES and kind is not None and not user:
@@ -241,6 +244,11 @@ def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns)
     for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
         if isinstance(literal, StrLit) and _is_comm(probe, other) and len(literal.value.encode()) > COMM_MAX_BYTES:
             raise _filter_error(f"comm holds at most {COMM_MAX_BYTES} characters", col)
+        if isinstance(literal, StrLit) and _is_cgroup(probe, other):
+            try:  # the path's text; whether this machine has it is asked where the plan is built
+                limits.check_cgroup(literal.value)
+            except SpecError as err:
+                raise _filter_error(err.message, col) from None
 
 
 def _check_unquoted_text(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
@@ -279,6 +287,10 @@ def _is_string(probe: Probe, name: str) -> bool:
         return names.resolve(probe, name).is_string
     except SpecError:
         return False
+
+
+def _is_cgroup(probe: Probe, operand: object) -> bool:
+    return isinstance(operand, Field) and is_cgroup(names.resolve(probe, operand.name).expr)
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:

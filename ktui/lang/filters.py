@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ktui.lang import chars
 from ktui.lang.limits import (
+    CGROUP_PATH_MAX,
     FETCH_LABEL_MAX,
     FILTER_INT_MAX,
     FILTER_INT_MIN,
@@ -94,8 +95,8 @@ def _string_token(text: str, start: int) -> _Token:
     while i < len(text):
         c = text[i]
         if c == '"':
-            if len(kept) > STRING_LITERAL_MAX:
-                return _Token("error", '"', start + 1, f"string longer than {STRING_LITERAL_MAX} characters")
+            if len(kept) > CGROUP_PATH_MAX:  # only a cgroup's path may pass STRING_LITERAL_MAX (comparison())
+                return _Token("error", '"', start + 1, f"string longer than {CGROUP_PATH_MAX} characters")
             return _Token("str", text[start : i + 1], start + 1, "".join(kept))
         if c == "\\":
             nxt = text[i + 1 : i + 2]
@@ -291,6 +292,11 @@ class _Parser:
         right = self.operand(right_tok, f"a name or a value after {op_tok.text}")
         if not isinstance(left, Field) and not isinstance(right, Field):
             raise SpecError("compares two constants; one side must be a name such as a3 or comm", col=left_tok.col)
+        for lit, lit_tok, other in ((left, left_tok, right), (right, right_tok, left)):
+            # text the kernel compares fits its 64-byte words; a cgroup's path
+            # is compared as its directory's id (lang.cgroups), so it may be long
+            if isinstance(lit, StrLit) and len(lit.value) > STRING_LITERAL_MAX and other != Field("cgroup"):
+                raise SpecError(f"string longer than {STRING_LITERAL_MAX} characters", col=lit_tok.col)
         if len(self.columns) == FILTER_MAX_COMPARES:
             raise SpecError(f"filter has more than {FILTER_MAX_COMPARES} comparisons", col=left_tok.col)
         self.columns.append(CompareColumns(left_tok.col, op_tok.col, right_tok.col))

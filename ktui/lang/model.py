@@ -84,8 +84,11 @@ REGISTERS = (
 ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
 HEADER_BUILTINS = ("comm", "pid", "tid", "cpu")  # every record's header holds them
 # `func`: which of a wildcard's functions (tracepoints) the hit came from,
-# shown as its name (Probe.members); 8 bytes of payload, in wildcards only
-BUILTINS = HEADER_BUILTINS + ("func",)
+# shown as its name (Probe.members); 8 bytes of payload, in wildcards only.
+# `cgroup`: the task's cgroup v2 id (its directory's inode), shown as the
+# directory's path (lang.cgroups); 8 bytes of payload, generic engine only
+BUILTINS = HEADER_BUILTINS + ("func", "cgroup")
+TEXT_BUILTINS = ("comm", "func", "cgroup")  # shown as text (the kernel holds a number for func and cgroup)
 
 
 def reg_display(name: str) -> str:
@@ -160,8 +163,8 @@ class RetVal:
 
 @dataclass(frozen=True)
 class Builtin:
-    """Process context every event carries anyway (comm, pid, tid, cpu), or
-    a wildcard hit's function (func)."""
+    """Process context every event carries anyway (comm, pid, tid, cpu), a
+    wildcard hit's function (func), or the task's cgroup (cgroup)."""
 
     name: str
 
@@ -296,7 +299,7 @@ class Fetch:
         if isinstance(self.expr, RetVal):
             return "s64"
         if isinstance(self.expr, Builtin):
-            return "string" if self.expr.name in ("comm", "func") else "u32"
+            return "string" if self.expr.name in TEXT_BUILTINS else "u32"
         if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.type
         return "u64"

@@ -10,7 +10,9 @@ import errno
 from typing import Callable, Sequence
 
 from ktui.lang.limits import MAX_ERRNO
+from ktui.lang.cgroups import is_cgroup
 from ktui.lang.model import Fetch, Probe, RetVal
+from ktui.record.cgroups import short as cgroup_short
 from ktui.record.feed import Event
 
 Symbolize = Callable[[int], str]
@@ -103,7 +105,11 @@ def format_value(value: int | str | bytes, ftype: str, symbolize: Symbolize | No
 
 def format_fetch(fetch: Fetch, value: int | str | bytes, symbolize: Symbolize | None = None) -> str:
     """A value as its fetch says, with the errno name when a return value is
-    an error (`-9 (EBADF)`), which is what a kernel developer looks for."""
+    an error (`-9 (EBADF)`), which is what a kernel developer looks for; a
+    cgroup's path shortened where it names a container (the event detail's
+    raw column keeps the path)."""
+    if is_cgroup(fetch.expr) and isinstance(value, str):
+        value = cgroup_short(value)  # what the path says (a container's scope as runtime:id)
     text = format_value(value, fetch.effective_type, symbolize)
     if isinstance(fetch.expr, RetVal) and isinstance(value, int):
         code = as_errno(value)

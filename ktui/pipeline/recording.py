@@ -26,8 +26,13 @@ complete chunk.
             <u32 unit> <u32 records>, then each record's part in arrival
             order (u8 or u16, padded to 8 bytes), then each part's records
       STAT  JSON: a stats snapshot
+      CGRP  JSON {"cgroups": {"<id>": "<path>"}}: the paths of cgroup ids
+            the events that follow hold (each id once, when first named;
+            since the cgroup fetch: a replay has no cgroup tree, or
+            another machine's). An id never named replays as cgroup:<id>.
+            count(cgroup) keys are in STAT by path already.
       END   empty: written by close(); a recording without it was cut off
-      STAT/UNIT/PROB may repeat; EVTS chunks follow their UNIT.
+      STAT/UNIT/PROB/CGRP may repeat; EVTS chunks follow their UNIT.
 
 Format 3 keeps records exactly as long as their probe's fields (a unit per
 record size, EVTM for batches of several sizes in arrival order). Format 2
@@ -63,6 +68,7 @@ from ktui.pipeline import members
 from ktui.pipeline.accounting import COMM_EXACT
 from ktui.lang.bind import with_fetch_types
 from ktui.lang.model import KtuiError, ProbeSet, ProbeSetError
+from ktui.record.cgroups import unknown as unknown_cgroup
 from ktui.record.decode import Decoder, InterleavedBatch, MultiBatch, RecordBatch, interleaved
 from ktui.record.feed import EventBatch, ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
 from ktui.record.histogram import fit
@@ -141,6 +147,7 @@ class Recorder:
         self._units: dict[int, int] = {}  # id(decoder) -> unit number
         self._probes_noted: object = None  # what the last PROB chunk said
         self._decoders: list[Decoder] = []  # keep them alive: id() must stay unique
+        self._cgroups: set[int] = set()  # cgroup ids a CGRP chunk named
         self._next_unit = 0
         self.events = 0
         self.file.write(MAGIC)
@@ -188,8 +195,25 @@ class Recorder:
         }).encode())
         self.file.flush()
 
+    def _name_cgroups(self, parts: list[RecordBatch]) -> None:
+        """A CGRP chunk with the paths of the cgroup ids these records hold
+        that no earlier chunk named. An id the namer does not know yet is
+        asked again with the next batch (the live resolver walks the tree
+        again at most once a second)."""
+        named: dict[str, str] = {}
+        for part in parts:
+            name = part.decoder.cgroup_name
+            for cgid in sorted(part.cgroup_ids() - self._cgroups) if name is not None else ():
+                path = name(cgid)
+                if path != unknown_cgroup(cgid):
+                    named[str(cgid)] = path
+                    self._cgroups.add(cgid)
+        if named:
+            self._chunk(b"CGRP", json.dumps({"cgroups": named}).encode())
+
     def on_batch(self, batch: EventBatch) -> None:
         for part in _parts(batch):
+            self._name_cgroups(part.parts if isinstance(part, InterleavedBatch) else [part])
             # The records' own memory goes to the file: no bytes object per
             # batch, no concatenation (a flood's batches are megabytes).
             # Straight to the fd, past the 1 MiB buffer (a flood's batch of a
@@ -325,6 +349,7 @@ class RecordingReader:
         self.decoders: dict[int, Decoder] = {}
         self.probesets: dict[int, ProbeSet] = {}
         self._old_units: dict[int, dict[int, Decoder]] = {}  # format 1-2 units: size -> decoder
+        self.cgroups: dict[int, str] = {}  # CGRP chunks: cgroup id -> path, as recorded
 
     def chunks(self) -> Iterator[Chunk]:
         from ktui.lang.probeset import loads_probeset
@@ -408,7 +433,7 @@ class RecordingReader:
             else:
                 layout = record_layout(ps.probes)
                 self._old_units[unit] = {}
-            self.decoders[unit] = Decoder(layout, ps.probes, ids)
+            self.decoders[unit] = Decoder(layout, ps.probes, ids, self._cgroup_name)
             self.probesets[unit] = ps
             return Chunk("unit", (unit, ids, ps))
         if kind == b"PROB":
@@ -422,8 +447,19 @@ class RecordingReader:
             return Chunk("events", self._mixed(body))
         if kind == b"STAT":
             return Chunk("stats", stats_from_json(_json_object(body)))
+        if kind == b"CGRP":
+            table = _json_object(body)["cgroups"]
+            if not isinstance(table, dict):
+                raise ValueError("cgroups is no table")
+            self.cgroups.update({int(k): str(v) for k, v in table.items()})
+            return None
         return None  # unknown chunk kinds from newer writers are skipped
 
+
+    def _cgroup_name(self, cgid: int) -> str:
+        """A cgroup id as the recording named it (events are decoded when
+        asked, after the CGRP chunks before them were read)."""
+        return self.cgroups.get(cgid) or unknown_cgroup(cgid)
 
     def _decoder_of(self, unit: int, data) -> Decoder:
         """The decoder of a unit's records: a format 1-2 unit's as
@@ -436,7 +472,8 @@ class RecordingReader:
         if size == decoder.layout.record_size:
             return decoder
         if size not in sized:
-            sized[size] = Decoder(sized_layout(decoder.probes, size), decoder.probes, decoder.probe_ids)
+            sized[size] = Decoder(sized_layout(decoder.probes, size), decoder.probes, decoder.probe_ids,
+                                  self._cgroup_name)
         return sized[size]
 
     def _mixed(self, body: bytes):

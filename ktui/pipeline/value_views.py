@@ -10,6 +10,7 @@ errno, a top comm, a top value, a histogram bucket."""
 
 from __future__ import annotations
 
+from ktui.lang.cgroups import is_cgroup
 from ktui.lang.model import Kind, Probe
 from ktui.pipeline import members
 from ktui.pipeline.accounting import comms_heading, errno_guessed, errno_unchecked
@@ -17,6 +18,7 @@ from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
 from ktui.pipeline.format import errno_name, format_count, format_latency, printable
 from ktui.pipeline.rates import error_count, hist_lines, percentile
 from ktui.pipeline.stacks import Symbolize, is_partial, merged, split_merged, wants_user
+from ktui.record.cgroups import short as cgroup_short
 from ktui.record.feed import ProbeStats
 
 COUNTERS, VALUES, TOP, STACKS, MEMBERS = "counters", "values", "top", "stacks", "members"
@@ -150,8 +152,12 @@ def value_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int) -> list[Li
     return out
 
 
-def key_text(key: tuple) -> str:
-    return ", ".join(printable(v) if isinstance(v, str) else str(v) for v in key) or "all"
+def key_text(key: tuple, fetches: tuple = ()) -> str:
+    """A count key's values as the pane shows them (`fetches`: the keys'
+    fetches, in order: a cgroup's path shortened as in the event pane)."""
+    shown = [cgroup_short(v) if i < len(fetches) and is_cgroup(fetches[i].expr) and isinstance(v, str) else v
+             for i, v in enumerate(key)]
+    return ", ".join(printable(v) if isinstance(v, str) else str(v) for v in shown) or "all"
 
 
 KEY_WIDTH_MAX = 24  # a key column no wider, however wide the pane
@@ -172,7 +178,7 @@ def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) ->
     out: list[Line] = [(f"by {keys}: hits" + (f", sum({agg.sum})" if sums else ""), "bold")]
     out.append((f"ranked by sum({agg.sum}); % of the sum" if sums else "ranked by hits; % of the hits", "dim"))
     total = sum(c for _, c, _ in stats.top_values)
-    rows = [(key_text(key), format_count(count), format_count(summed) if sums else "",
+    rows = [(key_text(key, agg.keys), format_count(count), format_count(summed) if sums else "",
              _share(count, summed, stats, sums), key) for key, count, summed in stats.top_values]
     calls_w = max([len("hits")] + [len(r[1]) for r in rows])
     sum_head = f"sum({agg.sum})" if sums else ""

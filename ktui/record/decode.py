@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ktui.lang.model import Kind, Probe
+from ktui.record.cgroups import CgroupName, names_of
 from ktui.record.feed import CONTEXT_SHIFT, CPU_MASK, Event, context_name
 from ktui.record.layout import HEADER_FIELDS, HEADER_SIZE, RecordLayout, probe_record_size, sized_layout
 from ktui.record.raw import RawRecords
@@ -45,10 +46,13 @@ def payload_dtype(layout: RecordLayout, index: int) -> np.dtype:
 
 class Decoder:
     """Decodes records of one compiled program; maps local probe indices to
-    the session's probe ids."""
+    the session's probe ids. `cgroup_name`: names a `cgroup` fetch's ids
+    (record.cgroups; None: each one unknown)."""
 
-    def __init__(self, layout: RecordLayout, probes: Sequence[Probe], probe_ids: Sequence[int]):
+    def __init__(self, layout: RecordLayout, probes: Sequence[Probe], probe_ids: Sequence[int],
+                 cgroup_name: CgroupName | None = None):
         self.layout = layout
+        self.cgroup_name = cgroup_name
         self.probes = tuple(probes)
         self.dtype = record_dtype(layout)
         self.payload_dtypes = [payload_dtype(layout, i) for i in range(len(probes))]
@@ -91,6 +95,20 @@ class RecordBatch:
         """The batch without the events of those probes."""
         return RecordBatch(self.decoder, self.records[self._kept(probe_ids)])
 
+    def cgroup_ids(self) -> set[int]:
+        """The distinct cgroup ids the batch's `cgroup` fetches hold (what a
+        recording must be able to name again)."""
+        out: set[int] = set()
+        local = self.records["probe"]
+        for index, layout in enumerate(self.decoder.layout.probes[:len(self.decoder.probes)]):
+            slots = [i for i, slot in enumerate(layout.slots) if slot.kind == "cgroup"]
+            if not slots:
+                continue
+            typed = self.records["payload"][local == index].view(self.decoder.payload_dtypes[index])
+            for i in slots:
+                out.update(np.unique(typed[f"f{i}"]).tolist())
+        return out
+
     def _kept(self, probe_ids) -> np.ndarray:
         local = self.records["probe"]
         known = local < len(self.decoder.probe_ids)
@@ -127,6 +145,8 @@ class RecordBatch:
                     columns.append([_text(b) for b in typed[f"f{i}"].tolist()])
                 elif slot.kind == "func":
                     columns.append(member_names(dec.probes[index], typed[f"f{i}"].tolist()))
+                elif slot.kind == "cgroup":
+                    columns.append(names_of(dec.cgroup_name, typed[f"f{i}"].tolist()))
                 else:
                     columns.append(typed[f"f{i}"].tolist())
             for row, vals in zip(rows.tolist(), zip(*columns)):
@@ -284,8 +304,10 @@ class SizedDecoders:
     also returned by each `batch`) and left out of the batch."""
 
     def __init__(self, probes: Sequence[Probe], probe_ids: Sequence[int], *,
-                 tags: Sequence[int] | None = None, sizes: Sequence[Sequence[int]] | None = None) -> None:
+                 tags: Sequence[int] | None = None, sizes: Sequence[Sequence[int]] | None = None,
+                 cgroup_name: CgroupName | None = None) -> None:
         self.probes = tuple(probes)
+        self.cgroup_name = cgroup_name
         self.probe_ids = list(probe_ids)
         if tags is not None and (len(tags) != len(self.probes) or list(tags) != sorted(tags)):
             raise ValueError("one tag per probe, sorted")
@@ -300,7 +322,7 @@ class SizedDecoders:
         decoder = self._decoders.get(size)
         if decoder is None:
             decoder = self._decoders[size] = Decoder(sized_layout(self.probes, size), self.probes,
-                                                     self.probe_ids)
+                                                     self.probe_ids, self.cgroup_name)
         return decoder
 
     def _plan(self, size: int) -> tuple | None:

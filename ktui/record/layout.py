@@ -35,18 +35,23 @@ class Slot:
     """Where one fetch's value lives in a record."""
 
     fetch: Fetch
-    kind: str  # "uint", "sint", "str", "header", "func" (a wildcard's member, by its index)
+    # "uint", "sint", "str", "header", "func" (a wildcard's member, by its
+    # index), "cgroup" (the task's cgroup id: record.cgroups names it)
+    kind: str
     offset: int  # byte offset within the payload (or header field name for "header")
     header_field: str = ""
 
     @property
     def numpy_format(self) -> str:
-        return {"uint": "<u8", "sint": "<i8", "str": f"S{STRING_MAX}", "func": "<u8"}[self.kind]
+        return {"uint": "<u8", "sint": "<i8", "str": f"S{STRING_MAX}", "func": "<u8",
+                "cgroup": "<u8"}[self.kind]
 
 
 def slot_kind(fetch: Fetch) -> str:
     if isinstance(fetch.expr, Builtin):
-        return "header" if fetch.expr.name in HEADER_BUILTINS else "func"
+        if fetch.expr.name in HEADER_BUILTINS:
+            return "header"
+        return "cgroup" if fetch.expr.name == "cgroup" else "func"
     t = fetch.effective_type
     if t in STRING_TYPES:
         return "str"

@@ -143,8 +143,8 @@ def test_aggregation_names_are_bound():
 
 def test_text_is_no_count_key_yet():
     err = bind_error("sched/sched_switch:t count(prev_comm)")
-    assert err.message == ("count: prev_comm is not an integer, comm or func "
-                           "(it is text: text keys other than comm and func are not counted yet)")
+    assert err.message == ("count: prev_comm is not an integer, comm, func or cgroup "
+                           "(it is text: text keys other than comm, func and cgroup are not counted yet)")
 
 
 # ---------------------------------------------------------------- refusals

@@ -189,5 +189,5 @@ def test_the_compiled_engine_refuses_a_user_function():
     """Its C would kprobe a kernel function of the same name (libc's strlen, the kernel's)."""
     from ktui.kernel.codegen import generate
 
-    with pytest.raises(SpecError, match="never compiled: tracepoints and user-space probes"):
+    with pytest.raises(SpecError, match="never compiled: tracepoints, user-space probes"):
         generate([parse_spec(f"{LIBC}:strlen:c:a1")])

@@ -40,36 +40,54 @@ def cgroup2_root(mounts: str = MOUNTS) -> str | None:
     return ROOT if ROOT in points else (points[0] if points else None)
 
 
-def cgroup_path(path: str, root: str | None = None) -> str:
+def cgroup_path(path: str, root: str | None = None, what: str | None = None) -> str:
     """The directory `path` names: itself when absolute, else under the
     cgroup v2 mount (`root`, else the machine's); CgroupError when none is."""
     if os.path.isabs(path):
         return path
     root = root or cgroup2_root()
     if root is None:
-        raise CgroupError(f"--cgroup {path}: no cgroup v2 hierarchy is mounted here (cgroup v1 only): "
+        raise CgroupError(f"{what or f'--cgroup {path}'}: no cgroup v2 hierarchy is mounted here (cgroup v1 only): "
                           "ktui scopes by cgroup v2 only")
     return os.path.join(root, path)
 
 
-def open_cgroup(path: str, root: str | None = None) -> int:
+def open_cgroup(path: str, root: str | None = None, what: str | None = None) -> int:
     """An fd of the cgroup v2 directory `path` names (close it when done);
-    CgroupError saying why it cannot be one."""
-    where = cgroup_path(path, root)
+    CgroupError saying why it cannot be one, each message starting with
+    `what` (default: `--cgroup PATH`)."""
+    what = what or f"--cgroup {path}"
+    where = cgroup_path(path, root, what)
     try:
         fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise CgroupError(f"--cgroup {path}: no such cgroup ({where} does not exist)") from None
+        raise CgroupError(f"{what}: no such cgroup ({where} does not exist)") from None
     except NotADirectoryError:
-        raise CgroupError(f"--cgroup {path}: {where} is not a directory: a cgroup is one") from None
+        raise CgroupError(f"{what}: {where} is not a directory: a cgroup is one") from None
     except OSError as exc:
-        raise CgroupError(f"--cgroup {path}: {where}: {exc.strerror}") from None
+        raise CgroupError(f"{what}: {where}: {exc.strerror}") from None
     magic = fs_magic(fd)
     if magic != CGROUP2_SUPER_MAGIC:
         os.close(fd)
-        raise CgroupError(f"--cgroup {path}: {where} is not in a cgroup v2 hierarchy (ktui scopes by cgroup v2 "
+        raise CgroupError(f"{what}: {where} is not in a cgroup v2 hierarchy (ktui scopes by cgroup v2 "
                           "only; a machine with cgroup v1 alone cannot)")
     return fd
+
+
+def cgroup_id(path: str, root: str | None = None) -> int:
+    """The id the kernel gives tasks of the cgroup v2 directory `path`
+    names (bpf_get_current_cgroup_id: the directory's inode), for a filter's
+    `cgroup == "PATH"`; `/` is the root cgroup (as events show it), not
+    the file system's root. CgroupError (one line) where it is no cgroup."""
+    what = f'filter: cgroup "{path}"'
+    if path == "/":
+        root = root or cgroup2_root()
+        path = root if root is not None else path
+    fd = open_cgroup(path, root, what=what)
+    try:
+        return os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
 
 
 class _Statfs(ctypes.Structure):

@@ -39,6 +39,7 @@ from ktui.kernel.codegen.runtime import (
     helpers,
     prelude,
 )
+from ktui.lang.cgroups import uses_cgroup
 from ktui.lang.model import Kind, Probe, ProbeSet, SpecError
 from ktui.record.layout import RecordLayout, record_layout
 
@@ -60,13 +61,16 @@ class Program:
 # A tracepoint runs on the shipped generic program's tracepoint variant,
 # and a user function's probe (a uprobe) reads the process's memory, which
 # only the generic program does (kernel/generic/program.c); the C here would
-# attach to a kernel function of its name. No compiled program takes either.
-NOT_COMPILED = "never compiled: tracepoints and user-space probes run on the generic program"
+# attach to a kernel function of its name. No compiled program takes either,
+# nor a wildcard, nor a probe reading the task's cgroup (lang.cgroups: the
+# C here has no cgroup fetch, key or comparison).
+NOT_COMPILED = ("never compiled: tracepoints, user-space probes, wildcards and probes that read cgroup "
+                "run on the generic program")
 
 
 def never_compiled(probe: Probe) -> bool:
     return (probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard
-            or probe.within is not None)
+            or probe.within is not None or uses_cgroup(probe))
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:

@@ -12,16 +12,19 @@ from ktui.kernel.generic import abi
 from ktui.kernel.maps import bpfsys
 from ktui.kernel.maps.aggmaps import STACKS_KEPT, add_stack, most_first, top_entries
 from ktui.lang.aggregate import is_comm
+from ktui.lang.cgroups import is_cgroup
 from ktui.lang.model import Builtin, Probe
+from ktui.record.cgroups import CgroupName, names_of
 from ktui.record.decode import member_names
 
 _AGG_KEY = ctypes.sizeof(abi.AggKey)
 
 
-def key_values(probe: Probe, key: abi.AggKey) -> tuple:
+def key_values(probe: Probe, key: abi.AggKey, cgroup_name: CgroupName | None = None) -> tuple:
     """A key as the values it was made of, in `count:` order (integers
     are in the key in that order, comm apart; a wildcard's func as its
-    function's name)."""
+    function's name; a cgroup id as its path, by `cgroup_name`: without
+    one as `cgroup:<id>`, still one key per id)."""
     out = []
     ints = iter(key.k)
     for fetch in probe.agg.keys:
@@ -32,14 +35,19 @@ def key_values(probe: Probe, key: abi.AggKey) -> tuple:
         if isinstance(fetch.expr, Builtin) and fetch.expr.name == "func":
             out.append(member_names(probe, [value])[0])  # a wildcard's function, by name
             continue
+        if is_cgroup(fetch.expr):
+            out.append(names_of(cgroup_name, [value])[0])  # counted by id, shown by path
+            continue
         if fetch.effective_type.startswith("s"):
             value = ctypes.c_int64(value).value
         out.append(value)
     return tuple(out)
 
 
-def count_entries(fd: int, probes: dict[int, Probe]) -> dict[int, dict[tuple, tuple[int, int]]]:
-    """tag -> {key values: (count, sum)} for the probes of `probes` (by tag)."""
+def count_entries(fd: int, probes: dict[int, Probe],
+                  cgroup_name: CgroupName | None = None) -> dict[int, dict[tuple, tuple[int, int]]]:
+    """tag -> {key values: (count, sum)} for the probes of `probes` (by tag);
+    cgroup ids named by `cgroup_name`."""
     out: dict[int, dict[tuple, tuple[int, int]]] = {}
     for raw, value in bpfsys.hash_items(fd, _AGG_KEY, ctypes.sizeof(abi.AggVal)):
         key = abi.AggKey.from_buffer_copy(raw)
@@ -48,14 +56,15 @@ def count_entries(fd: int, probes: dict[int, Probe]) -> dict[int, dict[tuple, tu
             continue
         val = abi.AggVal.from_buffer_copy(value)
         per = out.setdefault(key.tag, {})
-        values = key_values(probe, key)
+        values = key_values(probe, key, cgroup_name)
         count, total = per.get(values, (0, 0))  # a comm's stale tail: merged by name
         per[values] = (count + int(val.count), total + int(val.sum))
     return out
 
 
 def lost_keys(fd: int, probes: dict[int, Probe]) -> dict[int, int]:
-    """tag -> distinct keys a full count map could not take."""
+    """tag -> distinct keys a full count map could not take (a cgroup's id
+    unnamed: only how many there are is asked)."""
     seen: dict[int, set] = {}
     if not probes:
         return {}

@@ -87,6 +87,11 @@ class Slot:
     # inside (-1: none)
     gate: bool = False
     gated_by: int = -1
+    # its filter's cgroup paths -> ids, resolved when it was added: a plan
+    # written again (the program loaded late) keeps comparing with those
+    # cgroups, even if their directories have gone since (then no task is
+    # in them); a probe edited (added anew) resolves again
+    cgroup_ids: dict[str, int] = field(default_factory=dict)
 
     @property
     def tracing(self) -> bool:
@@ -137,6 +142,19 @@ class Slot:
         return [base | site << abi.COOKIE_SITE_SHIFT for site in self.sites]
 
 
+def slot_cgroup_id(slot: Slot):
+    """A filter's cgroup path -> its id, each resolved the first time the
+    slot's plan is built (Slot.cgroup_ids); CgroupError, one line, where
+    it names no cgroup v2 directory."""
+    def resolve(path: str) -> int:
+        if path not in slot.cgroup_ids:
+            from ktui.kernel.attach.cgroup_scope import cgroup_id
+
+            slot.cgroup_ids[path] = cgroup_id(path)
+        return slot.cgroup_ids[path]
+    return resolve
+
+
 class GenericEngine:
     def __init__(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None) -> None:
         """`exclude_pids`: ktui's own processes (itself, its compile helper),
@@ -176,6 +194,20 @@ class GenericEngine:
         # their size (never from ktui's program): counted, not decoded
         self.unreadable = 0
 
+    # the cgroup fetch's id -> path (cgroup_names), made when first asked
+    # (a class default: tests and benchmarks make engines without __init__)
+    _cgroup_names = None
+
+    @property
+    def cgroup_names(self):
+        """id -> path under the cgroup v2 mount, for events and count keys."""
+        if self._cgroup_names is None:
+            from ktui.kernel.attach.cgroup_scope import cgroup2_root
+            from ktui.kernel.symbols.cgroup_names import CgroupNames
+
+            self._cgroup_names = CgroupNames(cgroup2_root())
+        return self._cgroup_names
+
     def limit_to_cgroup(self, cgroup_fd: int) -> None:
         """--cgroup, before any probe: only tasks under this cgroup v2
         directory count (the engine owns the fd from now on). Neither the
@@ -214,7 +246,8 @@ class GenericEngine:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs, gate=gate, gated_by=gated_by)
-            plan = build_plan(probe, gen=gen, tracing=slot.tracing)  # NotGeneric before anything is taken
+            # NotGeneric (or a filter's CgroupError) before anything is taken
+            plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
             members = probe.members or ()
             base = self._free_sites(len(members)) if members else 0
             if base is None:
@@ -254,7 +287,7 @@ class GenericEngine:
         return at if at > 0 else None
 
     def _write_plan(self, slot: Slot) -> None:
-        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing)
+        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
         plan.site_base = slot.sites[0] if slot.sites else 0
         if slot.gate:  # its hits keep depths: no event, never the bare paths (which keep none)
             plan.flags = (plan.flags | abi.F_GATE) & ~(abi.F_BARE | abi.F_EMITS)
@@ -583,7 +616,8 @@ class GenericEngine:
             from ktui.record.decode import SizedDecoders
 
             self._decoders = SizedDecoders([self._history[t][0] for t in tags],
-                                           [self._history[t][1] for t in tags], tags=tags)
+                                           [self._history[t][1] for t in tags], tags=tags,
+                                           cgroup_name=self.cgroup_names)
             self._decoders_tags = tags
         return self._decoders
 
@@ -729,7 +763,8 @@ class GenericEngine:
                     out[i]["value_hist_sum"] = int(hist_sums[i])
         counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts}
         if counting:
-            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()})
+            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
+                                         self.cgroup_names)
             lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
             losing = {t: i for t, i in counting.items() if dropped[i]}
             lost = read.lost_keys(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})

@@ -11,11 +11,13 @@ comparisons) raises NotGeneric with the reason: such a probe is compiled.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ktui.kernel.generic import abi
 from ktui.kernel.returns import errno_check, errno_mode  # both engines' rule, kept importable from here
 from ktui.lang import filters
 from ktui.lang.aggregate import is_comm, is_signed
+from ktui.lang.cgroups import is_cgroup
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
     ARG_REGISTERS,
@@ -68,10 +70,14 @@ def record_size(probe: Probe) -> int:
     return probe_record_size(probe)
 
 
-def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
+def build_plan(probe: Probe, *, gen: int, tracing: bool = False,
+               cgroup_id: Callable[[str], int] | None = None) -> abi.Plan:
     """The plan of `probe`. `tracing`: the probe goes by fentry/fexit, whose
     program has the arguments (st->args), not the registers, in a call
-    probe too."""
+    probe too. `cgroup_id`: a filter's cgroup path -> the id the kernel
+    gives its tasks (default: attach.cgroup_scope.cgroup_id, on this
+    machine); CgroupError, one line, where the path is no cgroup v2
+    directory."""
     layout = probe_layout(probe)
     size = record_size(probe)
     if size > abi.RECORD_MAX or len(probe.fetches) > abi.MAX_FETCHES:
@@ -91,7 +97,7 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False) -> abi.Plan:
         _fill_aggregate(plan, probe.agg, layout, scratch)
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
-        _fill_filter(plan, probe, layout, scratch, tracing)
+        _fill_filter(plan, probe, layout, scratch, tracing, cgroup_id)
     _fetch_passes(plan)
     plan.sample = max(1, probe.sample)
     plan.rate_limit = probe.rate_limit or 0
@@ -171,7 +177,7 @@ def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch
 
     def index_of(fetch) -> int:
         for i, slot in enumerate(layout.slots):
-            if slot.kind in ("uint", "sint", "func") and slot.fetch.expr == fetch.expr \
+            if slot.kind in ("uint", "sint", "func", "cgroup") and slot.fetch.expr == fetch.expr \
                     and slot.fetch.effective_type == fetch.effective_type:
                 return i
         return scratch.fetch(fetch, "sint" if is_signed(fetch) else "uint")
@@ -258,7 +264,8 @@ def _source(expr, ret: bool) -> _Operand:
     if isinstance(expr, RetVal):
         return _Operand(abi.SRC_RETVAL, signed=True)
     if isinstance(expr, Builtin):
-        return _Operand({"pid": abi.SRC_PID, "tid": abi.SRC_TID, "cpu": abi.SRC_CPU, "func": abi.SRC_FUNC}[expr.name])
+        return _Operand({"pid": abi.SRC_PID, "tid": abi.SRC_TID, "cpu": abi.SRC_CPU, "func": abi.SRC_FUNC,
+                         "cgroup": abi.SRC_CGROUP}[expr.name])
     raise AssertionError(expr)
 
 
@@ -302,6 +309,9 @@ def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, use
     if isinstance(expr, Builtin) and expr.name == "func":
         f.kind, f.width = abi.K_UINT, 8  # the member's place: its name is the reader's (Probe.members)
         return
+    if is_cgroup(expr):
+        f.kind, f.width = abi.K_UINT, 8  # the cgroup's id: its path is the reader's (record.cgroups)
+        return
     if ftype in STRING_TYPES:
         f.kind = abi.K_USTR if ftype == "ustring" or user else abi.K_KSTR
     else:
@@ -316,11 +326,26 @@ class _Names:
     """Filter names as the compiled programs resolve them (codegen.fetch):
     a fetch of that name first, then retval, pid/tid/cpu, aN, registers."""
 
-    def __init__(self, probe: Probe, layout: ProbeLayout, scratch: _Scratch, tracing: bool = False) -> None:
+    def __init__(self, probe: Probe, layout: ProbeLayout, scratch: _Scratch, tracing: bool = False,
+                 cgroup_id: Callable[[str], int] | None = None) -> None:
         self.probe = probe
         self.layout = layout
         self.scratch = scratch
         self.ret = probe.kind is Kind.RETURN or tracing  # arguments from st->args
+        self.cgroup_id = cgroup_id
+
+    def is_cgroup(self, name: str) -> bool:
+        """Whether a filter name is the task's cgroup (or a fetch of it)."""
+        found = self._slot(name)
+        return is_cgroup(found[1].fetch.expr) if found is not None else name == "cgroup"
+
+    def cgroup(self, path: str) -> int:
+        """The id of the cgroup `path` names, on this machine."""
+        if self.cgroup_id is None:
+            from ktui.kernel.attach.cgroup_scope import cgroup_id
+
+            return cgroup_id(path)
+        return self.cgroup_id(path)
 
     def _slot(self, name: str):
         for i, slot in enumerate(self.layout.slots):
@@ -387,9 +412,9 @@ class _Names:
 
 
 def _fill_filter(plan: abi.Plan, probe: Probe, layout: ProbeLayout, scratch: _Scratch,
-                 tracing: bool = False) -> None:
+                 tracing: bool = False, cgroup_id: Callable[[str], int] | None = None) -> None:
     """Comparisons and truth table."""
-    names = _Names(probe, layout, scratch, tracing)
+    names = _Names(probe, layout, scratch, tracing, cgroup_id)
     distinct: list[Compare] = []
     for compare in filters.comparisons(probe.filter):
         if compare not in distinct:
@@ -420,6 +445,12 @@ def _fill_compare(c: abi.Cmp, compare: Compare, names: _Names) -> None:
         field, lit = (right, left) if isinstance(left, StrLit) else (left, right)
         if not isinstance(field, Field) or not isinstance(lit, StrLit):
             raise NotGeneric(f"cannot compare {left} with {right}")
+        if names.is_cgroup(field.name):
+            # the task's cgroup id against the id of the directory the path
+            # names: that cgroup exactly (--cgroup takes its descendants too)
+            c.kind, c.sign = abi.CMP_INT, 0
+            c.lsrc, c.rsrc, c.imm = abi.SRC_CGROUP, abi.SRC_CONST, names.cgroup(lit.value)
+            return
         c.kind = abi.CMP_STR
         c.lsrc, c.lreg = names.string(field.name)
         counted = lit.value.encode("utf-8") + b"\0"
@@ -445,7 +476,7 @@ def _never_equal(compare: Compare, names: _Names) -> bool:
     if not (isinstance(left, StrLit) or isinstance(right, StrLit)):
         return False
     field, lit = (right, left) if isinstance(left, StrLit) else (left, right)
-    if not isinstance(field, Field) or not isinstance(lit, StrLit):
+    if not isinstance(field, Field) or not isinstance(lit, StrLit) or names.is_cgroup(field.name):
         return False
     src, _ = names.string(field.name)
     capacity = 16 if src == abi.SRC_COMM_STR else abi.STRING_MAX

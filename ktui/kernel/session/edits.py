@@ -11,6 +11,7 @@ import dataclasses
 
 from ktui.kernel.quiet import log_line
 from ktui.lang.bind import bind_probe, needs_binding
+from ktui.lang.cgroups import filter_paths, uses_cgroup
 from ktui.lang.model import Kind, KtuiError, Probe
 from ktui.record.feed import FeedError, ProbeState, ProbeStatus
 
@@ -31,7 +32,18 @@ def generic_only(probe: Probe) -> str:
         return f"a wildcard {GENERIC_ONLY}"
     if probe.within is not None:
         return f"a probe with within: {GENERIC_ONLY}"
+    if uses_cgroup(probe):
+        return f"a probe that reads cgroup {GENERIC_ONLY}"
     return ""
+
+
+def _check_cgroup_paths(probe: Probe) -> None:
+    """`cgroup == "PATH"`: the directory exists and is cgroup v2, before
+    anything attaches (the plan resolves it again, kernel/generic/plan)."""
+    for path in filter_paths(probe):
+        from ktui.kernel.attach.cgroup_scope import cgroup_id
+
+        cgroup_id(path)
 
 
 class EditsMixin:
@@ -59,7 +71,9 @@ class EditsMixin:
         A probe with alternatives is first given the one this kernel has
         (lang.alternatives): by BTF in bind_probe, by kallsyms here where
         there is no BTF. A USDT probe's a1..aN are bound to where its
-        probe point's note places them (kernel/symbols/usdt)."""
+        probe point's note places them (kernel/symbols/usdt). A filter's cgroup
+        path must name a cgroup v2 directory here (one line, CgroupError)."""
+        _check_cgroup_paths(probe)
         if probe.kind is Kind.USDT:
             from ktui.kernel.symbols.usdt import bind_usdt
 
