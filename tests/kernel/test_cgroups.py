@@ -1,11 +1,14 @@
-"""--cgroup on a real kernel: the same workload run inside a test cgroup
-(in a child of it: descendants count) and outside it is counted only
-inside, exactly, by a tracepoint and a kprobe with a filter; a path that
-is no cgroup v2 directory is refused in one line."""
+"""cgroups on a real kernel. --cgroup: the same workload run inside a test
+cgroup (in a child of it: descendants count) and outside it is counted only
+inside, exactly, by a tracepoint and a kprobe with a filter; a path that is
+no cgroup v2 directory is refused in one line. `cgroup` as a fetch, a count
+key and a filter operand: each workload's reads under its own cgroup's
+path, and `cgroup == "P"` that cgroup alone (not its child)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import os
 import subprocess
 from pathlib import Path
@@ -18,7 +21,7 @@ from ktui.lang.model import KtuiError
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState
 
-from .conftest import ktui_bpf_programs, wait_for
+from .conftest import drain_all, ktui_bpf_programs, wait_for
 
 SIZE, INSIDE, OUTSIDE = 4099, 7, 5
 SET = f"""
@@ -85,3 +88,48 @@ def test_a_path_that_is_no_cgroup_v2_directory_is_refused(path, words, warm_cach
             pass
     assert words in str(err.value) and "\n" not in str(err.value)
     assert ktui_bpf_programs() == []
+
+
+def _own_cgroup(pid: int) -> str:
+    """A process's cgroup v2 path as ktui shows it: relative to the mount, `/` for the root."""
+    line = next(ln for ln in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if ln.startswith("0::"))
+    path = line[3:].strip("/")
+    return path or "/"
+
+
+def test_cgroup_is_fetched_counted_and_compared_by_its_path(workload, warm_cache, test_cgroup):
+    top, child = test_cgroup
+    root = Path(cgroup2_root() or top.parent)
+    in_top = workload([[["read", SIZE, 3]]])
+    (top / "cgroup.procs").write_text(str(in_top.pid))
+    in_child = workload([[["read", SIZE, 5]]])
+    (child / "cgroup.procs").write_text(str(in_child.pid))
+    outside = workload([[["read", SIZE, 2]]])
+    top_rel, child_rel = str(top.relative_to(root)), str(child.relative_to(root))
+    want = {top_rel: 3, child_rel: 5, _own_cgroup(outside.pid): 2}  # (read while they live)
+    ps = loads_probeset(f"""
+name: by cgroup
+probes:
+  - spec: where=ksys_read:c:cgroup,a3 count(cgroup)
+    filter: a3 == {SIZE}
+  - spec: top_only=ksys_read:c
+    filter: a3 == {SIZE} && cgroup == "{top_rel}"
+  - spec: not_top=ksys_read:c
+    filter: a3 == {SIZE} && cgroup != "{top_rel}"
+""")
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                 "every probe attached")
+        for w in (outside, in_child, in_top):
+            w.run_phase()
+        names = {pid: st.probe.name for pid, st in s.statuses().items()}
+        wait_for(lambda: sum(p.hits for p in s.stats().probes.values()) >= 2 * 10, "every read counted")
+        events = drain_all(s)
+        stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+        events += drain_all(s)
+    assert Counter(e.values[0] for e in events) == Counter(want)
+    assert all(e.values[1] == SIZE for e in events)
+    keys = {key[0]: n for key, n, _ in stats["where"].top_values}
+    assert {k: keys.get(k) for k in want} == want
+    # (no other process reads exactly SIZE bytes: the workloads' reads are all there is)
+    assert {n: p.hits for n, p in stats.items()} == {"where": 10, "top_only": 3, "not_top": 7}
