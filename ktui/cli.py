@@ -398,7 +398,8 @@ def _check_files(files, names, syntax_only: bool) -> int:
     no_tracefs = kernel.tracefs_problem() if kernel is not None else None
     for f in files:
         ps, errors = check_probeset(f, _binding_kernel(kernel, no_btf, no_tracefs))
-        problems = [] if syntax_only else _name_problems(f, names, ps, errors) + _user_target_problems(f, ps)
+        problems = [] if syntax_only else (_name_problems(f, names, ps, errors) + _user_target_problems(f, ps)
+                                           + _gate_problems(f, names, ps))
         if not syntax_only and ps is not None:
             problems += _errno_problems(f, ps) + _cgroup_problems(f, ps)
         if ps is not None:
@@ -473,6 +474,24 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
         out.append((target.line, target.col,
                     f"{path}:{target.line}:{target.col}: {kind}probe {number} ({spec}): {found.message}",
                     found.fatal))
+    return out
+
+
+def _gate_problems(path: str, names, ps) -> list[tuple[int, int, str, bool]]:
+    """A `within:` gate's function the running kernel cannot probe, at its
+    probe's target (the gate attaches where the probe does)."""
+    from ktui.lang.locate import probe_targets
+
+    if ps is None:
+        return []
+    out = []
+    for number, (probe, target) in enumerate(zip(ps.probes, probe_targets(path)), 1):
+        found = names.problem(probe.within) if probe.within is not None else None
+        if found is None:
+            continue
+        kind = "" if found.fatal else "warning: "
+        out.append((target.line, target.col, f"{path}:{target.line}:{target.col}: {kind}probe {number} "
+                    f"({probe.spec_text}): within {probe.within}: {found.message}", found.fatal))
     return out
 
 

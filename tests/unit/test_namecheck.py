@@ -169,3 +169,16 @@ def test_check_reports_a_misspelt_function_beside_other_errors_in_the_set(tmp_pa
     assert "no parameter 'cuont'" in lines[1] and "no parameter 'sise'" in lines[2]
     assert "unknown kernel function 'vfs_raed'" in lines[3]  # once: binding said it first
     assert "zstd_build has no symbol of its own" in lines[4] and "sample" in lines[5]
+
+
+def test_check_asks_the_kernel_for_a_gates_function_too(tmp_path, fake_check):
+    """`within(FUNC)`: a gate on a function the kernel lacks fails where the
+    probe attaches, so `ktui check` says so first, at the probe's target."""
+    f = tmp_path / "g.yaml"
+    f.write_text("name: g\nprobes:\n  - spec: vfs_read:c within(vfs_raed)\n"
+                 "  - spec: vfs_read:r\n    within: vfs_read\n")
+    r = CliRunner().invoke(cli.main, ["check", str(f)])
+    assert r.exit_code == 1
+    assert r.output.splitlines() == [
+        f"{f}:3:11: probe 1 (vfs_read:c): within vfs_raed: unknown kernel function 'vfs_raed' "
+        "(did you mean vfs_read?)"]
