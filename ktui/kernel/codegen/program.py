@@ -64,8 +64,8 @@ class Program:
 # attach to a kernel function of its name. No compiled program takes either,
 # nor a wildcard, nor a probe reading the task's cgroup (lang.cgroups: the
 # C here has no cgroup fetch, key or comparison).
-NOT_COMPILED = ("never compiled: tracepoints, user-space probes, wildcards and probes that read cgroup "
-                "run on the generic program")
+NOT_COMPILED = ("never compiled: tracepoints, user-space probes, wildcards, gated probes (within:) and probes "
+                "that read cgroup run on the generic program")
 
 
 def never_compiled(probe: Probe) -> bool:
