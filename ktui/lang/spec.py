@@ -82,8 +82,10 @@ _WITHIN = re.compile(r"[ \t]+within\(([^()]*)\)")
 
 
 def _within_clause(text: str) -> tuple[str, str | None]:
-    """`SPEC ... within(FUNC) ...` -> (the text without it, FUNC); (text,
-    None) without one. SpecError at FUNC's column when it is no function's name."""
+    """`SPEC ... within(FUNC) ...` -> (the text with the clause blanked out,
+    FUNC); (text, None) without one. Blanked, not cut: what follows keeps
+    its columns for the errors the rest of the text may have. SpecError at
+    FUNC's column when it is no function's name."""
     m = _WITHIN.search(text)
     if m is None:
         return text, None
@@ -94,7 +96,7 @@ def _within_clause(text: str) -> tuple[str, str | None]:
         raise SpecError(err.message, col=m.start(1) + 1) from None
     if _WITHIN.search(text, m.end()):
         raise SpecError("within(...) given twice", col=m.end() + 1)
-    return text[:m.start()] + text[m.end():], function
+    return (text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]).rstrip(), function
 
 
 def parse_probe_text(text: str) -> Probe:
