@@ -58,6 +58,14 @@ class FentryMixin:
             self._btf = self.loader.kernel_btf()
         return self._btf
 
+    def _load_tracing_variant(self) -> None:
+        """The tracing variant into the engine now, where it is not yet
+        (from the cache, or compiled). Raises what loading raises."""
+        if self._engine.tracing is None:
+            self._engine.tracing = self.loader.tracing_variant(
+                self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
+                func_arg_helpers=self.features.func_arg_helpers)
+
     def _attach_fentry(self, pid_: int) -> ProbeStatus:
         """A probe that goes by fentry/fexit: its copies loaded and linked
         once the tracing variant is in (until then it waits, LOADING: it
@@ -71,9 +79,7 @@ class FentryMixin:
         if waits and self._engine.program is not None and self._engine.tracing is None and self.loaded.is_set():
             # a probe added after the start, the first to want fentry
             try:
-                self._engine.tracing = self.loader.tracing_variant(
-                    self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
-                    func_arg_helpers=self.features.func_arg_helpers)
+                self._load_tracing_variant()
             except Exception as exc:  # noqa: BLE001 - the probe falls back, saying why
                 return self._fall_back(pid_, f"the fentry/fexit variant did not compile: {exc}")
         if waits and (self._engine.program is None or self._engine.tracing is None):

@@ -57,10 +57,7 @@ class GatesMixin:
         slot = gate.slot
         if slot.tracing:
             try:
-                if self._engine.tracing is None:
-                    self._engine.tracing = self.loader.tracing_variant(
-                        self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
-                        func_arg_helpers=self.features.func_arg_helpers)
+                self._load_tracing_variant()
                 self._engine.attach_tracing(slot)
             except Exception as exc:  # noqa: BLE001 - the gate goes by kprobe, the log says why
                 log_line(self._log_fd, f"ktui: within {function}: fentry/fexit refused ({exc}): by kprobe")
@@ -93,7 +90,7 @@ class GatesMixin:
         gates' own stats out of what the session shows."""
         import dataclasses
 
-        for function, gate in self._gates.items():
+        for gate in self._gates.values():
             own = stats.pop(gate.slot.probe_id, None)
             if own is None:
                 continue
