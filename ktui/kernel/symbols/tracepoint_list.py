@@ -16,12 +16,12 @@ the formats are read from tracefs (mode 0700: root only).
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from typing import NamedTuple
 
 from ktui.kernel.symbols.catalog import GLOB_CHARS, CatalogError
 from ktui.lang.bind_fields import listed_type
+from ktui.lang.bind_wildcard import expand_events
 from ktui.lang.model import Kind, Named, SpecError
 from ktui.lang.spec import parse_fetch
 from ktui.lang.tracepoints import (
@@ -74,7 +74,7 @@ class TracepointLister:
         found: dict[str, Listed] = {}
         unmatched = []
         for pattern in patterns:
-            names = self.matching(pattern)
+            names = self._matching(pattern)
             if not names:
                 unmatched.append(pattern)
             for name in names:
@@ -95,13 +95,12 @@ class TracepointLister:
             return no_event_message(root, category, event)
         return f"no tracepoint matches {pattern!r}"
 
-    def matching(self, pattern: str) -> list[str]:
-        category_glob, event_glob = _split(pattern)
+    def _matching(self, pattern: str) -> list[str]:
+        """The events `pattern` matches, as a wildcard probe's are (lang.bind_wildcard)."""
+        _split(pattern)
         root = self.root()
         try:
-            categories = _globbed(list_categories(root), category_glob)
-            return [f"{category}/{event}" for category in categories
-                    for event in _globbed(list_events(category, root), event_glob)]
+            return list(expand_events(pattern, list_categories(root), lambda category: list_events(category, root)))
         except TracepointError as err:
             raise CatalogError(_listing_words(err.message)) from None
 
@@ -127,12 +126,6 @@ def _split(pattern: str) -> tuple[str, str]:
         raise CatalogError(f"{pattern!r}: expected CATEGORY/EVENT, e.g. 'sched/*' or "
                            "'syscalls/sys_enter_open*'", usage=True)
     return category, event
-
-
-def _globbed(names: list[str], glob: str) -> list[str]:
-    if not GLOB_CHARS.search(glob):
-        return [glob] if glob in names else []
-    return [name for name in names if fnmatch.fnmatchcase(name, glob)]
 
 
 def _listing_words(message: str) -> str:
