@@ -683,15 +683,15 @@ class GenericEngine:
 
     def _members(self, slots: dict[int, Slot], np) -> dict[int, dict]:
         """Wildcards' hits (and latencies) by function, from ktui_sites: one
-        read of the whole array for every wildcard slot."""
-        wild = {i: s for i, s in slots.items() if s.sites}
-        if not wild:
-            return {}
-        raw = bpfsys.array_lookup_all(self._map("ktui_sites"), abi.MAX_SITES, 16 * self._ncpus)
-        per_site = np.frombuffer(raw, dtype=np.uint64).reshape(abi.MAX_SITES, self._ncpus, 2).sum(axis=1)
+        read of each wildcard's own sites (they are in a row), never of the
+        whole array, whose per-CPU values grow with the machine's CPUs."""
         out = {}
-        for i, slot in wild.items():
-            counts = per_site[list(slot.sites)]
+        for i, slot in slots.items():
+            if not slot.sites:
+                continue
+            raw = bpfsys.array_lookup_all(self._map("ktui_sites"), len(slot.sites), 16 * self._ncpus,
+                                          start=slot.sites[0])
+            counts = np.frombuffer(raw, dtype=np.uint64).reshape(len(slot.sites), self._ncpus, 2).sum(axis=1)
             hit = [(name, int(h), int(lat)) for name, (h, lat) in zip(slot.probe.members or (), counts.tolist())
                    if h]
             hit.sort(key=lambda m: (-m[1], m[0]))
