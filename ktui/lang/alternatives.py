@@ -51,6 +51,8 @@ def table_name(probe: Probe, matched: int = 0) -> str:
     probes were not bound), nothing while neither is known; and the gate
     it counts inside, `within __x64_sys_read`."""
     gate = f" within {probe.within}" if probe.within is not None else ""
+    if probe.since is not None:
+        gate += f" since {probe.since.spec_text}"
     if probe.target.is_wildcard:
         count = len(probe.members) if probe.members is not None else matched
         return (f"{probe.name} ({count:,})" if count else probe.name) + gate

@@ -117,7 +117,15 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     prototype. A return probe also gets what its function returns (`bind_returns`),
     names or not. A user function's probe is returned as it is: it has no
     BTF here, and its names were refused when it was parsed. A pattern's
-    matches are each bound, and must read alike (`lang.bind_wildcard`)."""
+    matches are each bound, and must read alike (`lang.bind_wildcard`).
+    A span's start is bound as the probe it is (its errors say `since:`)."""
+    if probe.since is not None:
+        try:
+            start = bind_probe(probe.since, kernel)
+        except SpecError as err:
+            raise SpecError(f"since: {err.message}") from None
+        end = bind_probe(dataclasses.replace(probe, since=None), kernel, text=text, filter_text=filter_text)
+        return dataclasses.replace(end, since=start)
     if probe.target.is_user:
         return probe
     if probe.target.is_wildcard:  # each match bound, alike (lang.bind_wildcard)

@@ -579,6 +579,18 @@ class Probe:
     # `within: FUNC` (a gate): the probe counts only while its thread is
     # inside this kernel function (ktui.kernel.session.gates); None: always
     within: str | None = None
+    # `since: START` (a span): the probe is a span's end, and START (a
+    # probe of its own, lang.spans) its start; each hit of the end is
+    # joined to its start by a key (START's fetches, matched against the
+    # end's first ones; none: the thread), and counts the time between.
+    # None: not a span.
+    since: "Probe | None" = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether its hits have a latency: a return probe's (since its
+        call), a span end's (since its start)."""
+        return self.kind is Kind.RETURN or self.since is not None
 
     @property
     def uses_names(self) -> bool:

@@ -60,7 +60,7 @@ from typing import NoReturn
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ktui.lang import grammar, limits, wildcards
+from ktui.lang import grammar, limits, spans, wildcards
 from ktui.lang.filters import parse_filter
 from ktui.lang.aggregate import AGG_MAX_KEYS_MAX, AGG_MAX_KEYS_MIN, check_aggregate, split_fetches
 from ktui.lang.attach_rules import text_obstacle
@@ -77,7 +77,7 @@ from ktui.lang.model import (
 )
 from ktui.lang.bind import Kernel, bind_probe
 from ktui.lang.grammar import parse_raw
-from ktui.lang.spec import parse_fetch, parse_spec_clauses, parse_target, validate_probe
+from ktui.lang.spec import parse_fetch, parse_spec, parse_spec_clauses, parse_target, validate_probe
 from ktui.lang.user_probes import (
     USDT_MAXACTIVE,
     USER_ERRNO,
@@ -105,7 +105,7 @@ SET_FILTER_KEYS = ("pid", "comm", "cgroup")
 PROBE_KEYS = (
     "spec", "function", "address", "tracepoint", "usdt", "binary", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
-    "hist", "count", "sum", "max_keys", "stack", "within",
+    "hist", "count", "sum", "max_keys", "stack", "within", "since",
 )
 AGG_KEYS = ("hist", "count", "sum", "max_keys", "stack")
 KIND_WORDS = {
@@ -318,6 +318,16 @@ class _SetReader(NodeReader):
         except SpecError as err:
             self.fail_inside(node, err, prefix + "spec: ")
 
+    def span_start(self, node: Node, prefix: str) -> Probe:
+        """`since: START`: a span's start, a probe of its own (lang.spans),
+        bound to the kernel's names where the set is checked against one."""
+        scalar = self.scalar_string(node, "since", prefix)
+        try:
+            start = parse_spec(scalar.value)
+            return bind_probe(start, self.kernel) if self.kernel is not None else start
+        except SpecError as err:
+            self.fail_inside(scalar, err, prefix + "since: ")
+
     def long_form(self, items: dict[str, tuple[Node, Node]], form: str, prefix: str) -> Probe:
         node = items[form][1]
         if "binary" in items:
@@ -519,6 +529,7 @@ class _SetReader(NodeReader):
             "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
             "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
             "within": lambda node: self.line_string(node, "within", prefix, limits.check_within),
+            "since": lambda node: self.span_start(node, prefix),
         }
         errors_before = len(self.errors)
         changes: dict[str, object] = {}
@@ -557,6 +568,12 @@ class _SetReader(NodeReader):
                 return FAILED
             probe = agg_probe
         probe = dataclasses.replace(probe, **changes)
+        if probe.since is not None and "since" in changes:
+            try:
+                spans.check_span(probe, probe.since)
+            except SpecError as err:
+                self.attempt(self.fail, items["since"][0], err.message, prefix)
+                return FAILED
         forced = items["attach"][0] if "attach" in changes else None
         # A set-wide `attach:` is for its kprobes: it does not apply to a
         # tracepoint, nor to a user function (a uprobe).

@@ -60,6 +60,8 @@ def dumps_probeset(ps: ProbeSet) -> str:
         entry.update(aggregate_keys(probe))
         if probe.within is not None:
             entry["within"] = probe.within
+        if probe.since is not None:
+            entry["since"] = probe.since.spec_text
         probes.append(entry)
     document["probes"] = probes
     body = yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,

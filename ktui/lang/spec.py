@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ktui.lang import filters, limits, wildcards
+from ktui.lang import filters, limits, spans, wildcards
 from ktui.lang.aggregate import check_aggregate, parse_clauses, split_clauses
 from ktui.lang.checks import check_fetch, check_probe, check_tracepoint_options, fetch_col
 from ktui.lang.grammar import (
@@ -60,7 +60,11 @@ def parse_spec_clauses(text: str) -> Probe:
     """A spec followed by aggregation clauses (`vfs_read:r count(comm)
     sum(retval)`, lang.aggregate) and a gate (`within(FUNC)`): columns
     count in `text`."""
-    text, within = _within_clause(check_text(text, "spec"))
+    text = check_text(text, "spec")
+    since = spans.since_clause(text)
+    if since is not None:
+        return _with_start(parse_spec_clauses(since[0]), since[1], since[2], since[3])
+    text, within = _within_clause(text)
     if within is not None:
         return dataclasses.replace(parse_spec_clauses(text), within=within)
     spec, clauses, clauses_at = split_clauses(text)
@@ -76,6 +80,21 @@ def parse_spec_clauses(text: str) -> Probe:
         col = clauses_at + 1 if err.col is None else err.col + clauses_at
         raise SpecError(err.message, col=col) from None
     return dataclasses.replace(probe, agg=agg)
+
+
+def _with_start(end: Probe, text: str, at: int, clause_at: int) -> Probe:
+    """A span: `end` with its start, the probe `text` (which began at
+    column `at` + 1 of the whole spec), both checked (lang.spans: what the
+    two ends do not keep together is refused at the clause)."""
+    try:
+        start = parse_spec(text)
+    except SpecError as err:
+        raise SpecError(f"since: {err.message}", col=_shift(err.col, at)) from None
+    try:
+        spans.check_span(end, start)
+    except SpecError as err:
+        raise SpecError(err.message, col=clause_at + 1) from None
+    return dataclasses.replace(end, since=start)
 
 
 _WITHIN = re.compile(r"[ \t]+within\(([^()]*)\)")

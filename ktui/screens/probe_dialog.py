@@ -51,8 +51,16 @@ def caret_text(text: str, err: SpecError) -> Text:
 
 
 def dialog_spec(probe: Probe) -> str:
-    """The spec field of a probe being edited: its aggregations after it."""
-    return f"{probe.spec_text} {probe.agg}" if probe.agg is not None else probe.spec_text
+    """The spec field of a probe being edited: its clauses after it (its
+    aggregations, its gate, its span's start), so that an edit keeps them."""
+    text = probe.spec_text
+    if probe.agg is not None:
+        text += f" {probe.agg}"
+    if probe.within is not None:
+        text += f" within({probe.within})"
+    if probe.since is not None:
+        text += f" since({probe.since.spec_text})"
+    return text
 
 
 def build_probe(

@@ -1,0 +1,111 @@
+"""Spans: the time from one event to another, joined by a key.
+
+A span is written on its end, `END since(START)` (`since: START` in a
+probe set), as bcc's biolatency or runqlat pair two probes:
+
+    blk_mq_end_request:c:a1 since(blk_mq_start_request:c:a1)
+    syscalls/sys_exit_read:t:ret since(syscalls/sys_enter_read:t)
+
+The key is START's fetches, matched in order against the end's first
+ones: a block request by its `struct request *` (a1 at both ends), or
+with no fetch in START, the thread. Every end that finds its start
+counts the time between as a return probe counts its latency, under the
+task that made the START (the end often runs in an interrupt or a
+kworker): its comm, pid and cgroup are carried from the start.
+
+What a span can be, for now: each end a call of a kernel or user
+function, a tracepoint or a USDT probe, one function or event each (not
+a return, a pattern or a gate); the key up to SPAN_KEYS_MAX integers.
+"""
+
+from __future__ import annotations
+
+from ktui.lang.model import STRING_TYPES, Builtin, Kind, Probe, SpecError
+
+SPAN_KEYS_MAX = 4  # fetches in a span's key (the kernel's ktui_span_key)
+SPAN_EXAMPLE = "blk_mq_end_request:c:a1 since(blk_mq_start_request:c:a1)"
+
+
+def since_clause(text: str) -> tuple[str, str, int, int] | None:
+    """`SPEC ... since(START) ...` -> (the text with the clause blanked out,
+    START, the 0-based columns in `text` of START and of the clause); None
+    without one. Blanked,
+    not cut: what follows keeps its columns for errors. START may hold
+    parentheses of its own (`+8(a1)`): the clause ends at its match."""
+    at = _clause_start(text)
+    if at is None:
+        return None
+    open_at = at + len("since(")
+    depth, end = 1, None
+    for i in range(open_at, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+    if end is None:
+        raise SpecError("since(...): no closing parenthesis", col=at + 1)
+    if _clause_start(text, end + 1) is not None:
+        raise SpecError("since(...) given twice", col=_clause_start(text, end + 1) + 1)
+    start = text[open_at:end]
+    lead = len(start) - len(start.lstrip())
+    if not start.strip():
+        raise SpecError(f"since(...) names the span's start, a probe: {SPAN_EXAMPLE}", col=open_at + 1)
+    blanked = text[:at] + " " * (end + 1 - at) + text[end + 1:]
+    return blanked.rstrip(), start.strip(), open_at + lead, at
+
+
+def _clause_start(text: str, start: int = 0) -> int | None:
+    """Where ` since(` begins (after a blank: never inside a spec's own word)."""
+    i = text.find("since(", start)
+    while i != -1:
+        if i > 0 and text[i - 1] in " \t":
+            return i
+        i = text.find("since(", i + 1)
+    return None
+
+
+def check_span(end: Probe, start: Probe) -> None:
+    """The rules a span's two probes keep (SpecError, its message saying
+    which end; no column: the caller places it)."""
+    for what, probe in (("since: the start", start), ("a span's end", end)):
+        if probe.kind is Kind.RETURN:
+            raise SpecError(f"{what} is a return probe (:r): a span goes from a call, tracepoint or USDT probe "
+                            "to another (for a function's own latency, use FUNC:r)")
+        if probe.target.is_wildcard:
+            raise SpecError(f"{what} is a pattern: a span joins one function or event to another")
+        if probe.within is not None:
+            raise SpecError(f"{what} has within(...): a span is not gated")
+    if start.filter is not None or start.agg is not None:
+        raise SpecError("since: the start is a probe alone (TARGET:KIND[:KEY,...]): filters and "
+                        "aggregations go on the span's end")
+    if start.since is not None:
+        raise SpecError("since: the start is a span of its own: a span has one start")
+    keys = start.fetches
+    if len(keys) > SPAN_KEYS_MAX:
+        raise SpecError(f"since: a span's key is at most {SPAN_KEYS_MAX} values, got {len(keys)}")
+    for fetch in keys:
+        _check_key(fetch, "since: the start's")
+    if len(end.fetches) < len(keys):
+        raise SpecError(f"the span's key is {len(keys)} value(s) of its start ({', '.join(map(str, keys))}): "
+                        f"its end's first {len(keys)} fetch(es) are the same key, read at the end")
+    for fetch in end.fetches[:len(keys)]:
+        _check_key(fetch, "the end's")
+
+
+def _check_key(fetch, whose: str) -> None:
+    expr = fetch.expr
+    if isinstance(expr, Builtin):
+        # the thread is the key when the start fetches nothing; a builtin
+        # is what the end's task says, which is not the start's in general
+        raise SpecError(f"{whose} key {fetch}: a key is a value the probe reads (a pointer, a field, "
+                        f"an argument), not {expr.name}; a span with no key is joined by the thread")
+    if fetch.type in STRING_TYPES:
+        raise SpecError(f"{whose} key {fetch}: a key is an integer, not a string")
+
+
+def key_text(start: Probe) -> str:
+    """What joins a span's ends, in words: `a1` or `the thread`."""
+    return ", ".join(str(f) for f in start.fetches) if start.fetches else "the thread"
