@@ -17,10 +17,17 @@ Operations:
                         follows is seen under comm NAME
     ["readv", SIZE, N]  N readv(2)s of SIZE bytes in one buffer from /dev/zero
     ["pread", SIZE, N]  N pread64(2)s of SIZE bytes from /dev/zero
+    ["write", SIZE, N]  N writes of SIZE bytes to /dev/null
+    ["directread", PATH, SIZE, N]
+                        N preadv(2)s of SIZE bytes at 0, SIZE, 2*SIZE, ...
+                        from PATH (a block device) opened O_DIRECT before
+                        the first phase, into a page-aligned buffer: one
+                        block request each, past the page cache
 """
 
 import ctypes
 import json
+import mmap
 import os
 import signal
 import sys
@@ -41,6 +48,9 @@ def main() -> None:
     wronly = os.open("/dev/null", os.O_WRONLY)
     files = {op[1]: os.open(op[1], os.O_RDONLY)
              for phase in phases for op in phase if op[0] == "fileread"}
+    direct = {op[1]: os.open(op[1], os.O_RDONLY | os.O_DIRECT)
+              for phase in phases for op in phase if op[0] == "directread"}
+    aligned = mmap.mmap(-1, max([op[2] for phase in phases for op in phase if op[0] == "directread"] or [1]))
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     os.write(1, b"ready\n")
     for phase in phases:
@@ -66,6 +76,13 @@ def main() -> None:
             elif op[0] == "pread":
                 for _ in range(op[2]):
                     os.pread(zero, op[1], 0)
+            elif op[0] == "write":
+                for _ in range(op[2]):
+                    os.write(wronly, bytes(op[1]))
+            elif op[0] == "directread":
+                view = memoryview(aligned)[:op[2]]
+                for i in range(op[3]):
+                    os.preadv(direct[op[1]], [view], i * op[2])
             elif op[0] == "open":
                 os.close(os.open(op[1], os.O_CREAT | os.O_WRONLY, 0o600))
         os.write(1, b"done\n")

@@ -70,7 +70,7 @@ NOT_COMPILED = ("never compiled: tracepoints, user-space probes, wildcards, gate
 
 def never_compiled(probe: Probe) -> bool:
     return (probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard
-            or probe.within is not None or uses_cgroup(probe))
+            or probe.within is not None or probe.since is not None or uses_cgroup(probe))
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:

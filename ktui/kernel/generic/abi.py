@@ -96,6 +96,13 @@ F_BARE = 64  # it only counts (a return: and times); no filter, fetch, event, ra
 # gate counts only while its thread is inside
 F_GATE = 128
 GATE_THREADS = 16384  # threads inside some gate at once (ktui_gates)
+# A span (`END since(START)`, lang.spans): START's slot stores when and who
+# under the key (ktui_spans), END's slot takes it back and counts the time
+# between as a return probe's latency; plan.span names the END's slot
+F_SPAN_START = 256
+F_SPAN_END = 512
+SPAN_KEYS = 4  # integers of a span's key (lang.spans.SPAN_KEYS_MAX)
+SPAN_MAP = 16384  # starts waiting for their end, every span's (ktui_spans)
 
 # In-kernel aggregations (plan.agg: lang.aggregate's hist/count/sum/stack), kept
 # for every hit that passed the filter, sampled or not, in maps shared by every
@@ -174,6 +181,13 @@ class Plan(ctypes.Structure):
         ("site_base", ctypes.c_uint32),
         # `within:` the slot of the gate the probe counts inside, plus 1 (0: none)
         ("gate", ctypes.c_uint32),
+        # a span's end (F_SPAN_END) or start (F_SPAN_START): the END's slot
+        # plus 1 and its generation (a start stored for an edited span's
+        # old generation is never taken), and how many of the fetches are
+        # the key (0: the thread)
+        ("span", ctypes.c_uint32),
+        ("span_gen", ctypes.c_uint32),
+        ("span_nkeys", ctypes.c_uint32),
         # bit i: fetch i runs before the filter (the filter reads it) ...
         ("fetch_before", ctypes.c_uint32),
         # ... after it, only for a hit that passed and is written out
@@ -306,6 +320,8 @@ def c_declarations() -> str:
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,
         "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE, "F_GATE": F_GATE, "KTUI_GATE_THREADS": GATE_THREADS,
+        "F_SPAN_START": F_SPAN_START, "F_SPAN_END": F_SPAN_END, "KTUI_SPAN_KEYS": SPAN_KEYS,
+        "KTUI_SPAN_MAP": SPAN_MAP,
         "AGG_HIST": AGG_HIST, "AGG_COUNT": AGG_COUNT, "AGG_SUM": AGG_SUM, "AGG_KSTACK": AGG_KSTACK,
         "AGG_USTACK": AGG_USTACK, "AGG_SIGNED_HIST": AGG_SIGNED_HIST, "AGG_SIGNED_SUM": AGG_SIGNED_SUM,
         "KTUI_AGG_KEYS": AGG_KEYS, "KTUI_AGG_MAP_KEYS": AGG_MAP_KEYS, "KTUI_STACK_DEPTH": STACK_DEPTH,

@@ -35,7 +35,7 @@ from ktui.kernel.generic.counter import Counters, comms_by_slot, forget_comms, t
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
 from ktui.kernel.codegen.runtime import COMM_EXACT
-from ktui.kernel.generic.plan import NotGeneric, build_plan, errno_check
+from ktui.kernel.generic.plan import NotGeneric, as_span_end, as_span_start, build_plan, errno_check
 from ktui.lang.model import Kind, Probe
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS
@@ -47,7 +47,8 @@ TOP_COMMS = 5
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
-                  "ktui_errno_rest", "ktui_vhist", "ktui_vhist_sum", "ktui_agg_drops", "ktui_lost_full", "ktui_stack_drop")
+                  "ktui_errno_rest", "ktui_vhist", "ktui_vhist_sum", "ktui_agg_drops", "ktui_lost_full", "ktui_stack_drop",
+                  "ktui_replaced", "ktui_matched")
 # the aggregations' shared hash maps, keyed by the probe's tag first (abi.AggKey...)
 _TAGGED_MAPS = (("ktui_aggs", abi.AggKey), ("ktui_agg_lost", abi.AggKey), ("ktui_stacks", abi.StackKey),
                 ("ktui_ustacks", abi.UStackKey))
@@ -87,6 +88,10 @@ class Slot:
     # inside (-1: none)
     gate: bool = False
     gated_by: int = -1
+    # a span's start (`since:`): the slot of the span's end, whose key it
+    # stores under (program.c: ktui_spans); None: not a start. A span's end
+    # is the slot whose probe has `since`.
+    span_end: "Slot | None" = None
     # its filter's cgroup paths -> ids, resolved when it was added: a plan
     # written again (the program loaded late) keeps comparing with those
     # cgroups, even if their directories have gone since (then no task is
@@ -109,7 +114,12 @@ class Slot:
         would count its hits meanwhile (a tracepoint's program is its own
         copy; a wildcard's hits by function are the program's to count; a
         gate's depths and a gated probe's check are the program's too)."""
-        return self.tracepoint or bool(self.sites) or self.gate or self.gated_by >= 0
+        return self.tracepoint or bool(self.sites) or self.gate or self.gated_by >= 0 or self.in_span
+
+    @property
+    def in_span(self) -> bool:
+        """One end of a span: its hits are the program's to join."""
+        return self.span_end is not None or self.probe.since is not None
 
     @property
     def via(self) -> str:
@@ -223,19 +233,20 @@ class GenericEngine:
         """Whether the dispatcher counts the slot's hits until the program is
         in: only where no filter of the program's is needed to count them."""
         return (self.comm is None and self.cgroup_fd is None and slot.probe.filter is None
-                and not slot.gate and slot.gated_by < 0)
+                and not slot.gate and slot.gated_by < 0 and not slot.in_span)
 
     # ------------------------------------------------------------ slots
 
     def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0, *, multi: bool = False,
-            gate: bool = False, gated_by: int = -1) -> Slot:
+            gate: bool = False, gated_by: int = -1, span_end: Slot | None = None) -> Slot:
         """A slot for `probe` (not attached yet). NotGeneric if the generic
         program cannot run it; then nothing was allocated. `btf_id`: it goes
         by fentry/fexit to that function (of `nargs` arguments). A wildcard
         (probe.members bound) gets a site per member; `multi`: its
         functions go in kprobe_multi links. `gate`: the slot is a gate (a
         return probe on its function, keeping threads' depths inside it);
-        `gated_by`: the gate slot the probe counts inside."""
+        `gated_by`: the gate slot the probe counts inside. `span_end`: the
+        slot is the start of that span's end."""
         with self._lock:
             # Round robin: a freed slot comes back only after every other one
             # was used, so its old errno and comm entries (cleared by a scan
@@ -245,7 +256,8 @@ class GenericEngine:
             if index is None:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
-            slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs, gate=gate, gated_by=gated_by)
+            slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs, gate=gate, gated_by=gated_by,
+                        span_end=span_end)
             # NotGeneric (or a filter's CgroupError) before anything is taken
             plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
             members = probe.members or ()
@@ -255,7 +267,8 @@ class GenericEngine:
                                  f"{len(members)} of the {abi.MAX_SITES - 1} places to count them in a row")
             slot.multi = multi and bool(members)
             slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE
-                                and not members and gated_by < 0)  # a counter's program: no function, no gate
+                                and not members and gated_by < 0 and not slot.in_span)
+            # (a counter's program: no function, no gate, no span)
             halves = 2 if probe.kind is Kind.RETURN else 1
             if slot.tracepoint or slot.multi:
                 halves = 0  # its own copy of the program, loaded when it attaches
@@ -294,6 +307,10 @@ class GenericEngine:
         if slot.gated_by >= 0:
             plan.gate = slot.gated_by + 1
             plan.flags &= ~abi.F_BARE  # the bare paths do not look at the gate
+        if slot.span_end is not None:
+            as_span_start(plan, slot.span_end.index, slot.span_end.gen)
+        if slot.probe.since is not None:
+            as_span_end(plan, slot.index, slot.gen, len(slot.probe.since.fetches))
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))
 
     def _install(self, slot: Slot) -> None:
@@ -311,6 +328,8 @@ class GenericEngine:
         with self._lock:
             if slot.probe.agg is not None and self.program is not None:
                 self._forget(slot.index)  # its keys and stacks would take room from the others
+            if slot.probe.since is not None and self.program is not None:
+                self._forget_starts(slot.index)  # starts that never ended would fill the map for good
             self.dispatcher.unroute(slot.index)
             self.slots.pop(slot.index, None)
             if slot.sites:
@@ -581,6 +600,14 @@ class GenericEngine:
                 if struct.unpack_from("<I", raw)[0] & abi.COOKIE_SLOT_MASK == index:
                     bpfsys.map_delete(fd, raw)
 
+    def _forget_starts(self, index: int) -> None:
+        """Delete the starts still waiting in ktui_spans for the span whose
+        end is slot `index` (any generation's)."""
+        fd = self._map("ktui_spans")
+        for raw in bpfsys.map_keys(fd, 8 + 8 * abi.SPAN_KEYS):
+            if struct.unpack_from("<I", raw)[0] == index:
+                bpfsys.map_delete(fd, raw)
+
     def _percpu_size(self, value_size: int) -> int:
         return ((value_size + 7) // 8 * 8) * self._ncpus
 
@@ -649,7 +676,7 @@ class GenericEngine:
         hits = per_cpu_hits.sum(axis=1)
         counters = {name: self._sum_counters(self._map(name), count, np)
                     for name in ("ktui_emitted", "ktui_lost", "ktui_lat_sum", "ktui_unpaired", "ktui_unstored",
-                                 "ktui_nested", "ktui_errno_rest")}
+                                 "ktui_nested", "ktui_errno_rest", "ktui_replaced", "ktui_matched")}
         comms = comms_by_slot(self._map("ktui_comms")) if slots else {}
         aggregates = self._aggregates(slots, count, np)
         members = self._members(slots, np)
@@ -657,8 +684,9 @@ class GenericEngine:
             hist: tuple[int, ...] = ()
             errnos: dict[int, int] = {}
             ret = slot.probe.kind is Kind.RETURN
-            if ret:
+            if slot.probe.timed:  # a return probe, a span's end: latencies
                 hist = self._hist(i, np)
+            if ret:
                 errnos = self._errnos(i, np)
             out[slot.probe_id] = ProbeStats(
                 probe_id=slot.probe_id, hits=int(early[i] + hits[i]), emitted=int(counters["ktui_emitted"][i]),
@@ -675,6 +703,8 @@ class GenericEngine:
                 unpaired=int(counters["ktui_unpaired"][i]),
                 entries_unstored=int(counters["ktui_unstored"][i]),
                 nest_dropped=int(counters["ktui_nested"][i]),
+                span_replaced=int(counters["ktui_replaced"][i]),
+                span_matched=int(counters["ktui_matched"][i]),
                 **runs[i],
                 **aggregates.get(i, {}),
                 **members.get(i, {}),

@@ -499,3 +499,35 @@ def _evaluate(node: FilterExpr, results: dict[Compare, bool]) -> bool:
     if isinstance(node, Not):
         return not _evaluate(node.operand, results)
     return results[node]
+
+
+def as_span_start(plan: abi.Plan, end_index: int, end_gen: int) -> None:
+    """`plan` (of a span's START probe) made the start of the span whose
+    end is slot `end_index` of generation `end_gen`: its fetches are the
+    key, all read before it is stored; it emits nothing."""
+    _span_keys(plan, plan.nfetch)
+    plan.flags = (plan.flags | abi.F_SPAN_START) & ~(abi.F_BARE | abi.F_EMITS)
+    plan.span, plan.span_gen, plan.span_nkeys = end_index + 1, end_gen, plan.nfetch
+    plan.fetch_before = (1 << plan.nfetch) - 1
+    plan.fetch_agg = plan.fetch_after = 0
+
+
+def as_span_end(plan: abi.Plan, index: int, gen: int, nkeys: int) -> None:
+    """`plan` (slot `index`, generation `gen`) made a span's end: its first
+    `nkeys` fetches are the key, read before its start is looked up; a hit
+    is timed (its latency: since the start)."""
+    _span_keys(plan, nkeys)
+    keys = (1 << nkeys) - 1
+    plan.flags = (plan.flags | abi.F_SPAN_END | abi.F_TIME) & ~abi.F_BARE
+    plan.span, plan.span_gen, plan.span_nkeys = index + 1, gen, nkeys
+    plan.fetch_before |= keys
+    plan.fetch_agg &= ~keys
+    plan.fetch_after &= ~keys
+
+
+def _span_keys(plan: abi.Plan, nkeys: int) -> None:
+    if nkeys > abi.SPAN_KEYS:
+        raise NotGeneric(f"a span's key holds at most {abi.SPAN_KEYS} values")
+    for i in range(nkeys):
+        if plan.fetch[i].kind not in (abi.K_UINT, abi.K_SINT):
+            raise NotGeneric("a span's key is integers read by the probe (no string, no builtin)")

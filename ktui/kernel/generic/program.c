@@ -68,6 +68,28 @@ struct ktui_who {
     char comm[16];
 };
 
+/* Spans (`END since(START)`): each start that passed the set-wide filters
+ * stores when and who under its key: the END's slot and generation, then
+ * the key's values (START's fetches; the thread where it has none). An end
+ * that finds its start takes it (pid, comm and cgroup are the start's: an
+ * end often runs in an interrupt or a kworker) and counts the time since.
+ * Counted: starts not kept (the map full: the START slot's ktui_unstored),
+ * starts that replaced one still waiting (a requeue; ktui_replaced),
+ * ends with no start (the END's ktui_unpaired) and ends that took one
+ * (ktui_matched): what still waits is the rest. */
+struct ktui_span_key {
+    u32 span;
+    u32 gen;
+    u64 k[KTUI_SPAN_KEYS];
+};
+
+struct ktui_span_start {
+    u64 ts;
+    u64 pid_tgid;
+    u64 cgroup;
+    char comm[16];
+};
+
 /* everything one hit works on, per CPU */
 struct ktui_state {
     /* first: a string comparison reads comm word by word up to its count,
@@ -90,6 +112,10 @@ struct ktui_state {
     u64 record; /* a tracepoint's record (SRC_RECORD): its fields are read at offsets from it */
     u64 cpu;
     u64 func; /* a wildcard's hit: which of its functions (SRC_FUNC) */
+    /* a span's end: the cgroup of the task that made its start (SRC_CGROUP;
+     * 0: the current task's) */
+    u64 cgroup;
+    struct ktui_span_key spkey; /* a span's key (too big for the BPF stack) */
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
 
@@ -135,6 +161,9 @@ struct ktui_gate_key {
     u32 tid;
 };
 BPF_HASH(ktui_gates, struct ktui_gate_key, u64, KTUI_GATE_THREADS);
+BPF_HASH(ktui_spans, struct ktui_span_key, struct ktui_span_start, KTUI_SPAN_MAP);
+BPF_PERCPU_ARRAY(ktui_replaced, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_matched, u64, KTUI_MAX_PROBES);
 /* In-kernel aggregations (plan.agg), every probe's in the same maps, keyed
  * by its tag: a value histogram per slot; hits (and a sum) by key, a
  * probe's keys held to its own max_keys by ktui_agg_nkeys; a hit whose new
@@ -217,7 +246,7 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
     case SRC_RECORD:
         return st->record;
     case SRC_CGROUP:
-        return bpf_get_current_cgroup_id();
+        return st->cgroup ? st->cgroup : bpf_get_current_cgroup_id();
     case SRC_FUNC:
         return st->func;
     }
@@ -732,6 +761,74 @@ static __always_inline int ktui_inside(struct ktui_plan *plan, struct ktui_who *
     return depth && *depth > 0;
 }
 
+/* A span's key, from this hit's fetches (the plan's first span_nkeys) or
+ * its thread, into st->spkey. */
+static __always_inline struct ktui_span_key *ktui_span_key_of(struct ktui_state *st, struct ktui_plan *plan)
+{
+    struct ktui_span_key *k = &st->spkey;
+    __builtin_memset(k, 0, sizeof(*k));
+    k->span = plan->span - 1;
+    k->gen = plan->span_gen;
+    u32 n = plan->span_nkeys;
+    if (!n)
+        k->k[0] = st->who.pid_tgid;
+    if (n > 0)
+        k->k[0] = st->vals[0];
+    if (n > 1)
+        k->k[1] = st->vals[1];
+    if (n > 2)
+        k->k[2] = st->vals[2];
+    if (n > 3)
+        k->k[3] = st->vals[3];
+    return k;
+}
+
+/* A span's start: counted as its slot's hit, then stored (when, who). */
+static __always_inline void ktui_span_begin(struct ktui_state *st, struct ktui_plan *plan, u32 slot)
+{
+    struct ktui_span_key *k = ktui_span_key_of(st, plan);
+    ktui_count(&st->who, slot);
+    struct ktui_span_start v = {};
+    v.pid_tgid = st->who.pid_tgid;
+    v.cgroup = bpf_get_current_cgroup_id();
+    __builtin_memcpy(v.comm, ktui_comm(&st->who), sizeof(v.comm));
+    v.ts = bpf_ktime_get_ns();
+    if (ktui_spans.lookup(k))
+        ktui_bump(ktui_replaced.lookup(&slot));
+    if (ktui_spans.update(k, &v))
+        ktui_bump(ktui_unstored.lookup(&slot));
+}
+
+/* A span's end: 1 when it took its start (*now, *latency; the hit is then
+ * the start's task's). One whose start is not there (made before the span
+ * attached, not kept, left out by the set-wide filters, or taken by
+ * another end of the same key first) is counted as unpaired. */
+static __always_inline int ktui_span_end(struct ktui_state *st, struct ktui_plan *plan, u32 slot, u64 *now,
+                                         u64 *latency)
+{
+    struct ktui_span_key *k = ktui_span_key_of(st, plan);
+    struct ktui_span_start *v = ktui_spans.lookup(k);
+    if (!v) {
+        ktui_bump(ktui_unpaired.lookup(&slot));
+        return 0;
+    }
+    u64 ts = v->ts;
+    st->who.pid_tgid = v->pid_tgid;
+    st->cgroup = v->cgroup;
+    __builtin_memcpy(st->who.comm, v->comm, sizeof(st->who.comm));
+    st->who.have_comm = 1;
+    /* read, then taken: of two ends racing for one start, the one whose
+     * delete fails did not take it */
+    if (ktui_spans.delete(k)) {
+        ktui_bump(ktui_unpaired.lookup(&slot));
+        return 0;
+    }
+    ktui_bump(ktui_matched.lookup(&slot));
+    *now = bpf_ktime_get_ns();
+    *latency = *now - ts;
+    return 1;
+}
+
 /* Fetch i if it is in `todo`, a mask of fetches (a bit test: a range
  * test on two bounds would split the verifier's states at every fetch). */
 #define KTUI_FETCH(i)                                                         \
@@ -760,7 +857,9 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
     if (flags & F_RETURN) {
         if (!ktui_leave(&st->who, plan, slot, frame, &now, &latency, (flags & F_ARGS) ? st->args : 0))
             return 0;
-    } else {
+    } else if (!(flags & F_SPAN_END) || !plan->span_nkeys) {
+        /* (a span's end joined by a key: its start's task passed them, or
+         * no start is there; one joined by the thread is that task) */
         if (!ktui_set_filter(&st->who))
             return 0;
         if (flags & F_TIME)
@@ -775,11 +874,18 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
     u32 todo = plan->fetch_before;
     KTUI_FETCH(0) KTUI_FETCH(1) KTUI_FETCH(2) KTUI_FETCH(3)
     KTUI_FETCH(4) KTUI_FETCH(5) KTUI_FETCH(6) KTUI_FETCH(7)
+    if (flags & F_SPAN_START) {
+        ktui_span_begin(st, plan, slot);
+        return 0;
+    }
+    /* a span's end takes its start whether or not its filter passes */
+    if ((flags & F_SPAN_END) && !ktui_span_end(st, plan, slot, &now, &latency))
+        return 0;
     if (!ktui_filter(st, plan))
         return 0;
     ktui_count(&st->who, slot);
     ktui_count_site(cookie, latency);
-    if (flags & F_RETURN)
+    if (flags & (F_RETURN | F_SPAN_END))
         ktui_account_return(slot, latency, st->retval, plan->errno_mode);
     if (plan->agg) {
         /* the fetches only the aggregations read, then the aggregations */
@@ -888,6 +994,7 @@ static __always_inline struct ktui_state *ktui_begin(u32 slot)
     }
     st->who.pid_tgid = bpf_get_current_pid_tgid();
     st->who.have_comm = 0;
+    st->cgroup = 0;
     return st;
 }
 

@@ -86,9 +86,6 @@ class AttachingMixin:
             return self._set_status(pid_, ProbeState.ATTACHED, via="kretprobe" if ret else "kprobe")
 
     def _attach_generic(self, pid_: int) -> ProbeStatus:
-        from ktui.kernel.session.unit_attach import location, precheck
-        from ktui.kernel.attach.explain import explain_attach_error
-
         slot, probe = self._slots[pid_], self._probes[pid_]
         if slot.fds:
             return self._status[pid_]
@@ -100,6 +97,26 @@ class AttachingMixin:
             reason = self._attach_gate(probe.within)
             if reason:
                 return self._failed(pid_, reason)
+        if probe.since is not None:
+            # its start first, once the program (which joins the two) is in
+            waiting = self._until_program(pid_, slot)
+            if waiting is not None:
+                return waiting
+            reason = self._attach_span_start(pid_)
+            if reason:
+                return self._failed(pid_, reason)
+            status = self._attach_end(pid_)
+            if status.state is ProbeState.FAILED:
+                self._detach_span_start(pid_)  # its starts would wait for no end
+            return status
+        return self._attach_end(pid_)
+
+    def _attach_end(self, pid_: int) -> ProbeStatus:
+        """The probe itself (after its gate or its span's start), by its kind."""
+        from ktui.kernel.session.unit_attach import location, precheck
+        from ktui.kernel.attach.explain import explain_attach_error
+
+        slot, probe = self._slots[pid_], self._probes[pid_]
         if slot.tracing:
             return self._attach_fentry(pid_)
         if slot.tracepoint:
@@ -147,16 +164,22 @@ class AttachingMixin:
         if waiting is not None:
             return waiting
         try:
-            if self._engine.tracepoint is None:
-                self._engine.tracepoint = self.loader.tracepoint_variant(
-                    self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
-                    func_arg_helpers=self.features.func_arg_helpers)
-            names = self._kernel_names()
-            events = probe.members if slot.sites else (probe.target.tracepoint,)
-            self._engine.attach_tracepoint(slot, [names.tracepoint_format(e).id for e in events])
+            self._link_tracepoint(slot)
         except Exception as exc:  # noqa: BLE001 - OSError, the verifier, a compile: the probe says why
             return self._failed(pid_, f"tracepoint {probe.target.tracepoint}: {first_line(exc)}")
         return self._set_status(pid_, ProbeState.ATTACHED, via=slot.via)
+
+    def _link_tracepoint(self, slot) -> None:
+        """A tracepoint slot's perf links (every event of a pattern), on the
+        tracepoint variant, loaded the first time one is needed."""
+        if self._engine.tracepoint is None:
+            self._engine.tracepoint = self.loader.tracepoint_variant(
+                self._log_fd, self.options.cache_dir, self.options.cache, self._compile,
+                func_arg_helpers=self.features.func_arg_helpers)
+        names = self._kernel_names()
+        probe = slot.probe
+        events = probe.members if slot.sites else (probe.target.tracepoint,)
+        self._engine.attach_tracepoint(slot, [names.tracepoint_format(e).id for e in events])
 
     def _attach_wildcard(self, pid_: int) -> ProbeStatus:
         """A wildcard of kernel functions: every match at once, once the
@@ -178,21 +201,10 @@ class AttachingMixin:
         is then read as it is now), then uprobes on them, only in the set's
         --pid where it has one. The log gets its notes (a shared library
         probed in every process)."""
-        from ktui.kernel.attach.explain import explain_attach_error
-        from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
-
-        slot, probe = self._slots[pid_], self._probes[pid_]
-        pid = self.probeset.pid
-        try:
-            target, notes = check_probe_target(probe, pid)
-        except UprobeTargetError as exc:
-            return self._failed(pid_, str(exc))
-        for note in notes:
-            log_line(self._log_fd, f"ktui: {probe.spec_text}: {note}")
-        try:
-            self._engine.attach_user(slot, target.path, target.file_offsets, pid, target.ref_ctr_offset)
-        except OSError as exc:
-            return self._failed(pid_, explain_attach_error(probe, exc, None, self.symbols))
+        slot = self._slots[pid_]
+        reason = self._link_user(slot)
+        if reason:
+            return self._failed(pid_, reason)
         if self.load_error:
             return self._set_status(pid_, ProbeState.FAILED, self.load_error)
         if self._engine.program is None and not slot.counter:
@@ -204,9 +216,29 @@ class AttachingMixin:
         log_line(self._log_fd, f"ktui: {self._probes[pid_].spec_text}: {reason}")
         return self._set_status(pid_, ProbeState.FAILED, reason)
 
+    def _link_user(self, slot) -> str:
+        """A user-space slot's uprobes (its file offsets found in its ELF
+        file, only in the set's --pid where it has one); "" or why not."""
+        from ktui.kernel.attach.explain import explain_attach_error
+        from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
+
+        probe, pid = slot.probe, self.probeset.pid
+        try:
+            target, notes = check_probe_target(probe, pid)
+        except UprobeTargetError as exc:
+            return str(exc)
+        for note in notes:
+            log_line(self._log_fd, f"ktui: {probe.spec_text}: {note}")
+        try:
+            self._engine.attach_user(slot, target.path, target.file_offsets, pid, target.ref_ctr_offset)
+        except OSError as exc:
+            return explain_attach_error(probe, exc, None, self.symbols)
+        return ""
+
     def _detach(self, pid_: int) -> None:
         if pid_ in self._slots:
             self._engine.detach(self._slots[pid_])
+            self._detach_span_start(pid_)
             return
         fds = self._fds.pop(pid_, [])
         if fds:

@@ -32,6 +32,8 @@ def generic_only(probe: Probe) -> str:
         return f"a wildcard {GENERIC_ONLY}"
     if probe.within is not None:
         return f"a probe with within: {GENERIC_ONLY}"
+    if probe.since is not None:
+        return f"a span (since:) {GENERIC_ONLY}"
     if uses_cgroup(probe):
         return f"a probe that reads cgroup {GENERIC_ONLY}"
     return ""
@@ -74,6 +76,12 @@ class EditsMixin:
         probe point's note places them (kernel/symbols/usdt). A filter's cgroup
         path must name a cgroup v2 directory here (one line, CgroupError)."""
         _check_cgroup_paths(probe)
+        if probe.since is not None:  # a span: each end bound as the probe it is
+            try:
+                start = self._bind(probe.since)
+            except KtuiError as exc:
+                raise KtuiError(f"since: {exc}") from None
+            return dataclasses.replace(self._bind(dataclasses.replace(probe, since=None)), since=start)
         if probe.kind is Kind.USDT:
             from ktui.kernel.symbols.usdt import bind_usdt
 
@@ -194,8 +202,12 @@ class EditsMixin:
             gated_by = self._gate_for(pid_, probe.within) if probe.within is not None else -1
             self._slots[pid_] = self._engine.add(probe, pid_, choice.btf_id, choice.nargs, multi=multi,
                                                  gated_by=gated_by)
+            if probe.since is not None:
+                self._add_span_start(pid_, self._slots[pid_])
         except NotGeneric as why:
             self._release_gate(pid_, probe.within)
+            if pid_ in self._slots and probe.since is not None:
+                self._engine.remove(self._slots.pop(pid_))  # its end: its start could not be had
             if self._generic_only(probe):
                 self._refused[pid_] = f"{self._generic_only(probe)}: {why}"
                 return True
@@ -218,6 +230,7 @@ class EditsMixin:
     def remove_probe_now(self, probe_id: int) -> None:
         with self._lock:
             if probe_id in self._slots:
+                self._remove_span_start(probe_id)  # (first: its starts would wait for no end)
                 self._engine.remove(self._slots.pop(probe_id))
                 self._release_gate(probe_id, self._probes[probe_id].within)
                 self._drop_return_event(probe_id)

@@ -41,12 +41,16 @@ class GatesMixin:
         if gate is None:
             probe = Probe(Target(symbol=function), Kind.RETURN, label=f"within {function}")
             choice = self._choose(probe, generic=True)
-            self._gates_made += 1
-            gate_id = -self._gates_made  # no probe of the table has one below 0
-            slot = self._engine.add(probe, gate_id, choice.btf_id, choice.nargs, gate=True)
+            slot = self._engine.add(probe, self._hidden_id(), choice.btf_id, choice.nargs, gate=True)
             gate = self._gates[function] = Gate(slot)
         gate.users.add(pid_)
         return gate.slot.index
+
+    def _hidden_id(self) -> int:
+        """An id for a slot no table shows (a gate, a span's start): no
+        probe of the table has one below 0."""
+        self._gates_made += 1
+        return -self._gates_made
 
     def _attach_gate(self, function: str) -> str:
         """The gate on `function` in the kernel (once: it stays while a probe

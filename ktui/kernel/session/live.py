@@ -64,11 +64,12 @@ from ktui.kernel.session.return_events import ReturnEventsMixin
 from ktui.kernel.session.reading import ReadingMixin
 from ktui.kernel.session.edits import EditsMixin
 from ktui.kernel.session.gates import GatesMixin
+from ktui.kernel.session.spans import SpansMixin
 from ktui.kernel.session.options import SessionOptions
 
 
 class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, ReadingMixin, EditsMixin,
-              GatesMixin):
+              GatesMixin, SpansMixin):
     def __init__(self, probeset: ProbeSet, options: SessionOptions | None = None,
                  loader: Loader | None = None, names: Kernel | None = None) -> None:
         """`loader`: the kernel side (bcc and the kprobe PMU by default);
@@ -99,7 +100,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self._engine = None  # the GenericEngine, where the session uses one
         self._slots: dict = {}  # probe id -> its generic engine Slot
         self._gates: dict = {}  # `within:` function -> its gates.Gate
-        self._gates_made = 0
+        self._gates_made = 0  # slots no table shows, made so far (gates.GatesMixin._hidden_id)
+        self._span_starts: dict = {}  # a span's probe id -> its START's slot (spans.SpansMixin)
         self.loaded = threading.Event()  # the generic program is in (or failed, or none is used)
         self.load_error = ""
         self._returns = None  # the tracefs kretprobes (kretprobe_events.ReturnEvents), None: none
@@ -213,7 +215,8 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         with self._lock:
             self._detached = True
             fds = [fd for pid_ in list(self._fds) for fd in self._fds.pop(pid_)]
-            for slot in self._slots.values():
+            # every slot of the engine: the probes', their gates' and their spans' starts
+            for slot in (self._engine.slots.values() if self._engine is not None else ()):
                 fds += slot.fds
                 slot.fds = []
             if not fds:

@@ -57,6 +57,7 @@ class ReadingMixin:
         if engine is not None:
             out.update(engine.stats(timed))
             self._gate_health(out)
+            self._span_health(out)
         self._add_missed_returns(out)
         # off meanwhile: what was read may have stopped growing partway
         return StatsSnapshot(now, out, timed=timed and self._timing.on)

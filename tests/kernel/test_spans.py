@@ -1,0 +1,163 @@
+"""Spans on a real kernel: `END since(START)` counts the time from each START
+to the END joined to it by a key.
+
+- Joined by the thread: the span from a read's sys_enter_read to its
+  sys_exit_read gives exactly the reads a return probe of the syscall sees,
+  each span holding that syscall's own time.
+- Joined by a value, whatever the thread: a start waits for the first end
+  of its key; a start of a key already waiting replaces it (counted), an end
+  with no start waiting is counted, nothing is mixed up between keys.
+- Joined by a value: a block request, by its `struct request *`, from
+  blk_mq_start_request to blk_mq_end_request. 100 O_DIRECT reads of a loop
+  device give exactly 100 spans on it (the loop device's own completion
+  runs in a kworker or an interrupt: the spans are still the reader's,
+  carried from the start), each inside its read's own time (the block
+  device's read_iter, which waits for the request).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from collections import Counter
+
+import pytest
+
+from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.probeset import loads_probeset
+from ktui.record.feed import ProbeState
+
+from .conftest import drain_all, ktui_bpf_programs, wait_for
+
+SIZE, READS = 4111, 9
+BY_THREAD = """
+name: by-thread
+probes:
+  - spec: span=syscalls/sys_exit_read:t:ret since(syscalls/sys_enter_read:t)
+  - spec: ksys=ksys_read:r:retval
+"""
+
+
+def _by_name(session):
+    names = {pid: st.probe.name for pid, st in session.statuses().items()}
+    return {names[pid]: p for pid, p in session.stats().probes.items() if pid in names}
+
+
+def test_a_span_joined_by_the_thread_gives_the_return_probes_counts(workload, warm_cache):
+    w = workload([[["read", SIZE, READS]]])
+    ps = dataclasses.replace(loads_probeset(BY_THREAD), pid=w.pid)
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                 "the span (its start first) and the return probe attached")
+        w.run_phase()
+        wait_for(lambda: _by_name(s).get("span") is not None and _by_name(s)["span"].hits >= READS
+                 and _by_name(s)["ksys"].hits >= READS, "every read's span and return")
+        stats = _by_name(s)
+        events = drain_all(s)
+        ids = {st.probe.name: pid for pid, st in s.statuses().items()}
+    assert set(stats) == {"span", "ksys"}  # the start is no probe of the table
+    span, ksys = stats["span"], stats["ksys"]
+    assert (span.hits, ksys.hits) == (READS, READS)
+    assert sum(span.hist) == READS
+    # each of the workload's reads started and ended once: nothing unpaired,
+    # replaced, lost or still waiting (the --pid filter applies to both ends)
+    assert (span.span_starts, span.span_matched, span.unpaired, span.span_replaced, span.span_unkept,
+            span.span_waiting) == (READS, READS, 0, 0, 0, 0)
+    mine = [e for e in events if e.probe_id == ids["span"]]
+    assert [e.values for e in mine] == [(SIZE,)] * READS
+    assert all(e.pid == w.pid for e in mine)
+    # the tracepoints are around the syscall's body, which holds ksys_read:
+    # each span is at least as long as its ksys_read
+    returns = [e for e in events if e.probe_id == ids["ksys"]]
+    assert len(returns) == READS
+    for span_event, ret in zip(sorted(mine, key=lambda e: e.ts_ns), sorted(returns, key=lambda e: e.ts_ns)):
+        assert span_event.latency_ns >= ret.latency_ns > 0
+    assert span.latency_sum_ns >= ksys.latency_sum_ns > 0
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
+
+
+A, B = 3001, 3002
+BY_VALUE = """
+name: by-value
+attach: kprobe
+probes:
+  - spec: sized=vfs_read:c:a3 since(vfs_write:c:a3)
+"""
+
+
+def test_a_span_joined_by_a_value_pairs_each_start_with_the_first_end_of_its_key(workload, warm_cache):
+    # four writes of A (each replacing the one before), then reads of B (no
+    # start of their key), then of A: the first takes the last write's start
+    w = workload([[["write", A, 4], ["read", B, 2], ["read", A, 3]]])
+    ps = dataclasses.replace(loads_probeset(BY_VALUE), pid=w.pid)
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()), "the span attached")
+        w.run_phase()
+        # the workload's "done" is a write too (5 bytes): a fifth start, still waiting
+        wait_for(lambda: _by_name(s)["sized"].span_starts == 5, "every start counted")
+        sized = _by_name(s)["sized"]
+        events = drain_all(s)
+    assert (sized.hits, sized.span_matched, sized.span_replaced, sized.span_unkept, sized.span_waiting) == \
+        (1, 1, 3, 0, 1), sized
+    # the reads of B and the last two of A found no start; so did every
+    # other process's read (--pid leaves their starts out, not their ends)
+    assert sized.unpaired >= 4
+    assert [(e.values, e.pid) for e in events] == [((A,), w.pid)]
+    assert events[0].latency_ns > 0
+
+
+@pytest.fixture
+def loop_device(tmp_path):
+    """A 1 MiB loop device (the loop module loaded where it is one), detached after."""
+    subprocess.run(["modprobe", "loop"], check=False, capture_output=True)
+    backing = tmp_path / "disk.img"
+    backing.write_bytes(b"\xa5" * (1 << 20))
+    dev = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    try:
+        yield dev
+    finally:
+        subprocess.run(["losetup", "--detach", dev], check=False)
+
+
+BLOCK = """
+name: block
+probes:
+  - spec: io=blk_mq_end_request:c:rq,dev=rq->part->bd_dev since(blk_mq_start_request:c:rq)
+    filter: dev == {dev}
+  - spec: pread=blkdev_read_iter:r:retval
+"""
+DIRECT_READS, BLOCK_SIZE = 100, 4096
+
+
+def test_block_requests_from_start_to_end_by_their_request(workload, warm_cache, loop_device):
+    rdev = os.stat(loop_device).st_rdev
+    kdev = os.major(rdev) << 20 | os.minor(rdev)  # the kernel's dev_t (MKDEV), as bd_dev holds it
+    w = workload([[["directread", loop_device, BLOCK_SIZE, DIRECT_READS]]])
+    ps = dataclasses.replace(loads_probeset(BLOCK.format(dev=kdev)))
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                 "the span (its start first) and the read probe attached")
+        w.run_phase()
+        wait_for(lambda: _by_name(s).get("io") is not None and _by_name(s)["io"].hits >= DIRECT_READS,
+                 "every request's span")
+        stats = _by_name(s)
+        events = drain_all(s)
+        ids = {st.probe.name: pid for pid, st in s.statuses().items()}
+    io = stats["io"]
+    assert io.hits == DIRECT_READS
+    assert sum(io.hist) == DIRECT_READS
+    assert (io.span_unkept, io.span_replaced) == (0, 0)
+    spans = sorted((e for e in events if e.probe_id == ids["io"]), key=lambda e: e.ts_ns)
+    assert len(spans) == DIRECT_READS
+    # the reader's, though the request may end in an interrupt or a kworker
+    assert {(e.pid, e.values[1]) for e in spans} == {(w.pid, kdev)}
+    preads = sorted((e for e in events if e.probe_id == ids["pread"] and e.pid == w.pid), key=lambda e: e.ts_ns)
+    assert len(preads) == DIRECT_READS, (stats["pread"], Counter(e.pid for e in events if e.probe_id == ids["pread"]))
+    # each request inside its own read: issued after the call began, ended before it returned
+    for span, pread in zip(spans, preads):
+        assert 0 < span.latency_ns <= pread.latency_ns
+        assert pread.ts_ns - pread.latency_ns <= span.ts_ns - span.latency_ns
+        assert span.ts_ns <= pread.ts_ns
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
