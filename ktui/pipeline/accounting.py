@@ -40,14 +40,20 @@ def uncounted(s: ProbeStats) -> int:
     return s.missed_returns + s.unpaired + s.recursion_misses + s.nest_dropped
 
 
-def loss_lines(s: ProbeStats, is_return: bool) -> list[tuple[str, str]]:
+def loss_lines(s: ProbeStats, is_return: bool, span: bool = False) -> list[tuple[str, str]]:
     """The block under a probe's hits: what the kernel saw and did not
     count, one row a counter, as (text, style). A return probe lists all
     five rows once any is nonzero (zeros dim: the whole picture at once); a
     call probe the two that apply to it. Nothing when all are zero, except
     a kretprobe's missed returns when the kernel counts them (maxactive
-    known): that zero is known, and says that no long call went missing."""
+    known): that zero is known, and says that no long call went missing.
+    A span's (`span`) rows are its own: ends with no start, starts not
+    kept or replaced, then the starts still waiting, in a line of their own."""
     rows: list[tuple[int, str, str]] = []  # (count, what, advice)
+    if span:
+        rows.append((s.unpaired, "ends with no start waiting", ""))
+        rows.append((s.span_unkept, "starts not kept (map full)", ""))
+        rows.append((s.span_replaced, "starts replaced before their end (same key)", ""))
     if is_return:
         rows.append((s.unpaired, "returns unpaired (no entry kept)", ""))
         if s.maxactive:
@@ -58,17 +64,19 @@ def loss_lines(s: ProbeStats, is_return: bool) -> list[tuple[str, str]]:
         rows.append((s.entries_unstored, "entries not stored (map full/busy)", ""))
     rows.append((s.nest_dropped, "nested hits dropped (scratch busy)", ""))
     rows.append((s.recursion_misses, "runs missed (recursion)", ""))
+    waiting = [(f"{format_count(s.span_starts)} starts, {format_count(s.span_waiting)} waiting for their end",
+                "dim")] if span else []
     if not any(count for count, _, _ in rows):
         if is_return and s.maxactive:
             return [(f"0 returns missed (maxactive {s.maxactive})", "dim")]
-        return []
-    head = "not in hits or latency:" if is_return else "not in hits:"
+        return waiting
+    head = "not in hits or latency:" if is_return or span else "not in hits:"
     width = max(len(format_count(count)) for count, _, _ in rows)
     out = [(head, "yellow")]
     for count, what, advice in rows:
         style = "" if not count else ("yellow bold" if advice else "yellow")
         out.append((f"  {format_count(count):>{width}} {what}{advice if count else ''}", style or "dim"))
-    return out
+    return waiting + out
 
 
 def errno_unchecked(s: ProbeStats) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ktui.lang.model import Builtin, Fetch, Kind, Probe, RetVal, positional
+from ktui.lang.model import Builtin, Fetch, Probe, RetVal, positional
 from ktui.pipeline.format import errno_name, format_latency, printable
 from ktui.record.feed import Event
 from ktui.record.histogram import slot_bounds
@@ -127,8 +127,8 @@ def drill_down(probe_id: int, probe: Probe, pick: Pick) -> DrillDown:
         source = _source(probe, Fetch(RetVal()), "the return value")
         return DrillDown(probe_id, name, f"retval={code} ({errno_name(code)})", (Test(source, code, type="s64"),))
     if pick.kind == LATENCY:
-        if probe.kind is not Kind.RETURN:
-            raise NotDrillable(f"{name} is not a return probe: its events have no latency")
+        if not probe.timed:
+            raise NotDrillable(f"{name} is neither a return probe nor a span: its events have no latency")
         slot = int(pick.value)  # type: ignore[call-overload]
         return DrillDown(probe_id, name, f"lat {_range(slot, format_latency)}", (Test("latency", slot=slot),))
     agg = probe.agg

@@ -109,6 +109,8 @@ class ProbeView:
     value_sum: bool = False
     # what it is doing (ProbeStatus: probe_state): one of PROBE_STATES
     state: str = "attached"
+    # its hits have a latency: a return probe's, or a span's (since its start)
+    timed: bool = False
 
     @property
     def attached(self) -> bool:
@@ -210,7 +212,8 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                                       "Returns with a negative errno outside the probe's errno table.",
                                       labels=labels)
     latency = HistogramMetricFamily("ktui_probe_latency_seconds",
-                                    "Time from call to return (log2 buckets, exact sum).", labels=labels)
+                                    "Time from call to return, or from a span's start to its end (log2 buckets, exact sum).",
+                                    labels=labels)
     comms = CounterMetricFamily("ktui_probe_comm_hits",
                                 f"Hits by task name: the top {top_comms} per probe (sampled past the first hits).",
                                 labels=labels + ["comm"])
@@ -252,10 +255,39 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
                 errno_checked.add_metric(key, 0 if s.errno_check.startswith("off") else 1)
             for err, n in sorted(s.errnos):
                 errnos.add_metric(key + [errno_name(err)], n)
+        if p.is_return or p.timed:
             latency.add_metric(key, latency_buckets(s.hist), s.latency_sum_ns / 1e9)
     return [hits, emitted, lost, missed, unpaired, unstored, recursion, nested, errnos, errno_other, latency,
             comms, omitted, comms_exact, errno_checked, attached, state, *value_families(probes),
-            *member_families(probes)]
+            *member_families(probes), *span_families(probes)]
+
+
+def span_families(probes: Sequence[ProbeView]) -> list:
+    """A span's own counters (`since:`; its latency is ktui_probe_latency_seconds,
+    its hits are the ends that took their start and passed its filter);
+    none for a set without spans."""
+    labels = ["set", "probe"]
+    starts = CounterMetricFamily("ktui_probe_span_starts", "A span's starts (its START's hits that passed the "
+                                 "set-wide filters).", labels=labels)
+    unmatched = CounterMetricFamily("ktui_probe_span_unmatched_ends", "A span's ends that found no start "
+                                    "waiting under their key.", labels=labels)
+    unkept = CounterMetricFamily("ktui_probe_span_unkept_starts", "A span's starts not kept: the kernel's map "
+                                 "of waiting starts was full.", labels=labels)
+    replaced = CounterMetricFamily("ktui_probe_span_replaced_starts", "A span's starts replaced by another of "
+                                   "the same key before their end.", labels=labels)
+    waiting = GaugeMetricFamily("ktui_probe_span_waiting", "A span's starts waiting for their end now.",
+                                labels=labels)
+    for p in probes:
+        s = p.stats
+        if not (p.timed and not p.is_return):
+            continue
+        key = [p.set, p.name]
+        starts.add_metric(key, s.span_starts)
+        unmatched.add_metric(key, s.unpaired)
+        unkept.add_metric(key, s.span_unkept)
+        replaced.add_metric(key, s.span_replaced)
+        waiting.add_metric(key, s.span_waiting)
+    return [f for f in (starts, unmatched, unkept, replaced, waiting) if f.samples]
 
 
 def member_families(probes: Sequence[ProbeView]) -> list:

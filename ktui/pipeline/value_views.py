@@ -324,12 +324,15 @@ def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int, room: 
     if probe.target.is_wildcard:
         out += member_lines(probe, stats, TOP_MEMBERS, room)
         out.append(("", ""))
-    if probe.kind is Kind.RETURN:
+    if probe.timed:  # a return probe's latency, or a span's (since its start)
         p50, p99 = percentile(stats.hist, 50), percentile(stats.hist, 99)
-        out.append((f"latency  p50 {format_latency(p50)}  p99 {format_latency(p99)}", "bold"))
+        what = "span" if probe.since is not None else "latency"
+        out.append((f"{what}  p50 {format_latency(p50)}  p99 {format_latency(p99)}", "bold"))
         lines = hist_lines(stats.hist, bar_width=bar_width) if bar_width else []
-        out += slot_lines(stats.hist, lines, LATENCY) if lines else [("no returns yet", "dim")]
+        none_yet = "no spans yet" if probe.since is not None else "no returns yet"
+        out += slot_lines(stats.hist, lines, LATENCY) if lines else [(none_yet, "dim")]
         out.append(("", ""))
+    if probe.kind is Kind.RETURN:
         out += error_lines(stats)
         out.append(("", ""))
     heading, note = comms_heading(stats)

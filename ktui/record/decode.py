@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ktui.lang.model import Kind, Probe
+from ktui.lang.model import Probe
 from ktui.record.cgroups import CgroupName, names_of
 from ktui.record.feed import CONTEXT_SHIFT, CPU_MASK, Event, context_name
 from ktui.record.layout import HEADER_FIELDS, HEADER_SIZE, RecordLayout, probe_record_size, sized_layout
@@ -174,7 +174,7 @@ class RecordBatch:
                     pid=pid[k],
                     tid=tid[k],
                     comm=_text(comm[k]),
-                    latency_ns=lat[k] if dec.probes[index].kind is Kind.RETURN else None,
+                    latency_ns=lat[k] if dec.probes[index].timed else None,
                     values=values_by_row[k],
                     context=context_name(context[k]),
                 )

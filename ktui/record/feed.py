@@ -152,6 +152,16 @@ class ProbeStats:
     # level (fentry/fexit programs nest and, under preempt=full,
     # interleave), or held the thread's entry stack
     nest_dropped: int = 0
+    # A span's end (`since:`): its starts (hits of the START that passed the
+    # set-wide filters), those not kept (the kernel's map of waiting starts
+    # full), those that replaced a start still waiting under the same key
+    # (a requeue: the one replaced never ends), and ends that took their
+    # start (before the end's own filter). Ends with no start are
+    # `unpaired`; starts still waiting are `span_waiting`.
+    span_starts: int = 0
+    span_unkept: int = 0
+    span_replaced: int = 0
+    span_matched: int = 0
     # error returns whose errno falls outside the probe's errno table (so
     # not in `errnos`)
     errnos_other: int = 0
@@ -205,6 +215,12 @@ class ProbeStats:
     # no entry seen (a call in progress when the gate attached, or not kept)
     gate_unkept: int = 0
     gate_unpaired: int = 0
+
+    @property
+    def span_waiting(self) -> int:
+        """A span's starts still waiting for their end (the counters are
+        read one after another: never below 0)."""
+        return max(0, self.span_starts - self.span_unkept - self.span_replaced - self.span_matched)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ STATE_ORDER = {ProbeState.FAILED: 0, ProbeState.PENDING: 1, ProbeState.LOADING: 
 def _latency(q: float) -> Callable[[ProbeLine], Value]:
     def value(line: ProbeLine) -> Value:
         stats = line.stats
-        if stats is None or line.status.probe.kind is not Kind.RETURN:
+        if stats is None or not line.status.probe.timed:
             return None
         return percentile(stats.hist, q)
     return value

@@ -186,12 +186,13 @@ def row_cells(line: ProbeLine) -> tuple[Text, ...]:
         Text(lost, "yellow bold" if line.losing else ("yellow" if stats.lost or missed else "dim"),
              justify="right", overflow="ellipsis", no_wrap=True),
     ]
-    if probe.kind is Kind.RETURN:
+    if probe.timed:  # a return probe, a span: latencies (and a return probe's errors)
         errors = error_count(stats)
         cells += [
             _right(format_latency(percentile(stats.hist, 50)) if any(stats.hist) else "-"),
             _right(format_latency(percentile(stats.hist, 99)) if any(stats.hist) else "-"),
             # "-": its errnos are not counted (a void function, say), not none
+            _right("") if probe.since is not None else
             _right("-", "dim") if errno_unchecked(stats) else _right(format_count(errors), "red" if errors else "dim"),
         ]
     else:

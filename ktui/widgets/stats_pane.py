@@ -299,7 +299,7 @@ def _head(view: ProbeView) -> Text:
         s = view.stats
         rate = "-" if view.rate is None else format_count(view.rate)
         text.append(f"\nhits {format_count(s.hits)}  rate {rate}/s  emitted {format_count(s.emitted)}  lost {format_count(s.lost)}")
-        for line, style in loss_lines(s, probe.kind is Kind.RETURN):
+        for line, style in loss_lines(s, probe.kind is Kind.RETURN, span=probe.since is not None):
             text.append("\n" + line, style)
         if s.counted_only:
             text.append(f"\n{format_count(s.counted_only)} hits counted while its program loaded (no events)", "dim")

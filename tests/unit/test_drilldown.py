@@ -83,7 +83,7 @@ def test_a_latency_bucket_tests_the_return_latency():
     assert drill.matches(event((0, 1, "bash"), latency=1023))
     assert not drill.matches(event((0, 1, "bash"), latency=1024))
     assert not drill.matches(event((0, 1, "bash"), latency=None))  # a return without its entry time
-    with pytest.raises(NotDrillable, match="not a return probe"):
+    with pytest.raises(NotDrillable, match="neither a return probe nor a span"):
         drill_down(1, parse_probe_text("vfs_read:c:a3"), Pick(LATENCY, 10))
 
 

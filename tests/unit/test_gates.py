@@ -17,6 +17,7 @@ from ktui.lang.model import Kind, Probe, ProbeSetError, SpecError, Target
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.probeset_write import dumps_probeset
 from ktui.lang.spec import parse_probe_text
+from written_plans import written_plan as _plan
 
 
 def test_the_compact_clause_anywhere_among_the_clauses():
@@ -51,18 +52,6 @@ def test_the_yaml_key_saves_and_loads_back_and_is_located_when_bad():
     with pytest.raises(ProbeSetError) as err:
         loads_probeset("name: g\nprobes:\n  - spec: vfs_read:c\n    within: 'a b'\n", source="g.yaml")
     assert str(err.value).startswith("g.yaml:4:")
-
-
-def _plan(slot: Slot, monkeypatch) -> abi.Plan:
-    """The plan the engine writes for `slot` (its map write caught)."""
-    from ktui.kernel.generic import engine as engine_module
-
-    written = []
-    monkeypatch.setattr(engine_module.bpfsys, "map_update", lambda fd, key, value: written.append(value))
-    engine = GenericEngine.__new__(GenericEngine)
-    engine.program = type("Loaded", (), {"maps": {"ktui_plans": 3}})()
-    engine._write_plan(slot)
-    return abi.Plan.from_buffer_copy(written[0])
 
 
 def test_a_gates_plan_keeps_depths_and_a_gated_probes_names_its_gate(monkeypatch):

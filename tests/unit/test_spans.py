@@ -1,0 +1,134 @@
+"""Spans, `END since(START)`, on the host: the language (the compact clause,
+the YAML key, save and load, an edit's text, refusals at their column),
+the plans of both ends (the key read first, the start writing nothing),
+what the stats, NDJSON and the exporter say of one, and that a span is
+never compiled. The kernel's side: tests/kernel/test_spans.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from ktui.kernel.codegen.program import never_compiled
+from ktui.kernel.generic import abi
+from ktui.kernel.generic.engine import Slot
+from ktui.lang.model import Kind, ProbeSetError, SpecError
+from ktui.lang.probeset import loads_probeset
+from ktui.lang.probeset_write import dumps_probeset
+from ktui.lang.spec import parse_probe_text, parse_spec_clauses
+from ktui.pipeline.accounting import loss_lines
+from ktui.record.feed import ProbeStats
+from ktui.screens.probe_dialog import dialog_spec
+
+from written_plans import written_plan as _plan
+
+BLOCK = "io=blk_mq_end_request:c:rq,dev=rq->part->bd_dev since(blk_mq_start_request:c:rq) count(dev)"
+
+
+def test_the_compact_clause_gives_the_end_its_start():
+    probe = parse_probe_text(BLOCK + " if dev == 7340032")
+    assert (probe.label, probe.spec_text, str(probe.agg), str(probe.filter)) == (
+        "io", "blk_mq_end_request:c:rq,dev=rq->part->bd_dev", "count(dev)", "dev == 7340032")
+    assert (probe.since.spec_text, probe.since.kind, probe.timed) == ("blk_mq_start_request:c:rq", Kind.CALL, True)
+    thread = parse_probe_text("syscalls/sys_exit_read:t:ret since(syscalls/sys_enter_read:t)")
+    assert (thread.since.target.tracepoint, thread.since.fetches) == ("syscalls/sys_enter_read", ())
+    # a start's own parentheses (+OFF(...)) end inside the clause
+    assert parse_probe_text("f:c:a1 since(g:c:+8(a1))").since.spec_text == "g:c:+8(a1)"
+    assert not parse_probe_text("vfs_read:c:a3").timed and parse_probe_text("vfs_read:r").timed
+
+
+@pytest.mark.parametrize("text, col, words", [
+    ("vfs_read:c since(vfs_write:r)", 12, "the start is a return probe"),
+    ("vfs_read:r since(vfs_write:c)", 12, "a span's end is a return probe"),
+    ("vfs_read:c since(vfs_*:c)", 12, "is a pattern"),
+    ("vfs_read:c:a1 since(vfs_write:c:a1,a2)", 15, "its end's first 2 fetch(es)"),
+    ("f:c:a1,a2,a3,a4,a5 since(g:c:a1,a2,a3,a4,a5)", 20, "at most 4"),
+    ("f:c:a1 since(g:c:comm)", 8, "not comm"),
+    ("f:c:a1:string since(g:c:a1)", 15, "not a string"),
+    ("f:c since(g:c) since(h:c)", 16, "given twice"),
+    ("f:c since(g:c", 5, "no closing parenthesis"),
+    ("f:c since( )", 11, "names the span's start"),
+    ("f:c since(g:x)", 13, "since: "),  # the start's own error, at its column in the whole text
+    ("f:c within(g) since(h:c)", 15, "a span's end has within"),
+])
+def test_a_bad_span_is_refused_at_its_column(text, col, words):
+    with pytest.raises(SpecError) as err:
+        parse_probe_text(text)
+    assert (err.value.col, words in err.value.message, "\n" in err.value.message) == (col, True, False), err.value
+
+
+def test_the_yaml_key_saves_and_loads_back_and_is_located_when_bad():
+    text = "name: s\nprobes:\n  - spec: blk_mq_end_request:c:rq\n    since: blk_mq_start_request:c:rq\n"
+    ps = loads_probeset(text)
+    assert ps.probes[0].since.spec_text == "blk_mq_start_request:c:rq"
+    assert "since: blk_mq_start_request:c:rq" in dumps_probeset(ps)
+    assert loads_probeset(dumps_probeset(ps)) == ps
+    with pytest.raises(ProbeSetError) as err:  # the start's own error, inside the value
+        loads_probeset(text.replace("start_request:c:rq", "start_request:x:rq"), source="s.yaml")
+    assert str(err.value).startswith("s.yaml:4:33:"), err.value
+    with pytest.raises(ProbeSetError) as err:  # the two ends together: at the key
+        loads_probeset(text.replace("end_request:c:rq", "end_request:c"), source="s.yaml")
+    assert str(err.value).startswith("s.yaml:4:5:") and "its end's first 1" in str(err.value)
+
+
+@pytest.mark.parametrize("text", [BLOCK, "vfs_read:r count(comm) within(ksys_read)", "f:c since(g:c) hist(a1)"])
+def test_an_edit_starts_from_text_that_gives_the_probe_back(text):
+    probe = dataclasses.replace(parse_spec_clauses(text), label=None)  # (the dialog's own field)
+    assert parse_spec_clauses(dialog_spec(probe)) == probe  # its gate and span kept (an edit lost the gate)
+
+
+def test_the_start_reads_its_key_first_and_writes_nothing_and_the_end_reads_its_key_before_the_lookup(monkeypatch):
+    end = Slot(7, 3, parse_probe_text("f:c:a1,a2,a3 since(g:c:a2,a1)"), 4)
+    start = Slot(9, 1, end.probe.since, -2, span_end=end)
+    plan = _plan(start, monkeypatch)
+    assert plan.flags & abi.F_SPAN_START and not plan.flags & (abi.F_BARE | abi.F_EMITS | abi.F_SPAN_END)
+    assert (plan.span, plan.span_gen, plan.span_nkeys, plan.fetch_before, plan.fetch_after) == (8, 3, 2, 0b11, 0)
+    plan = _plan(end, monkeypatch)
+    assert plan.flags & (abi.F_SPAN_END | abi.F_EMITS | abi.F_TIME) and not plan.flags & abi.F_BARE
+    assert (plan.span, plan.span_gen, plan.span_nkeys) == (8, 3, 2)
+    assert (plan.fetch_before & 0b11, plan.fetch_after & 0b11, plan.fetch_after & 0b100) == (0b11, 0, 0b100)
+    # a span joined by the thread: no key fetch; neither end ever the bare or counter path
+    bare = Slot(2, 1, parse_probe_text("f:c since(g:c)"), 5)
+    plan = _plan(bare, monkeypatch)
+    assert (plan.span_nkeys, plan.flags & abi.F_BARE) == (0, 0)
+    assert bare.waits_for_program and start.waits_for_program and bare.in_span and start.in_span
+
+
+def test_a_span_is_never_compiled():
+    assert never_compiled(parse_probe_text("f:c since(g:c)"))
+
+
+def test_the_stats_say_what_a_span_could_not_count():
+    s = ProbeStats(1, hits=90, unpaired=4, span_starts=100, span_unkept=1, span_replaced=2, span_matched=95)
+    assert s.span_waiting == 2
+    text = "\n".join(line for line, _ in loss_lines(s, False, span=True))
+    assert "100 starts, 2 waiting for their end" in text
+    assert "4 ends with no start waiting" in text and "1 starts not kept" in text and "2 starts replaced" in text
+    quiet = ProbeStats(1, hits=5, span_starts=5, span_matched=5)
+    assert [line for line, _ in loss_lines(quiet, False, span=True)] == ["5 starts, 0 waiting for their end"]
+    assert ProbeStats(1, span_starts=3, span_matched=4).span_waiting == 0  # read one after another: never below 0
+
+
+def test_ndjson_and_the_exporter_carry_a_spans_counters_and_latency():
+    from prometheus_client import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from ktui.pipeline.ndjson import uncounted_fields
+    from ktui.pipeline.prometheus import ProbeView, ProbeCollector
+
+    s = ProbeStats(1, hits=3, unpaired=1, span_starts=5, span_matched=3, span_replaced=1, hist=(0,) * 10 + (3,),
+                   latency_sum_ns=3000)
+    fields = uncounted_fields(s)
+    assert (fields["span_starts"], fields["span_waiting"], fields["unpaired"]) == (5, 1, 1)
+    assert "span_starts" not in uncounted_fields(ProbeStats(1, hits=3))
+    json.dumps(fields)
+    views = [ProbeView("io", "s", False, s, timed=True), ProbeView("plain", "s", False, ProbeStats(2, hits=1))]
+    registry = CollectorRegistry()
+    registry.register(ProbeCollector(lambda: views))
+    text = generate_latest(registry).decode()
+    assert 'ktui_probe_span_starts_total{probe="io",set="s"} 5.0' in text
+    assert 'ktui_probe_span_waiting{probe="io",set="s"} 1.0' in text
+    assert 'ktui_probe_latency_seconds_count{probe="io",set="s"} 3.0' in text
+    assert 'probe="plain"' not in "\n".join(l for l in text.splitlines() if "span" in l or "latency" in l)
