@@ -28,6 +28,11 @@ from ktui.pipeline.accounting import COMM_EXACT
 from ktui.record.histogram import HIST_SLOTS, slot_bounds
 
 COMMS = ("bash", "cat", "sshd", "kworker/0:1", "systemd-journal")
+# the same hits by cgroup v2 path: a container (shown docker:<12 hex>), a
+# session deep enough to be cut in a narrow pane, a unit, the root
+CGROUPS = ("system.slice/docker-" + "0123456789ab" + "c" * 52 + ".scope",
+           "user.slice/user-1000.slice/user@1000.service/app.slice/session-3.scope",
+           "system.slice/sshd.service", "/")
 STRINGS = ("/etc/passwd", "/proc/self/maps", "tab\there", "bin\x01\x7fary")
 ERRNOS = (9, 14, 11)  # EBADF, EFAULT, EAGAIN: every 8th return fails
 # Relative frequency of latency slots 9..16 (256ns..64us): a skewed bell.
@@ -310,6 +315,7 @@ class FakeFeed:
             hist = histogram_for(hits)
         comms = spread(hits, (5, 4, 3, 2, 1))
         top = tuple((c, n) for c, n in zip(COMMS, comms) if n)
+        cgroups = tuple((c, n) for c, n in zip(CGROUPS, spread(hits, (6, 3, 2, 1))) if n)
         timed = {"run_ns": 250 * hits, "run_count": hits} if self.timing else {}
         return ProbeStats(
             probe_id,
@@ -322,6 +328,7 @@ class FakeFeed:
             hist=hist,
             errnos=errnos,
             top_comms=top,
+            top_cgroups=cgroups,
             errno_check=errno_check,
             top_comms_exact=hits <= COMM_EXACT,
             **fake_members(probe, hits, self.names),

@@ -12,7 +12,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
             "lost","recursion_misses","counted_only","missed_returns","maxactive",
             "unpaired","entries_unstored","nest_dropped","errnos":{"EBADF":N},
             "errnos_other","errno_check","top_comms":{"comm":N},
-            "top_comms_exact","hist":[...]}]}
+            "top_cgroups":{"path":N}|null,"top_comms_exact","hist":[...]}]}
            (cumulative, read from the kernel's maps every --interval seconds)
            With --cost each probe also has "cost": {"run_ns":N,"run_count":N,
            "ns_per_hit":X|null,"cpu_percent":X|null}: run_ns/run_count
@@ -55,9 +55,16 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   int), "off: <why>" ("off: void", "off: unsigned", "off: not an integer",
   "off: by the probe set", "off: no BTF": "errnos" is then {} because
   nothing was checked, not because nothing failed); "" for a call probe.
+  top_cgroups (stats): the same hits as "top_comms" (at most 5, most
+  first) by the cgroup v2 directory their task ran in, keyed by its whole
+  path under the cgroup v2 mount ("system.slice/nginx.service", "/" for
+  the root; "cgroup:<id>" for one ktui could not name). The kernel counts
+  comm and cgroup in one key, so both come from the same sample. null
+  where they are not counted: a probe of a compiled program, or a
+  recording made before they were (not {}: that would say none was hit).
   top_comms_exact (stats): false once any CPU counted past its first 1024
-  hits: "top_comms" is then an estimate (a random 1 in 64 sample, each
-  weighted 64).
+  hits: "top_comms" and "top_cgroups" are then estimates (a random 1 in 64
+  sample, each weighted 64).
   counted_only: hits while the probe could only count (its program was still
   loading: no event was possible). For a probe with fetches,
   hits == emitted + lost + counted_only, exactly.
@@ -95,7 +102,7 @@ Schema, version 2 (every object has "v": 2 and a "type"):
 
 "counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state", the aggregation keys,
 "member_count", "members",
-"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check" and "top_comms_exact" were added
+"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check", "top_comms_exact" and "top_cgroups" were added
 within version 2 (readers that ignore unknown keys are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -195,7 +202,9 @@ class NdjsonSink:
                 "recursion_misses": s.recursion_misses, **uncounted_fields(s),
                 "errnos": {errno_name(k): v for k, v in s.errnos}, "errnos_other": s.errnos_other,
                 "errno_check": s.errno_check,
-                "top_comms": dict(s.top_comms), "top_comms_exact": s.top_comms_exact, "hist": list(s.hist),
+                "top_comms": dict(s.top_comms),
+                "top_cgroups": dict(s.top_cgroups) if s.top_cgroups_kept else None,
+                "top_comms_exact": s.top_comms_exact, "hist": list(s.hist),
             }
             if stats.timed:
                 line["cost"] = cost_fields(s, probe_cost(prev, stats, pid_))

@@ -21,6 +21,10 @@ Metrics (labels `set` and `probe` on every one):
   ktui_probe_comm_hits_total{comm}       counter  hits by the top `top_comms` task names
   ktui_probe_comm_hits_omitted           gauge    hits by task names left out of that top
   ktui_probe_comm_hits_exact             gauge    1 while those are exact counts, 0 once an estimate
+                                                  (the cgroup series' too: the same sample)
+  ktui_probe_cgroup_hits_total{cgroup}   counter  the same hits by cgroup v2 path, the top `top_comms`
+                                                  (no series for a compiled probe: not counted there)
+  ktui_probe_cgroup_hits_omitted         gauge    hits by cgroups left out of that top
   ktui_probe_errno_checked               gauge    1 if errnos are counted, 0 if not (void...) [return probes]
   ktui_probe_attached                    gauge    1 while the probe is attached
   ktui_probe_state{state}                gauge    1 for the probe's state, 0 for the others: pending,
@@ -222,6 +226,11 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
     comms_exact = GaugeMetricFamily("ktui_probe_comm_hits_exact",
                                     "1 while ktui_probe_comm_hits counts every hit; 0 once any CPU passed the "
                                     "exact first hits (then a random sample, weighted).", labels=labels)
+    cgroups = CounterMetricFamily("ktui_probe_cgroup_hits",
+                                  f"Hits by cgroup v2 path: the top {top_comms} per probe (the same sample as "
+                                  "ktui_probe_comm_hits).", labels=labels + ["cgroup"])
+    cgroups_omitted = GaugeMetricFamily("ktui_probe_cgroup_hits_omitted",
+                                        "Hits by the cgroups left out of ktui_probe_cgroup_hits.", labels=labels)
     errno_checked = GaugeMetricFamily("ktui_probe_errno_checked",
                                       "1 if the return probe's errnos are counted; 0 if not (a void or unsigned "
                                       "function, no BTF, or off in the probe set).", labels=labels)
@@ -246,6 +255,11 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
             comms.add_metric(key + [comm], n)
         omitted.add_metric(key, max(0, s.hits - sum(n for _, n in top)))
         comms_exact.add_metric(key, 1 if s.top_comms_exact else 0)
+        if s.top_cgroups_kept:
+            top_cg = s.top_cgroups[:top_comms]
+            for path, n in top_cg:  # the whole path: a label is for machines
+                cgroups.add_metric(key + [path], n)
+            cgroups_omitted.add_metric(key, max(0, s.hits - sum(n for _, n in top_cg)))
         if p.is_return:
             missed.add_metric(key, s.missed_returns)
             unpaired.add_metric(key, s.unpaired)
@@ -258,8 +272,8 @@ def families(probes: Sequence[ProbeView], top_comms: int = TOP_COMMS) -> list:
         if p.is_return or p.timed:
             latency.add_metric(key, latency_buckets(s.hist), s.latency_sum_ns / 1e9)
     return [hits, emitted, lost, missed, unpaired, unstored, recursion, nested, errnos, errno_other, latency,
-            comms, omitted, comms_exact, errno_checked, attached, state, *value_families(probes),
-            *member_families(probes), *span_families(probes)]
+            comms, omitted, comms_exact, cgroups, cgroups_omitted, errno_checked, attached, state,
+            *value_families(probes), *member_families(probes), *span_families(probes)]
 
 
 def span_families(probes: Sequence[ProbeView]) -> list:

@@ -25,7 +25,8 @@ complete chunk.
             <u32 parts> <u32 order width: 1 or 2 bytes>, per part
             <u32 unit> <u32 records>, then each record's part in arrival
             order (u8 or u16, padded to 8 bytes), then each part's records
-      STAT  JSON: a stats snapshot
+      STAT  JSON: a stats snapshot (top_cgroups by path, since they were
+            counted; a recording without them replays them as not kept)
       CGRP  JSON {"cgroups": {"<id>": "<path>"}}: the paths of cgroup ids
             the events that follow hold (each id once, when first named;
             since the cgroup fetch: a replay has no cgroup tree, or
@@ -314,6 +315,16 @@ def uncounted_from_json(v: dict) -> dict:
     }
 
 
+def cgroups_from_json(v: dict) -> dict:
+    """Top cgroups, by path (STAT keeps paths, not ids: a replay has no
+    cgroup tree to name ids by). A recording made before they were counted
+    has none: not kept, rather than none hit."""
+    if "top_cgroups" not in v:
+        return {"top_cgroups": (), "top_cgroups_kept": False}
+    return {"top_cgroups": tuple((str(a), int(b)) for a, b in v["top_cgroups"]),
+            "top_cgroups_kept": bool(v.get("top_cgroups_kept", True))}
+
+
 def stats_from_json(obj: dict) -> StatsSnapshot:
     probes = {}
     for key, v in obj.get("probes", {}).items():
@@ -325,6 +336,7 @@ def stats_from_json(obj: dict) -> StatsSnapshot:
             recursion_misses=int(v.get("recursion_misses", 0)),
             errnos=tuple((int(a), int(b)) for a, b in v["errnos"]),
             top_comms=tuple((str(a), int(b)) for a, b in v["top_comms"]),
+            **cgroups_from_json(v),
             run_ns=int(v.get("run_ns", 0)), run_count=int(v.get("run_count", 0)),
             latency_sum_ns=int(v.get("latency_sum_ns", 0)),  # absent before the kernel kept it
             **uncounted_from_json(v),

@@ -18,6 +18,7 @@ from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
 from ktui.pipeline.format import errno_name, format_count, format_latency, printable
 from ktui.pipeline.rates import error_count, hist_lines, percentile
 from ktui.pipeline.stacks import Symbolize, is_partial, merged, split_merged, wants_user
+from ktui.pipeline.top_cgroups import cgroup_lines
 from ktui.record.cgroups import short as cgroup_short
 from ktui.record.feed import ProbeStats
 
@@ -317,7 +318,8 @@ def error_lines(stats: ProbeStats) -> list[Line]:
 
 def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int, room: int | None = None) -> list[Line]:
     """The counters view's body: a wildcard's top functions, a return
-    probe's latency histogram, errors and errnos, then the top comms."""
+    probe's latency histogram, errors and errnos, then the top comms and,
+    under them, the top cgroups (the same hits)."""
     if stats is None:
         return []
     out: list[Line] = []
@@ -343,4 +345,6 @@ def counter_lines(probe: Probe, stats: ProbeStats | None, bar_width: int, room: 
         out.append((f"  {printable(comm):<16} {format_count(count):>8}", "", Pick(COMM, comm)))
     if not stats.top_comms:
         out.append(("  none yet", "dim"))
+    out.append(("", ""))
+    out += cgroup_lines(stats, TOP_N, room)
     return out

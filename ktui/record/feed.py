@@ -128,6 +128,13 @@ class ProbeStats:
     latency_sum_ns: int = 0
     errnos: tuple[tuple[int, int], ...] = ()  # (errno, count), most first
     top_comms: tuple[tuple[str, int], ...] = ()  # (comm, count), most first
+    # the same sampled hits by the cgroup v2 directory they ran in, as
+    # (path under the mount, count), most first: counted in the kernel in
+    # the same key as the comm (generic/who.py), so as exact as top_comms
+    top_cgroups: tuple[tuple[str, int], ...] = ()
+    # False where hits by cgroup are not counted: a compiled probe's
+    # program, or a recording made before they were
+    top_cgroups_kept: bool = True
     # returns the kernel dropped (a kretprobe out of instances: maxactive);
     # for a return probe, entries == returns seen + missed_returns + in flight
     missed_returns: int = 0
@@ -172,7 +179,7 @@ class ProbeStats:
     errno_check: str = ""
     # False once any CPU counted past its exact first hits (a probe that only
     # counts, generic/counter.py: once the probe did): `top_comms` is then an
-    # estimate (a 1-in-64 sample, each weighted 64)
+    # estimate (a 1-in-64 sample, each weighted 64). The same for top_cgroups
     top_comms_exact: bool = True
     # BPF run-time statistics (BPF_ENABLE_STATS), only while asked for:
     # time in the probe's programs (both halves of a return probe) and how

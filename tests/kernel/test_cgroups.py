@@ -133,3 +133,47 @@ probes:
     assert {k: keys.get(k) for k in want} == want
     # (no other process reads exactly SIZE bytes: the workloads' reads are all there is)
     assert {n: p.hits for n, p in stats.items()} == {"where": 10, "top_only": 3, "not_top": 7}
+
+
+def test_top_cgroups_name_the_test_cgroup_with_exactly_its_hits(workload, warm_cache, test_cgroup):
+    """Every probe's hits by cgroup, counted in the kernel in the same key
+    as the comm: the same workload run inside the test cgroup and outside
+    it; the stats' top cgroups give the test cgroup exactly the inside
+    workload's reads, for a probe that only counts (counter.py's own
+    program) and for one of the generic program (it fetches), and give
+    the outside workload's cgroup at least its own."""
+    top, _child = test_cgroup
+    root = Path(cgroup2_root() or top.parent)
+    inside = workload([[["comm", "ktui-cg-in"], ["read", SIZE, INSIDE]]])
+    (top / "cgroup.procs").write_text(str(inside.pid))
+    outside = workload([[["read", SIZE, OUTSIDE]]])
+    top_rel, outside_rel = str(top.relative_to(root)), _own_cgroup(outside.pid)
+    ps = loads_probeset("""
+name: top cgroups
+probes:
+  - spec: counted=vfs_read:c
+  - spec: fetched=vfs_read:c:a3
+""")
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        s.wait_loaded()
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                 "both probes attached")
+        names = {pid: st.probe.name for pid, st in s.statuses().items()}
+        kinds = {names[slot.probe_id]: slot.counter for slot in s._engine.slots.values()}
+        assert kinds == {"counted": True, "fetched": False}  # counter.py's program, the generic one
+        outside.run_phase()
+        inside.run_phase()
+        # the inside workload waits by sigwait, which reads nothing: its
+        # reads are the phase's, counted under its comm and cgroup at once
+        # (waited for by comm: a wrong cgroup must fail below, not time out)
+        wait_for(lambda: all(dict(p.top_comms).get("ktui-cg-in", 0) >= INSIDE
+                             for p in s.stats().probes.values()),
+                 f"{INSIDE} hits of the inside workload on each probe")
+        stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+    cgroups = {name: dict(p.top_cgroups) for name, p in stats.items()}
+    assert {name: (p.top_comms_exact, p.top_cgroups_kept) for name, p in stats.items()} == {
+        "counted": (True, True), "fetched": (True, True)}  # every hit counted, none sampled
+    assert {name: c.get(top_rel) for name, c in cgroups.items()} == {"counted": INSIDE, "fetched": INSIDE}, cgroups
+    assert all(c.get(outside_rel, 0) >= OUTSIDE for c in cgroups.values()), (outside_rel, cgroups)
+    assert all(sum(cgroups[name].values()) <= p.hits for name, p in stats.items())
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)

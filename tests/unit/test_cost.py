@@ -193,10 +193,10 @@ def test_ndjson_stats_carry_recursion_misses_always_and_the_cost_while_timed():
 def test_a_timed_recording_keeps_its_cost():
     stats = StatsSnapshot(3.0, {1: ProbeStats(1, hits=5, run_ns=500, run_count=5, recursion_misses=2)}, timed=True)
     assert stats_from_json(json.loads(json.dumps(stats_to_json(stats)))) == stats
-    # a recording made before these fields: untimed, zeros
+    # a recording made before these fields: untimed, zeros (and its top cgroups not kept)
     old = {"time": 1.0, "probes": {"1": {"probe_id": 1, "hits": 1, "lost": 0, "emitted": 1, "hist": [],
                                          "errnos": [], "top_comms": []}}}
-    assert stats_from_json(old) == StatsSnapshot(1.0, {1: ProbeStats(1, hits=1, emitted=1)})
+    assert stats_from_json(old) == StatsSnapshot(1.0, {1: ProbeStats(1, hits=1, emitted=1, top_cgroups_kept=False)})
 
 
 # ---------------------------------------------------------------- fentry/fexit

@@ -11,7 +11,8 @@ import struct
 from ktui.kernel.codegen.runtime import COMM_EVERY
 from ktui.kernel.generic.counter import assemble, sampled
 
-HELPERS = {1: "map_lookup_elem", 2: "map_update_elem", 14: "get_current_pid_tgid", 16: "get_current_comm"}
+HELPERS = {1: "map_lookup_elem", 2: "map_update_elem", 14: "get_current_pid_tgid", 16: "get_current_comm",
+           80: "get_current_cgroup_id"}
 
 
 def insns(code: bytes):

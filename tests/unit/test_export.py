@@ -39,9 +39,10 @@ def snapshot() -> list[ProbeView]:
     ret = ProbeStats(1, hits=10, emitted=0, lost=0, hist=tuple(hist), latency_sum_ns=18_446_744_073_709_561_615,
                      errnos=((9, 2), (200, 1)), top_comms=(("dd", 6), ("cat", 3)), missed_returns=4,
                      recursion_misses=1, unpaired=7, entries_unstored=3, nest_dropped=2, errnos_other=5,
-                     errno_check="long")
+                     errno_check="long", top_cgroups_kept=False)  # (as a compiled probe's)
     call = ProbeStats(0, hits=1000, emitted=990, lost=10, top_comms=(("dd", 700),), nest_dropped=6,
-                      top_comms_exact=False)
+                      top_comms_exact=False,
+                      top_cgroups=(("system.slice/docker-" + "ab" * 32 + ".scope", 600), ("/", 250)))
     return [ProbeView("reads", "vfs", False, call), ProbeView("read_ret", "vfs", True, ret)]
 
 
@@ -105,6 +106,23 @@ def test_issue_28_counters_and_honesty_marks_are_exported():
         assert (name, call) not in samples
     assert samples["ktui_probe_comm_hits_exact", ret] == 1 and samples["ktui_probe_comm_hits_exact", call] == 0
     assert samples["ktui_probe_errno_checked", ret] == 1 and samples["ktui_probe_errno_checked", void] == 0
+
+
+def test_top_cgroups_are_labelled_by_their_whole_path_and_the_rest_counted():
+    samples = parsed(exposition(snapshot()))
+    call = {("set", "vfs"), ("probe", "reads")}
+    ret = {("set", "vfs"), ("probe", "read_ret")}
+    cgroups = {dict(k)["cgroup"]: v for (name, k), v in samples.items()
+               if name == "ktui_probe_cgroup_hits_total" and call <= k}
+    # the label is the path, never the dashboard's docker:<12 hex>
+    assert cgroups == {"system.slice/docker-" + "ab" * 32 + ".scope": 600, "/": 250}
+    assert samples["ktui_probe_cgroup_hits_omitted", frozenset(call)] == 150  # 1000 hits, 850 in the top
+    # not kept (a compiled probe): no series at all, rather than a zero that says none
+    assert not [k for (name, k) in samples if name.startswith("ktui_probe_cgroup_hits") and ret <= k]
+    capped = parsed(exposition(snapshot(), top_comms=1))
+    assert [dict(k)["cgroup"] for (name, k) in capped
+            if name == "ktui_probe_cgroup_hits_total" and call <= k] == ["system.slice/docker-" + "ab" * 32 + ".scope"]
+    assert capped["ktui_probe_cgroup_hits_omitted", frozenset(call)] == 400
 
 
 def test_top_comms_are_capped_and_the_rest_counted():

@@ -12,7 +12,8 @@ makes one, as funccount with `-p` does:
     --pid given: pid == PID, else pid not one of ktui's (ktui_exclude)
     seen = atomic_fetch_add(&ktui_bare_hits[SLOT], 1)
     who made it: every hit while seen < COMM_EXACT (exact), then 1 in
-    COMM_EVERY, weighted COMM_EVERY, into ktui_bare_comms[SLOT, comm]
+    COMM_EVERY, weighted COMM_EVERY, into ktui_bare_comms[SLOT, cgroup, comm]
+    (who.py: one update gives both the top comms and the top cgroups)
 
 The slot is an immediate (each probe loads its own copy, as it loads its
 own dispatcher: so the kernel's run-time statistics stay the probe's) and
@@ -38,10 +39,12 @@ from ktui.kernel.maps import bpfsys
 from ktui.kernel.maps.bpfasm import (CALL, GET_CURRENT_PID_TGID, JEQ_K, JNE_K, MAP_LOOKUP_ELEM, R0, R1, R2,
                                      R3, R4, R7, R8, R10, Asm, insn)
 from ktui.kernel.codegen.runtime import COMM_EVERY, COMM_EXACT
-from ktui.kernel.generic.abi import EXCLUDED_PIDS, MAX_PROBES
+from ktui.kernel.generic.abi import COMM_KEYS, EXCLUDED_PIDS, MAX_PROBES
+from ktui.kernel.generic.who import COMM_KEY, Hitters, forget_slot, hitters_by_slot
 
 MAP_UPDATE_ELEM = 2
 GET_CURRENT_COMM = 16
+GET_CURRENT_CGROUP_ID = 80
 BPF_NOEXIST = 1
 EEXIST = 17
 
@@ -60,11 +63,10 @@ _LD_IMM64 = 0x18
 _GOLDEN = 0x9E3779B97F4A7C15
 _EVERY_SHIFT = 64 - (COMM_EVERY.bit_length() - 1)  # the top log2(COMM_EVERY) bits
 
-COMM_KEY = struct.Struct("<I16s")  # {u32 slot; char comm[16]}, as the generic program's
-COMM_KEYS = 4096
-
-# stack: the slot key at -4, the comm key at -24 (slot) and -20 (comm), a value at -32
-_KEY, _CKEY, _COMM, _VALUE = -4, -24, -20, -32
+# stack: the slot key at -4; the who key (who.COMM_KEY) at -40: slot, pad
+# (-36), cgroup id (-32), comm (-24..-8); a value at -48
+_KEY, _CKEY, _VALUE = -4, -40, -48
+_PAD, _CGROUP, _COMM = _CKEY + 4, _CKEY + 8, _CKEY + 16
 
 
 def _ld_imm64(dst: int, value: int) -> bytes:
@@ -117,6 +119,8 @@ def assemble(slot: int, hits_fd: int, comms_fd: int, dropped_fd: int, exclude_fd
     a.mov_imm(R8, COMM_EVERY)
     a.label("who")  # r8: the weight of this hit's process
     a.store_imm(R10, _CKEY, slot, word=True)
+    a.store_imm(R10, _PAD, 0, word=True)  # the key is hashed as bytes: none left as it was
+    a.call(GET_CURRENT_CGROUP_ID).store(R10, _CGROUP, R0)
     a.mov(R1, R10).add_imm(R1, _COMM).mov_imm(R2, 16).call(GET_CURRENT_COMM)
     _lookup(a, comms_fd, _CKEY)
     a.jump(JEQ_K, R0, 0, "new")
@@ -182,7 +186,7 @@ class Counters:
         bpfsys.map_update(self.hits_fd, key, bytes(8))
         bpfsys.map_update(self.dropped_fd, key, bytes(8))
         if reused:
-            forget_comms(self.comms_fd, index)
+            forget_slot(self.comms_fd, index)
 
     def hits(self, count: int):
         """The first `count` slots' counts (a numpy array)."""
@@ -190,37 +194,13 @@ class Counters:
 
         return np.frombuffer(bpfsys.array_lookup_all(self.hits_fd, count, 8), dtype=np.uint64)
 
-    def comms(self) -> dict[int, dict[str, int]]:
-        return comms_by_slot(self.comms_fd)
+    def hitters(self) -> dict[int, Hitters]:
+        """Every slot's sampled hits by comm and by cgroup."""
+        return hitters_by_slot(self.comms_fd)
 
     def close(self) -> None:
         for fd in (self.hits_fd, self.comms_fd, self.dropped_fd):
             _close(fd)
-
-
-def comms_by_slot(fd: int) -> dict[int, dict[str, int]]:
-    """Hits by process name, by slot (weighted where sampled), from a map
-    keyed {slot, comm}: the generic program's or the counting probes'."""
-    out: dict[int, dict[str, int]] = {}
-    for raw, value in bpfsys.hash_items(fd, COMM_KEY.size, 8):
-        index, comm = COMM_KEY.unpack(raw)
-        # bpf_get_current_comm may leave stale bytes after the NUL: add up by name
-        name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
-        per = out.setdefault(index, {})
-        per[name] = per.get(name, 0) + struct.unpack("<Q", value)[0]
-    return out
-
-
-def forget_comms(fd: int, index: int) -> None:
-    """Delete slot `index`'s entries from a map keyed {slot, comm}."""
-    for raw in bpfsys.map_keys(fd, COMM_KEY.size):
-        if COMM_KEY.unpack(raw)[0] == index:
-            bpfsys.map_delete(fd, raw)
-
-
-def top_comms(comms: dict[int, dict[str, int]], index: int, top: int) -> tuple[tuple[str, int], ...]:
-    """Slot `index`'s `top` processes of `comms_by_slot`, most hits first."""
-    return tuple(sorted(comms.get(index, {}).items(), key=lambda kv: -kv[1])[:top])
 
 
 def _close(fd: int) -> None:

@@ -31,7 +31,8 @@ from ktui.kernel.maps import bpfsys
 from ktui.kernel.attach import kprobe_pmu, tracepoint_pmu, uprobe_pmu
 from ktui.kernel.maps.runstats import probe_runs
 from ktui.kernel.generic import abi
-from ktui.kernel.generic.counter import Counters, comms_by_slot, forget_comms, top_comms
+from ktui.kernel.generic.counter import Counters
+from ktui.kernel.generic.who import forget_slot, hitters_by_slot, top_cgroups, top_comms
 from ktui.kernel.generic.dispatch import Dispatcher
 from ktui.kernel.generic.loader import LoadedProgram
 from ktui.kernel.codegen.runtime import COMM_EXACT
@@ -43,7 +44,7 @@ from ktui.record.layout import HEADER_SIZE
 
 __all__ = ["GenericEngine", "NotGeneric", "Slot"]
 
-TOP_COMMS = 5
+TOP_COMMS = 5  # and cgroups: the same sample's other half
 # per-CPU counters indexed by slot: zeroed when a slot is reused
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
@@ -581,7 +582,7 @@ class GenericEngine:
         errnos = self._map("ktui_errnos")
         for k in range(index * abi.ERRNO_BUCKETS, (index + 1) * abi.ERRNO_BUCKETS):
             bpfsys.map_update(errnos, struct.pack("<I", k), zero)
-        forget_comms(self._map("ktui_comms"), index)
+        forget_slot(self._map("ktui_comms"), index)
         self._forget(index)
         # its old entry stacks need no clearing: a new generation starts them empty
 
@@ -677,7 +678,7 @@ class GenericEngine:
         counters = {name: self._sum_counters(self._map(name), count, np)
                     for name in ("ktui_emitted", "ktui_lost", "ktui_lat_sum", "ktui_unpaired", "ktui_unstored",
                                  "ktui_nested", "ktui_errno_rest", "ktui_replaced", "ktui_matched")}
-        comms = comms_by_slot(self._map("ktui_comms")) if slots else {}
+        hitters = hitters_by_slot(self._map("ktui_comms")) if slots else {}
         aggregates = self._aggregates(slots, count, np)
         members = self._members(slots, np)
         for i, slot in slots.items():
@@ -697,7 +698,8 @@ class GenericEngine:
                 errnos=tuple(sorted(errnos.items(), key=lambda kv: -kv[1])),
                 errnos_other=int(counters["ktui_errno_rest"][i]),
                 errno_check=errno_check(slot.probe) if ret else "",
-                top_comms=top_comms(comms, i, TOP_COMMS),
+                top_comms=top_comms(hitters, i, TOP_COMMS),
+                top_cgroups=top_cgroups(hitters, i, TOP_COMMS, self.cgroup_names),
                 # exact while no CPU has counted past its exact first hits
                 top_comms_exact=bool((per_cpu_hits[i] <= COMM_EXACT).all()),
                 unpaired=int(counters["ktui_unpaired"][i]),
@@ -732,10 +734,11 @@ class GenericEngine:
         """Counting probes' stats, from their own maps (counter.py): exact
         top processes while the count is within its exact first hits."""
         hits = self.counters.hits(count)
-        comms = self.counters.comms()
+        hitters = self.counters.hitters()
         return {s.probe_id: ProbeStats(
                     probe_id=s.probe_id, hits=int(hits[i]),
-                    top_comms=top_comms(comms, i, TOP_COMMS),
+                    top_comms=top_comms(hitters, i, TOP_COMMS),
+                    top_cgroups=top_cgroups(hitters, i, TOP_COMMS, self.cgroup_names),
                     top_comms_exact=bool(hits[i] <= COMM_EXACT), **runs[i])
                 for i, s in slots.items()}
 

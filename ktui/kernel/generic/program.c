@@ -45,8 +45,13 @@ struct ktui_event_header {
     char comm[16];
 };
 
+/* who made a probe's sampled hits: its comm and its cgroup v2 id in one
+ * key, so one update per sampled hit gives both views (ktui sums over the
+ * other half: top comms, top cgroups) */
 struct ktui_comm_key {
     u32 probe;
+    u32 pad; /* zeroed: the key is hashed as bytes */
+    u64 cgroup;
     char comm[16];
 };
 
@@ -59,13 +64,15 @@ struct ktui_hist {
     u64 slots[KTUI_HIST_SLOTS];
 };
 
-/* who made the hit: the task, and its comm once a filter, the comm sample
- * or an event asks for it (one helper call, at most once per hit) */
+/* who made the hit: the task, and its comm (or its cgroup id) once a
+ * filter, the comm sample or an event asks for it (one helper call each,
+ * at most once per hit) */
 struct ktui_who {
     u64 pid_tgid;
     u32 have_comm;
-    u32 pad;
+    u32 have_cgroup;
     char comm[16];
+    u64 cgroup;
 };
 
 /* Spans (`END since(START)`): each start that passed the set-wide filters
@@ -112,9 +119,6 @@ struct ktui_state {
     u64 record; /* a tracepoint's record (SRC_RECORD): its fields are read at offsets from it */
     u64 cpu;
     u64 func; /* a wildcard's hit: which of its functions (SRC_FUNC) */
-    /* a span's end: the cgroup of the task that made its start (SRC_CGROUP;
-     * 0: the current task's) */
-    u64 cgroup;
     struct ktui_span_key spkey; /* a span's key (too big for the BPF stack) */
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
@@ -135,7 +139,7 @@ BPF_PERCPU_ARRAY(ktui_lat_sum, u64, KTUI_MAX_PROBES);
 /* each probe's own errno counts (see ktui_errno_bucket), and those that fit none */
 BPF_ARRAY(ktui_errnos, u64, KTUI_MAX_PROBES * KTUI_ERRNO_BUCKETS);
 BPF_PERCPU_ARRAY(ktui_errno_rest, u64, KTUI_MAX_PROBES);
-BPF_HASH(ktui_comms, struct ktui_comm_key, u64, 4096);
+BPF_HASH(ktui_comms, struct ktui_comm_key, u64, KTUI_COMM_KEYS);
 BPF_PERCPU_ARRAY(ktui_comms_dropped, u64, KTUI_MAX_PROBES);
 /* returns that found no entry of their own; entries that could not be kept */
 BPF_PERCPU_ARRAY(ktui_unpaired, u64, KTUI_MAX_PROBES);
@@ -213,6 +217,18 @@ static __always_inline char *ktui_comm(struct ktui_who *who)
     return who->comm;
 }
 
+/* the hit's cgroup v2 id (its directory's inode), taken once: through
+ * `who` rather than the helper, so a hit counted as another task's (a
+ * span's end, as its start's) is counted under that task's cgroup */
+static __always_inline u64 ktui_cgroup_of(struct ktui_who *who)
+{
+    if (!who->have_cgroup) {
+        who->cgroup = bpf_get_current_cgroup_id();
+        who->have_cgroup = 1;
+    }
+    return who->cgroup;
+}
+
 static __always_inline u64 ktui_extend(u64 v, u8 width, u8 sign)
 {
     if (width == 1)
@@ -246,7 +262,7 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
     case SRC_RECORD:
         return st->record;
     case SRC_CGROUP:
-        return st->cgroup ? st->cgroup : bpf_get_current_cgroup_id();
+        return ktui_cgroup_of(&st->who);
     case SRC_FUNC:
         return st->func;
     }
@@ -454,9 +470,11 @@ static __always_inline u32 ktui_context(void)
     return ktui_context_of(c->context_cpu_offsets, c->context_preempt_count, c->context_nmi_state);
 }
 
-/* Count a hit that passed every filter, and who made it: exact for the
- * first KTUI_COMM_EXACT hits per CPU, then a random 1 in KTUI_COMM_EVERY,
- * weighted (a fixed stride would alias with a periodic workload). */
+/* Count a hit that passed every filter, and who made it (comm and cgroup,
+ * one key): exact for the first KTUI_COMM_EXACT hits per CPU, then a
+ * random 1 in KTUI_COMM_EVERY, weighted (a fixed stride would alias with
+ * a periodic workload). A sampled hit whose key finds no room is counted
+ * in ktui_comms_dropped, for both views. */
 static __always_inline void ktui_count(struct ktui_who *who, u32 slot)
 {
     u64 *hits = ktui_hits.lookup(&slot);
@@ -470,6 +488,8 @@ static __always_inline void ktui_count(struct ktui_who *who, u32 slot)
         weight = KTUI_COMM_EVERY;
     }
     struct ktui_comm_key key = {.probe = slot};
+    key.pad = 0;
+    key.cgroup = ktui_cgroup_of(who);
     __builtin_memcpy(key.comm, ktui_comm(who), sizeof(key.comm));
     u64 zero = 0;
     u64 *n = ktui_comms.lookup_or_try_init(&key, &zero);
@@ -790,7 +810,7 @@ static __always_inline void ktui_span_begin(struct ktui_state *st, struct ktui_p
     ktui_count(&st->who, slot);
     struct ktui_span_start v = {};
     v.pid_tgid = st->who.pid_tgid;
-    v.cgroup = bpf_get_current_cgroup_id();
+    v.cgroup = ktui_cgroup_of(&st->who);
     __builtin_memcpy(v.comm, ktui_comm(&st->who), sizeof(v.comm));
     v.ts = bpf_ktime_get_ns();
     if (ktui_spans.lookup(k))
@@ -814,7 +834,8 @@ static __always_inline int ktui_span_end(struct ktui_state *st, struct ktui_plan
     }
     u64 ts = v->ts;
     st->who.pid_tgid = v->pid_tgid;
-    st->cgroup = v->cgroup;
+    st->who.cgroup = v->cgroup;
+    st->who.have_cgroup = 1;
     __builtin_memcpy(st->who.comm, v->comm, sizeof(st->who.comm));
     st->who.have_comm = 1;
     /* read, then taken: of two ends racing for one start, the one whose
@@ -994,7 +1015,7 @@ static __always_inline struct ktui_state *ktui_begin(u32 slot)
     }
     st->who.pid_tgid = bpf_get_current_pid_tgid();
     st->who.have_comm = 0;
-    st->cgroup = 0;
+    st->who.have_cgroup = 0;
     return st;
 }
 

@@ -51,6 +51,9 @@ def read_unit_stats(unit, user_symbols=None) -> dict[int, ProbeStats]:
             # exact while no CPU has counted past its exact first hits (then
             # a random sample, weighted: codegen/runtime.py's ktui_count)
             top_comms_exact=all(n <= COMM_EXACT for n in per_cpu_hits),
+            # a compiled program counts by comm alone (codegen/runtime.py):
+            # its hits by cgroup are not kept, and say so (never an empty list)
+            top_cgroups_kept=False,
             **returns,
             **read_aggregates(bpf, probe, local),
             **stack_fields(bpf, probe, local, stacks),
