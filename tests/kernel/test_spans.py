@@ -153,6 +153,8 @@ def test_block_requests_from_start_to_end_by_their_request(workload, warm_cache,
     assert len(spans) == DIRECT_READS
     # the reader's, though the request may end in an interrupt or a kworker
     assert {(e.pid, e.values[1]) for e in spans} == {(w.pid, kdev)}
+    comm = spans[0].comm
+    assert {e.comm for e in spans} == {comm} and io.top_comms == ((comm, DIRECT_READS),)
     preads = sorted((e for e in events if e.probe_id == ids["pread"] and e.pid == w.pid), key=lambda e: e.ts_ns)
     assert len(preads) == DIRECT_READS, (stats["pread"], Counter(e.pid for e in events if e.probe_id == ids["pread"]))
     # each request inside its own read: issued after the call began, ended before it returned
