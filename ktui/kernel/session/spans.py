@@ -25,8 +25,7 @@ class SpansMixin:
     def _add_span_start(self, pid_: int, end_slot) -> None:
         """The START of probe `pid_`'s span, a hidden slot of the engine
         joined to `end_slot` (NotGeneric as engine.add raises it)."""
-        start = self._probes[pid_].since if pid_ in self._probes else end_slot.probe.since
-        slot = self._engine.add(start, self._hidden_id(), span_end=end_slot)
+        slot = self._engine.add(end_slot.probe.since, self._hidden_id(), span_end=end_slot)
         self._span_starts[pid_] = slot
 
     def _attach_span_start(self, pid_: int) -> str:
