@@ -72,7 +72,7 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
         word = m.group(1)
         if word in found:
             raise SpecError(f"{word}(...) given twice", col=pos + 1)
-        close = _closing(text, m.end())
+        close = closing(text, m.end())
         if close is None:
             raise SpecError(f"{word}( is not closed with )", col=pos + 1)
         inner, inner_at = text[m.end():close], m.end()
@@ -97,7 +97,9 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
     return agg
 
 
-def _closing(text: str, start: int) -> int | None:
+def closing(text: str, start: int) -> int | None:
+    """Where the parenthesis opened just before `start` closes (None: it
+    does not): the clauses' own, and since(...) (lang.spans)."""
     depth = 1
     for i in range(start, len(text)):
         if text[i] == "(":

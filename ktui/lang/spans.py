@@ -20,6 +20,7 @@ a return, a pattern or a gate); the key up to SPAN_KEYS_MAX integers.
 
 from __future__ import annotations
 
+from ktui.lang.aggregate import closing
 from ktui.lang.model import STRING_TYPES, Builtin, Kind, Probe, SpecError
 
 SPAN_KEYS_MAX = 4  # fetches in a span's key (the kernel's ktui_span_key)
@@ -36,15 +37,7 @@ def since_clause(text: str) -> tuple[str, str, int, int] | None:
     if at is None:
         return None
     open_at = at + len("since(")
-    depth, end = 1, None
-    for i in range(open_at, len(text)):
-        if text[i] == "(":
-            depth += 1
-        elif text[i] == ")":
-            depth -= 1
-            if depth == 0:
-                end = i
-                break
+    end = closing(text, open_at)
     if end is None:
         raise SpecError("since(...): no closing parenthesis", col=at + 1)
     if _clause_start(text, end + 1) is not None:
