@@ -24,7 +24,10 @@ from collections import Counter
 
 import pytest
 
+from ktui.kernel.generic import abi
 from ktui.kernel.session import Session, SessionOptions
+from ktui.lang.model import ProbeSet
+from ktui.lang.spec import parse_probe_text
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState
 
@@ -78,26 +81,34 @@ def test_a_span_joined_by_the_thread_gives_the_return_probes_counts(workload, wa
 
 
 A, B = 3001, 3002
-BY_VALUE = """
-name: by-value
-attach: kprobe
-probes:
-  - spec: sized=vfs_read:c:a3 since(vfs_write:c:a3)
-"""
+BY_VALUE = "sized=vfs_read:c:a3 since(vfs_write:c:a3)"
+
+
+def _waiting_starts(session) -> int:
+    """Starts in the kernel's table of waiting starts, every span's."""
+    from ktui.kernel.maps import bpfsys
+
+    return len(bpfsys.map_keys(session._engine._map("ktui_spans"), 8 + 8 * abi.SPAN_KEYS))
 
 
 def test_a_span_joined_by_a_value_pairs_each_start_with_the_first_end_of_its_key(workload, warm_cache):
     # four writes of A (each replacing the one before), then reads of B (no
     # start of their key), then of A: the first takes the last write's start
     w = workload([[["write", A, 4], ["read", B, 2], ["read", A, 3]]])
-    ps = dataclasses.replace(loads_probeset(BY_VALUE), pid=w.pid)
+    ps = ProbeSet("by-value", pid=w.pid, attach="kprobe")
     with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
-        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()), "the span attached")
+        s.wait_loaded()
+        # added live, as the dashboard's `a` does: no compile
+        status = s.add_probe_now(parse_probe_text(BY_VALUE))
+        wait_for(lambda: s.statuses()[status.probe_id].state is ProbeState.ATTACHED, "the span attached")
         w.run_phase()
         # the workload's "done" is a write too (5 bytes): a fifth start, still waiting
         wait_for(lambda: _by_name(s)["sized"].span_starts == 5, "every start counted")
         sized = _by_name(s)["sized"]
         events = drain_all(s)
+        assert _waiting_starts(s) == 1
+        s.remove_probe_now(status.probe_id)  # its waiting start goes with it
+        assert _waiting_starts(s) == 0
     assert (sized.hits, sized.span_matched, sized.span_replaced, sized.span_unkept, sized.span_waiting) == \
         (1, 1, 3, 0, 1), sized
     # the reads of B and the last two of A found no start; so did every
