@@ -55,6 +55,18 @@ def test_6_1_reads_its_per_cpu_preempt_count(tmp_path):
     assert context_addresses(path) == ContextAddresses(0xffffffffb5a1cb60, 0x1fb40, 0x1ef70)
 
 
+def test_the_running_kernels_addresses_are_read_once_a_process_once_known(monkeypatch):
+    from ktui.kernel.symbols import interrupt_context
+
+    reads = []
+    answers = [NOT_KNOWN, ContextAddresses(1, 2, 3), ContextAddresses(4, 5, 6)]
+    monkeypatch.setattr(interrupt_context, "_known", [])
+    monkeypatch.setattr(interrupt_context, "_read_addresses", lambda path, btf: reads.append(path) or answers.pop(0))
+    assert context_addresses() == NOT_KNOWN  # not root yet, say: asked again next time
+    assert context_addresses() == context_addresses() == ContextAddresses(1, 2, 3)
+    assert reads == [interrupt_context.KALLSYMS] * 2
+
+
 def test_6_12_reads_the_count_inside_pcpu_hot_at_its_btf_offset(tmp_path):
     path = tmp_path / "kallsyms"
     path.write_text(KALLSYMS_6_12)

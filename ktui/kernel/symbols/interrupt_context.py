@@ -49,10 +49,30 @@ class ContextAddresses:
 NOT_KNOWN = ContextAddresses()
 
 
+# This process's answer for the running kernel, once it is known: the
+# addresses stay as they are until the machine boots again (KASLR picks them
+# at boot; a module loaded later moves none of them), and /proc/kallsyms
+# takes a second to read under emulation, which every session of a process
+# (the exporter's reloads, a test suite's sessions) would pay again. Not
+# kept on disk: kernel addresses are for root's eyes only. NOT_KNOWN is not
+# kept (without root now, perhaps with it later); nor another file's answer.
+_known: list[ContextAddresses] = []
+
+
 def context_addresses(kallsyms: Path = KALLSYMS, btf=None) -> ContextAddresses:
     """The addresses on this kernel, or NOT_KNOWN. `btf`: a zero-argument
     callable giving vmlinux's RawBtf, asked only where the count lives in
     `pcpu_hot`."""
+    running = kallsyms == KALLSYMS
+    if running and _known:
+        return _known[0]
+    found = _read_addresses(kallsyms, btf)
+    if running and found.known:
+        _known.append(found)
+    return found
+
+
+def _read_addresses(kallsyms: Path, btf) -> ContextAddresses:
     try:
         text = kallsyms.read_text(errors="replace")
     except OSError:
