@@ -222,7 +222,8 @@ class Exporter:
             name = st.probe.name
             out.append(ProbeView(
                 name=name, set=self.sets.get(name, self.probeset.name),
-                is_return=st.probe.kind is Kind.RETURN, timed=st.probe.timed, state=probe_state(st),
+                is_return=st.probe.kind is Kind.RETURN, timed=st.probe.timed, span=st.probe.since is not None,
+                state=probe_state(st),
                 stats=stats.get(pid_, ProbeStats(pid_)), **value_shape(st.probe)))
         return out
 

@@ -13,15 +13,18 @@ counts the time between as a return probe counts its latency, under the
 task that made the START (the end often runs in an interrupt or a
 kworker): its comm, pid and cgroup are carried from the start.
 
-What a span can be, for now: each end a call of a kernel or user
-function, a tracepoint or a USDT probe, one function or event each (not
-a return, a pattern or a gate); the key up to SPAN_KEYS_MAX integers.
+What a span can be, for now: each end a call or a return of a kernel or
+user function, a tracepoint or a USDT probe, one function or event each
+(not a pattern, nor gated); the key up to SPAN_KEYS_MAX integers. A return
+end is the return half of its own return probe (its call paired first, by
+the thread): its key may be the return value, or the arguments as they
+were at its call.
 """
 
 from __future__ import annotations
 
 from ktui.lang.aggregate import closing
-from ktui.lang.model import STRING_TYPES, Builtin, Kind, Probe, SpecError
+from ktui.lang.model import STRING_TYPES, Builtin, Probe, SpecError
 
 SPAN_KEYS_MAX = 4  # fetches in a span's key (the kernel's ktui_span_key)
 SPAN_EXAMPLE = "blk_mq_end_request:c:a1 since(blk_mq_start_request:c:a1)"
@@ -64,9 +67,6 @@ def check_span(end: Probe, start: Probe) -> None:
     """The rules a span's two probes keep (SpecError, its message saying
     which end; no column: the caller places it)."""
     for what, probe in (("since: the start", start), ("a span's end", end)):
-        if probe.kind is Kind.RETURN:
-            raise SpecError(f"{what} is a return probe (:r): a span goes from a call, tracepoint or USDT probe "
-                            "to another (for a function's own latency, use FUNC:r)")
         if probe.target.is_wildcard:
             raise SpecError(f"{what} is a pattern: a span joins one function or event to another")
         if probe.within is not None:

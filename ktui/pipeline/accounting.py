@@ -37,7 +37,7 @@ def uncounted(s: ProbeStats) -> int:
     dropped for want of a free scratch level. The probe table shows them
     beside lost ("lost+N"). Entries not stored are left out: each comes
     back as an unpaired return, and must not count twice."""
-    return s.missed_returns + s.unpaired + s.recursion_misses + s.nest_dropped
+    return s.missed_returns + s.unpaired + s.recursion_misses + s.nest_dropped + s.span_unmatched
 
 
 def loss_lines(s: ProbeStats, is_return: bool, span: bool = False) -> list[tuple[str, str]]:
@@ -51,7 +51,7 @@ def loss_lines(s: ProbeStats, is_return: bool, span: bool = False) -> list[tuple
     kept or replaced, then the starts still waiting, in a line of their own."""
     rows: list[tuple[int, str, str]] = []  # (count, what, advice)
     if span:
-        rows.append((s.unpaired, "ends with no start waiting", ""))
+        rows.append((s.span_unmatched, "ends with no start waiting", ""))
         rows.append((s.span_unkept, "starts not kept (map full)", ""))
         rows.append((s.span_replaced, "starts replaced before their end (same key)", ""))
     if is_return:

@@ -250,9 +250,9 @@ def uncounted_fields(s: ProbeStats) -> dict:
     out = {"unpaired": s.unpaired, "entries_unstored": s.entries_unstored, "nest_dropped": s.nest_dropped}
     if s.gate_unkept or s.gate_unpaired:  # a `within:` gate's (only where it missed something)
         out.update(gate_unkept=s.gate_unkept, gate_unpaired=s.gate_unpaired)
-    if s.span_starts or s.span_matched or s.span_unkept:  # a span's (`since:`; unpaired: its ends with no start)
-        out.update(span_starts=s.span_starts, span_matched=s.span_matched, span_unkept=s.span_unkept,
-                   span_replaced=s.span_replaced, span_waiting=s.span_waiting)
+    if s.span_starts or s.span_matched or s.span_unmatched:  # a span's (`since:`)
+        out.update(span_starts=s.span_starts, span_matched=s.span_matched, span_unmatched=s.span_unmatched,
+                   span_unkept=s.span_unkept, span_replaced=s.span_replaced, span_waiting=s.span_waiting)
     return out
 
 

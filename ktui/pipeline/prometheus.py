@@ -115,6 +115,7 @@ class ProbeView:
     state: str = "attached"
     # its hits have a latency: a return probe's, or a span's (since its start)
     timed: bool = False
+    span: bool = False  # a span's end (`since:`): its own counters too
 
     @property
     def attached(self) -> bool:
@@ -293,11 +294,11 @@ def span_families(probes: Sequence[ProbeView]) -> list:
                                 labels=labels)
     for p in probes:
         s = p.stats
-        if not (p.timed and not p.is_return):
+        if not p.span:
             continue
         key = [p.set, p.name]
         starts.add_metric(key, s.span_starts)
-        unmatched.add_metric(key, s.unpaired)
+        unmatched.add_metric(key, s.span_unmatched)
         unkept.add_metric(key, s.span_unkept)
         replaced.add_metric(key, s.span_replaced)
         waiting.add_metric(key, s.span_waiting)

@@ -311,7 +311,8 @@ def uncounted_from_json(v: dict) -> dict:
         # `within:` gates (absent before them)
         "gate_unkept": int(v.get("gate_unkept", 0)), "gate_unpaired": int(v.get("gate_unpaired", 0)),
         # spans (absent before them)
-        **{k: int(v.get(k, 0)) for k in ("span_starts", "span_unkept", "span_replaced", "span_matched")},
+        **{k: int(v.get(k, 0)) for k in ("span_starts", "span_unkept", "span_replaced", "span_matched",
+                                             "span_unmatched")},
     }
 
 

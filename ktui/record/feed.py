@@ -163,12 +163,14 @@ class ProbeStats:
     # set-wide filters), those not kept (the kernel's map of waiting starts
     # full), those that replaced a start still waiting under the same key
     # (a requeue: the one replaced never ends), and ends that took their
-    # start (before the end's own filter). Ends with no start are
-    # `unpaired`; starts still waiting are `span_waiting`.
+    # start (before the end's own filter), and ends with no start waiting
+    # (a return end's own unpaired returns are `unpaired`, as a return
+    # probe's); starts still waiting are `span_waiting`.
     span_starts: int = 0
     span_unkept: int = 0
     span_replaced: int = 0
     span_matched: int = 0
+    span_unmatched: int = 0
     # error returns whose errno falls outside the probe's errno table (so
     # not in `errnos`)
     errnos_other: int = 0

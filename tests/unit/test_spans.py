@@ -14,7 +14,7 @@ import pytest
 from ktui.kernel.codegen.program import never_compiled
 from ktui.kernel.generic import abi
 from ktui.kernel.generic.engine import Slot
-from ktui.lang.model import Kind, ProbeSetError, SpecError
+from ktui.lang.model import Kind, ProbeSetError, RetVal, SpecError
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.probeset_write import dumps_probeset
 from ktui.lang.spec import parse_probe_text, parse_spec_clauses
@@ -37,11 +37,12 @@ def test_the_compact_clause_gives_the_end_its_start():
     # a start's own parentheses (+OFF(...)) end inside the clause
     assert parse_probe_text("f:c:a1 since(g:c:+8(a1))").since.spec_text == "g:c:+8(a1)"
     assert not parse_probe_text("vfs_read:c:a3").timed and parse_probe_text("vfs_read:r").timed
+    # either end a return: its key may be the return value
+    both = parse_probe_text("f:r:retval since(g:r:retval)")
+    assert (both.kind, both.since.kind, both.since.fetches[0].expr) == (Kind.RETURN, Kind.RETURN, RetVal())
 
 
 @pytest.mark.parametrize("text, col, words", [
-    ("vfs_read:c since(vfs_write:r)", 12, "the start is a return probe"),
-    ("vfs_read:r since(vfs_write:c)", 12, "a span's end is a return probe"),
     ("vfs_read:c since(vfs_*:c)", 12, "is a pattern"),
     ("vfs_read:c:a1 since(vfs_write:c:a1,a2)", 15, "its end's first 2 fetch(es)"),
     ("f:c:a1,a2,a3,a4,a5 since(g:c:a1,a2,a3,a4,a5)", 20, "at most 4"),
@@ -101,7 +102,7 @@ def test_a_span_is_never_compiled():
 
 
 def test_the_stats_say_what_a_span_could_not_count():
-    s = ProbeStats(1, hits=90, unpaired=4, span_starts=100, span_unkept=1, span_replaced=2, span_matched=95)
+    s = ProbeStats(1, hits=90, span_unmatched=4, span_starts=100, span_unkept=1, span_replaced=2, span_matched=95)
     assert s.span_waiting == 2
     text = "\n".join(line for line, _ in loss_lines(s, False, span=True))
     assert "100 starts, 2 waiting for their end" in text
@@ -118,17 +119,18 @@ def test_ndjson_and_the_exporter_carry_a_spans_counters_and_latency():
     from ktui.pipeline.ndjson import uncounted_fields
     from ktui.pipeline.prometheus import ProbeView, ProbeCollector
 
-    s = ProbeStats(1, hits=3, unpaired=1, span_starts=5, span_matched=3, span_replaced=1, hist=(0,) * 10 + (3,),
+    s = ProbeStats(1, hits=3, span_unmatched=1, span_starts=5, span_matched=3, span_replaced=1, hist=(0,) * 10 + (3,),
                    latency_sum_ns=3000)
     fields = uncounted_fields(s)
-    assert (fields["span_starts"], fields["span_waiting"], fields["unpaired"]) == (5, 1, 1)
+    assert (fields["span_starts"], fields["span_waiting"], fields["span_unmatched"], fields["unpaired"]) == (5, 1, 1, 0)
     assert "span_starts" not in uncounted_fields(ProbeStats(1, hits=3))
     json.dumps(fields)
-    views = [ProbeView("io", "s", False, s, timed=True), ProbeView("plain", "s", False, ProbeStats(2, hits=1))]
+    views = [ProbeView("io", "s", False, s, timed=True, span=True), ProbeView("plain", "s", False, ProbeStats(2, hits=1))]
     registry = CollectorRegistry()
     registry.register(ProbeCollector(lambda: views))
     text = generate_latest(registry).decode()
     assert 'ktui_probe_span_starts_total{probe="io",set="s"} 5.0' in text
     assert 'ktui_probe_span_waiting{probe="io",set="s"} 1.0' in text
+    assert 'ktui_probe_span_unmatched_ends_total{probe="io",set="s"} 1.0' in text
     assert 'ktui_probe_latency_seconds_count{probe="io",set="s"} 3.0' in text
     assert 'probe="plain"' not in "\n".join(l for l in text.splitlines() if "span" in l or "latency" in l)

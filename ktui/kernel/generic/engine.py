@@ -49,7 +49,7 @@ TOP_COMMS = 5  # and cgroups: the same sample's other half
 _SLOT_COUNTERS = ("ktui_hits", "ktui_emitted", "ktui_lost", "ktui_sampled", "ktui_window", "ktui_hist",
                   "ktui_lat_sum", "ktui_comms_drop", "ktui_unpaired", "ktui_unstored", "ktui_nested",
                   "ktui_errno_rest", "ktui_vhist", "ktui_vhist_sum", "ktui_agg_drops", "ktui_lost_full", "ktui_stack_drop",
-                  "ktui_replaced", "ktui_matched")
+                  "ktui_replaced", "ktui_matched", "ktui_unmatched")
 # the aggregations' shared hash maps, keyed by the probe's tag first (abi.AggKey...)
 _TAGGED_MAPS = (("ktui_aggs", abi.AggKey), ("ktui_agg_lost", abi.AggKey), ("ktui_stacks", abi.StackKey),
                 ("ktui_ustacks", abi.UStackKey))
@@ -677,7 +677,8 @@ class GenericEngine:
         hits = per_cpu_hits.sum(axis=1)
         counters = {name: self._sum_counters(self._map(name), count, np)
                     for name in ("ktui_emitted", "ktui_lost", "ktui_lat_sum", "ktui_unpaired", "ktui_unstored",
-                                 "ktui_nested", "ktui_errno_rest", "ktui_replaced", "ktui_matched")}
+                                 "ktui_nested", "ktui_errno_rest", "ktui_replaced", "ktui_matched",
+                                 "ktui_unmatched")}
         hitters = hitters_by_slot(self._map("ktui_comms")) if slots else {}
         aggregates = self._aggregates(slots, count, np)
         members = self._members(slots, np)
@@ -707,6 +708,7 @@ class GenericEngine:
                 nest_dropped=int(counters["ktui_nested"][i]),
                 span_replaced=int(counters["ktui_replaced"][i]),
                 span_matched=int(counters["ktui_matched"][i]),
+                span_unmatched=int(counters["ktui_unmatched"][i]),
                 **runs[i],
                 **aggregates.get(i, {}),
                 **members.get(i, {}),

@@ -81,9 +81,10 @@ struct ktui_who {
  * that finds its start takes it (pid, comm and cgroup are the start's: an
  * end often runs in an interrupt or a kworker) and counts the time since.
  * Counted: starts not kept (the map full: the START slot's ktui_unstored),
- * starts that replaced one still waiting (a requeue; ktui_replaced),
- * ends with no start (the END's ktui_unpaired) and ends that took one
- * (ktui_matched): what still waits is the rest. */
+ * starts that replaced one still waiting (a requeue; ktui_replaced), ends
+ * with no start (ktui_unmatched: apart from a return end's own unpaired
+ * returns) and ends that took one (ktui_matched): what still waits is the
+ * rest. */
 struct ktui_span_key {
     u32 span;
     u32 gen;
@@ -168,6 +169,7 @@ BPF_HASH(ktui_gates, struct ktui_gate_key, u64, KTUI_GATE_THREADS);
 BPF_HASH(ktui_spans, struct ktui_span_key, struct ktui_span_start, KTUI_SPAN_MAP);
 BPF_PERCPU_ARRAY(ktui_replaced, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_matched, u64, KTUI_MAX_PROBES);
+BPF_PERCPU_ARRAY(ktui_unmatched, u64, KTUI_MAX_PROBES);
 /* In-kernel aggregations (plan.agg), every probe's in the same maps, keyed
  * by its tag: a value histogram per slot; hits (and a sum) by key, a
  * probe's keys held to its own max_keys by ktui_agg_nkeys; a hit whose new
@@ -822,14 +824,14 @@ static __always_inline void ktui_span_begin(struct ktui_state *st, struct ktui_p
 /* A span's end: 1 when it took its start (*now, *latency; the hit is then
  * the start's task's). One whose start is not there (made before the span
  * attached, not kept, left out by the set-wide filters, or taken by
- * another end of the same key first) is counted as unpaired. */
+ * another end of the same key first) is counted as unmatched. */
 static __always_inline int ktui_span_end(struct ktui_state *st, struct ktui_plan *plan, u32 slot, u64 *now,
                                          u64 *latency)
 {
     struct ktui_span_key *k = ktui_span_key_of(st, plan);
     struct ktui_span_start *v = ktui_spans.lookup(k);
     if (!v) {
-        ktui_bump(ktui_unpaired.lookup(&slot));
+        ktui_bump(ktui_unmatched.lookup(&slot));
         return 0;
     }
     u64 ts = v->ts;
@@ -841,7 +843,7 @@ static __always_inline int ktui_span_end(struct ktui_state *st, struct ktui_plan
     /* read, then taken: of two ends racing for one start, the one whose
      * delete fails did not take it */
     if (ktui_spans.delete(k)) {
-        ktui_bump(ktui_unpaired.lookup(&slot));
+        ktui_bump(ktui_unmatched.lookup(&slot));
         return 0;
     }
     ktui_bump(ktui_matched.lookup(&slot));
