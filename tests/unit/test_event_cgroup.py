@@ -1,11 +1,13 @@
 """Every event carries its task's cgroup id in the record header (HEADER,
 56 bytes): decoded in bulk and named, kept named in recordings (CGRP),
-Recordings made before (48-byte headers, HEADER_V1,
+written to NDJSON. Recordings made before (48-byte headers, HEADER_V1,
 formats 1-3) still replay, with no cgroup.
 """
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +16,11 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.loader import program_text
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_probe_text
+from ktui.pipeline.ndjson import NdjsonSink
 from ktui.pipeline.recording import FORMAT_VERSION, Recorder, RecordingReader
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.decode import Decoder, RecordBatch, SizedDecoders
+from ktui.record.feed import Event
 from ktui.record.layout import HEADER, HEADER_FIELDS, HEADER_SIZE, HEADER_V1, record_layout
 from ktui.record.raw import RawRecords
 
@@ -113,3 +117,12 @@ def test_a_format_3_recording_made_by_the_old_writer_still_replays():
     assert feed.stats().probes[1].hits == 3
     feed.close()
 
+
+def test_ndjson_says_each_events_cgroup_and_null_where_it_was_not_recorded():
+    out = io.StringIO()
+    sink = NdjsonSink(out, feed=None)
+    sink._write([Event(1, 5, 0, 10, 10, "dd", None, (), cgroup=NGINX),
+                 Event(1, 6, 0, 10, 10, "dd", None, ())], {})
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["cgroup"] for line in lines] == [NGINX, None]
+    assert lines[0]["v"] == 2  # a key added within version 2
