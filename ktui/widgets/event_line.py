@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 MIN_DETAILS = 36
 NARROW_TASK, NARROW_NAME = 14, 16
 NARROW_CGROUP = 12  # `docker:01234…`, `…session-3.scope`: enough to tell a few apart
+MID_CGROUP = 24  # a path's last parts (`…user-1000.slice/session-3.scope` wants more)
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,10 @@ def choose_layout(time_width: int, task_width: int, name_width: int, available: 
     if cgroup_width and cgroups_differ:
         narrowest = steps[-1]
         steps = [replace(step, cgroup_width=cgroup_width) for step in steps] + [
+            replace(narrowest, cgroup_width=min(cgroup_width, MID_CGROUP)),
             replace(narrowest, cgroup_width=min(cgroup_width, NARROW_CGROUP))]
     elif cgroup_width:
-        steps.insert(0, replace(full, cgroup_width=cgroup_width))
+        steps[:0] = [replace(full, cgroup_width=cgroup_width), replace(full, cgroup_width=min(cgroup_width, MID_CGROUP))]
     for layout in steps:
         if layout.prefix_width(time_width) + wanted <= available:
             return layout

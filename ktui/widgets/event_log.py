@@ -34,7 +34,8 @@ from ktui.widgets.event_window import DEFAULT_WINDOW, EventRow, EventWindow, lin
 _ERRNO = re.compile(r"\(E[A-Z0-9]+\)")
 # Column widths never shrink while rows live, so lines do not jump sideways;
 # they are capped so one long comm or name cannot push the values away.
-_MAX_TASK, _MAX_NAME, _MAX_CGROUP = 24, 24, 24
+# (a cgroup's path is longer than a comm: a wide pane shows most of them whole)
+_MAX_TASK, _MAX_NAME, _MAX_CGROUP = 24, 24, 48
 WHEEL_LINES = 3  # rows per wheel notch, as terminals scroll text
 
 
