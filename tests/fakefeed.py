@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Callable, Collection, Mapping
+from typing import Callable, Collection, Mapping, Sequence
 
 from ktui.lang.model import Builtin, Kind, Probe, ProbeSet, RetVal
 from ktui.lang.wildcards import expand
@@ -161,7 +161,11 @@ class FakeFeed:
         shaky: Collection[str] = (),
         errno_checks: Mapping[str, str] | None = None,
         names: Collection[str] = (),
+        cgroups: Sequence[str] = (),
     ) -> None:
+        # each event's task's cgroup path, by turns (none: events carry none,
+        # as a recording made before they did)
+        self.cgroups = tuple(cgroups)
         self.names = tuple(names) or FAKE_FUNCTIONS + FAKE_EVENTS
         self.events_per_drain = events_per_drain
         self.start_ns = start_ns
@@ -282,6 +286,7 @@ class FakeFeed:
             latency_ns=latency_for(seq) if is_return else None,
             values=tuple(self._value(f.expr, f.effective_type, seq, i, _aggregated(probe))
                          for i, f in enumerate(probe.fetches)),
+            cgroup=self.cgroups[seq % len(self.cgroups)] if self.cgroups else "",
         )
 
     def _value(self, expr, ftype: str, seq: int, index: int, aggregated=()):

@@ -202,10 +202,13 @@ def short_name(probe: Probe) -> str:
 
 def event_columns(
     event: Event, probe: Probe | None, symbolize: Symbolize | None = None
-) -> tuple[str, str, str, str, str]:
-    """(time, cpu, comm[pid], probe, details) of one event, where details is
-    `name=value ...` and, for a return probe, `lat=1.20us`. The probe is its
-    label, else `target:kind`: the fetches are named in the details already."""
+) -> tuple[str, str, str, str, str, str]:
+    """(time, cpu, comm[pid], cgroup, probe, details) of one event, where
+    details is `name=value ...` and, for a return probe, `lat=1.20us`. The
+    probe is its label, else `target:kind`: the fetches are named in the
+    details already. The cgroup is its task's, shortened where the path
+    says what it is (`docker:0123456789ab`); "" where the event does not
+    carry one (a recording made before events did)."""
     name = short_name(probe) if probe is not None else f"#{event.probe_id}"
     details = [f"{k}={v}" for k, v in fetch_pairs(probe, event.values, symbolize)]
     if event.in_interrupt:  # pid and comm are the interrupted task's: said first
@@ -214,11 +217,12 @@ def event_columns(
         details.append(f"lat={format_latency(event.latency_ns)}")
     comm = printable(event.comm)
     task = f"{comm}[{event.pid}]" if event.pid == event.tid else f"{comm}[{event.pid}/{event.tid}]"
-    return (format_ts(event.ts_ns), f"{event.cpu:03d}", task, name, " ".join(details))
+    cgroup = printable(cgroup_short(event.cgroup)) if event.cgroup else ""
+    return (format_ts(event.ts_ns), f"{event.cpu:03d}", task, cgroup, name, " ".join(details))
 
 
 def format_event(event: Event, probe: Probe | None, symbolize: Symbolize | None = None) -> str:
-    """One event on one line: `4242.000001 003 cat[1234] vfs_read count=16 lat=1.20us`.
+    """One event on one line: `4242.000001 003 cat[1234] system.slice/x.service vfs_read count=16 lat=1.20us`.
 
     This is the text the event pane shows and filters on."""
     return " ".join(c for c in event_columns(event, probe, symbolize) if c)

@@ -2,12 +2,19 @@
 
 Schema, version 2 (every object has "v": 2 and a "type"):
   event:   {"v":2,"type":"event","probe":NAME,"probe_id":N,"ts_ns":N,"cpu":N,
-            "pid":N,"tid":N,"comm":S,"latency_ns":N|null,"values":{FETCH: VALUE}}
+            "pid":N,"tid":N,"comm":S,"cgroup":S|null,"latency_ns":N|null,
+            "values":{FETCH: VALUE}}
            VALUE is an integer (signed for s* types and retval), a string for
            string/ustring fetches, and "name+0xoff" for symbol fetches.
            "context": "task"|"softirq"|"hardirq"|"nmi" where the kernel lets
            the program tell (absent where not): in an interrupt, pid and
            comm are the task it interrupted.
+           "cgroup": the cgroup v2 directory of the event's task, its whole
+           path under the mount ("system.slice/nginx.service", "/" for the
+           root, "cgroup:<id>" for one ktui could not name), as a `cgroup`
+           fetch's value is; for a span's end, its start's task's (as pid
+           and comm); null for an event of a recording made before events
+           carried it (recording format 4).
   stats:   {"v":2,"type":"stats","probes":[{"probe_id","probe","hits","emitted",
             "lost","recursion_misses","counted_only","missed_returns","maxactive",
             "unpaired","entries_unstored","nest_dropped","errnos":{"EBADF":N},
@@ -102,7 +109,8 @@ Schema, version 2 (every object has "v": 2 and a "type"):
 
 "counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state", the aggregation keys,
 "member_count", "members",
-"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check", "top_comms_exact" and "top_cgroups" were added
+"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check", "top_comms_exact", "top_cgroups"
+and the event's "cgroup" were added
 within version 2 (readers that ignore unknown keys are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -178,7 +186,7 @@ class NdjsonSink:
             lines.append(json.dumps({
                 "v": SCHEMA_VERSION, "type": "event", "probe": name, "probe_id": e.probe_id,
                 "ts_ns": e.ts_ns, "cpu": e.cpu, "pid": e.pid, "tid": e.tid, "comm": e.comm,
-                "latency_ns": e.latency_ns, "values": values,
+                "cgroup": e.cgroup or None, "latency_ns": e.latency_ns, "values": values,
                 **({"context": e.context} if e.context else {}),
             }, ensure_ascii=False))
         self.events += len(lines)

@@ -28,14 +28,18 @@ complete chunk.
       STAT  JSON: a stats snapshot (top_cgroups by path, since they were
             counted; a recording without them replays them as not kept)
       CGRP  JSON {"cgroups": {"<id>": "<path>"}}: the paths of cgroup ids
-            the events that follow hold (each id once, when first named;
-            since the cgroup fetch: a replay has no cgroup tree, or
-            another machine's). An id never named replays as cgroup:<id>.
+            the events that follow hold, in their headers (format 4) and
+            cgroup fetches (each id once, when first named; since the
+            cgroup fetch: a replay has no cgroup tree, or another
+            machine's). An id never named replays as cgroup:<id>.
             count(cgroup) keys are in STAT by path already.
       END   empty: written by close(); a recording without it was cut off
       STAT/UNIT/PROB/CGRP may repeat; EVTS chunks follow their UNIT.
 
-Format 3 keeps records exactly as long as their probe's fields (a unit per
+Format 4 records carry the task's cgroup id in their header (56 bytes,
+record.layout.HEADER; every event's id is named in CGRP). Formats 1-3
+have the 48-byte header before it (HEADER_V1): their events replay with
+no cgroup. Format 3 keeps records exactly as long as their probe's fields (a unit per
 record size, EVTM for batches of several sizes in arrival order). Format 2
 keeps latency histograms of record.histogram's 65 slots. Format 1 (before
 it) kept 64 slots with the same meaning (bcc's bpf_log2l): they are read
@@ -73,11 +77,12 @@ from ktui.record.cgroups import unknown as unknown_cgroup
 from ktui.record.decode import Decoder, InterleavedBatch, MultiBatch, RecordBatch, interleaved
 from ktui.record.feed import EventBatch, ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
 from ktui.record.histogram import fit
-from ktui.record.layout import probe_record_size, record_layout, sized_layout
+from ktui.record.layout import HEADER, HEADER_V1, Header, probe_record_size, record_layout, sized_layout
 
 MAGIC = b"KTUIREC\x01"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+FIRST_WITH_CGROUP = 4  # the first format whose records have HEADER (the cgroup id)
 _CHUNK = struct.Struct("<4sI")
 _UNIT = struct.Struct("<I")
 _MIXED = struct.Struct("<II")  # EVTM: parts, order width; then per part: unit, records
@@ -365,6 +370,7 @@ class RecordingReader:
         self.probesets: dict[int, ProbeSet] = {}
         self._old_units: dict[int, dict[int, Decoder]] = {}  # format 1-2 units: size -> decoder
         self.cgroups: dict[int, str] = {}  # CGRP chunks: cgroup id -> path, as recorded
+        self.header: Header = HEADER  # its records' header: HEADER_V1 before format 4 (set by HEAD)
 
     def chunks(self) -> Iterator[Chunk]:
         from ktui.lang.probeset import loads_probeset
@@ -437,16 +443,17 @@ class RecordingReader:
                     f"{self.path}: recording format {self.head.get('version')!r} is not one this ktui "
                     f"reads (formats {_readable()}; it writes {FORMAT_VERSION})"
                 )
+            self.header = HEADER if self.head["version"] >= FIRST_WITH_CGROUP else HEADER_V1
             return Chunk("head", self.head)
         if kind == b"UNIT":
             obj = _json_object(body)
             unit = int(obj["unit"])
             ids, ps = _probes_from_json(obj, loads_probeset, f"{self.path}#unit{unit}")
             if "record_size" in obj:
-                layout = sized_layout(ps.probes, int(obj["record_size"]))
+                layout = sized_layout(ps.probes, int(obj["record_size"]), self.header)
                 self._old_units.pop(unit, None)
             else:
-                layout = record_layout(ps.probes)
+                layout = record_layout(ps.probes, self.header)
                 self._old_units[unit] = {}
             self.decoders[unit] = Decoder(layout, ps.probes, ids, self._cgroup_name)
             self.probesets[unit] = ps
@@ -487,7 +494,8 @@ class RecordingReader:
         if size == decoder.layout.record_size:
             return decoder
         if size not in sized:
-            sized[size] = Decoder(sized_layout(decoder.probes, size), decoder.probes, decoder.probe_ids,
+            sized[size] = Decoder(sized_layout(decoder.probes, size, decoder.layout.header), decoder.probes,
+                                  decoder.probe_ids,
                                   self._cgroup_name)
         return sized[size]
 
@@ -528,14 +536,15 @@ def _old_unit_size(decoder: Decoder, data) -> int:
     its records read well, else the first of its probes' sizes that does:
     the chunk is whole records of it, each naming a probe that fits."""
     nbytes = memoryview(data).nbytes
+    header = decoder.layout.header
     sizes = [decoder.layout.record_size] + sorted(
-        {probe_record_size(p) for p in decoder.probes} - {decoder.layout.record_size})
+        {probe_record_size(p, header) for p in decoder.probes} - {decoder.layout.record_size})
     for size in sizes:
         if size > decoder.layout.record_size or nbytes % size:
             continue
         local = np.frombuffer(data, dtype=[("skip", "V16"), ("probe", "<u4"), ("rest", f"V{size - 20}")])["probe"]
         if not len(local) or (local < len(decoder.probes)).all() and all(
-                probe_record_size(decoder.probes[i]) <= size for i in np.unique(local).tolist()):
+                probe_record_size(decoder.probes[i], header) <= size for i in np.unique(local).tolist()):
             return size
     raise ValueError(f"{nbytes} bytes of records of none of the unit's sizes")
 

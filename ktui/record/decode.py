@@ -18,12 +18,12 @@ import numpy as np
 from ktui.lang.model import Probe
 from ktui.record.cgroups import CgroupName, names_of
 from ktui.record.feed import CONTEXT_SHIFT, CPU_MASK, Event, context_name
-from ktui.record.layout import HEADER_FIELDS, HEADER_SIZE, RecordLayout, probe_record_size, sized_layout
+from ktui.record.layout import HEADER_SIZE, RecordLayout, probe_record_size, sized_layout
 from ktui.record.raw import RawRecords
 
 
 def record_dtype(layout: RecordLayout) -> np.dtype:
-    fields = [(name, fmt) for name, fmt, _ in HEADER_FIELDS]
+    fields = [(name, fmt) for name, fmt, _ in layout.header.fields]
     fields.append(("payload", f"V{layout.payload_size}"))
     dtype = np.dtype(fields)
     assert dtype.itemsize == layout.record_size
@@ -96,9 +96,11 @@ class RecordBatch:
         return RecordBatch(self.decoder, self.records[self._kept(probe_ids)])
 
     def cgroup_ids(self) -> set[int]:
-        """The distinct cgroup ids the batch's `cgroup` fetches hold (what a
-        recording must be able to name again)."""
+        """The distinct cgroup ids the batch holds, in its headers and its
+        `cgroup` fetches (what a recording must be able to name again)."""
         out: set[int] = set()
+        if self.decoder.layout.header.has_cgroup:  # every event's task's
+            out.update(np.unique(self.records["cgroup"]).tolist())
         local = self.records["probe"]
         for index, layout in enumerate(self.decoder.layout.probes[:len(self.decoder.probes)]):
             slots = [i for i, slot in enumerate(layout.slots) if slot.kind == "cgroup"]
@@ -161,6 +163,7 @@ class RecordBatch:
         tid = recs["tid"].tolist()
         comm = recs["comm"].tolist()
         probes = local.tolist()
+        cgroups = header_cgroups(dec, recs)
         for k in range(len(recs)):
             index = probes[k]
             if index >= len(dec.probes):
@@ -177,9 +180,21 @@ class RecordBatch:
                     latency_ns=lat[k] if dec.probes[index].timed else None,
                     values=values_by_row[k],
                     context=context_name(context[k]),
+                    cgroup=cgroups[k],
                 )
             )
         return out
+
+
+def header_cgroups(decoder: Decoder, recs: np.ndarray) -> list[str]:
+    """Each record's task's cgroup, named: each distinct id once (a batch's
+    events mostly share a few cgroups), then spread by numpy, not by a
+    Python call per record; "" each where the header has none (HEADER_V1)."""
+    if not decoder.layout.header.has_cgroup:
+        return [""] * len(recs)
+    ids, where = np.unique(recs["cgroup"], return_inverse=True)
+    names = np.asarray(names_of(decoder.cgroup_name, ids.tolist()), dtype=object)
+    return names[where].tolist()
 
 
 class InterleavedBatch:

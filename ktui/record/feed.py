@@ -71,6 +71,11 @@ class Event:
     # where it ran (CONTEXTS): a hit in an interrupt shows the task it
     # interrupted as pid and comm; "" where the kernel does not say
     context: str = ""
+    # the cgroup v2 directory of its task (a span's end: its start's), as
+    # its path under the mount (record.cgroups: `cgroup:<id>` when it could
+    # not be named); "" where the record does not carry it (a recording
+    # made before events did)
+    cgroup: str = ""
 
     @property
     def in_interrupt(self) -> bool:

@@ -20,6 +20,7 @@ from ktui.pipeline.format import (
 )
 from ktui.lang.alternatives import chosen_text
 from ktui.lang.model import Fetch, positional
+from ktui.record.cgroups import short as cgroup_short
 from ktui.record.feed import ProbeState, ProbeStatus
 from ktui.screens.modal import ModalFrame
 from ktui.widgets.event_window import EventRow
@@ -67,6 +68,13 @@ def _context_text(context: str) -> str:
     return f"{context}: comm and pid are the task it interrupted"
 
 
+def _cgroup_text(path: str) -> str:
+    """The whole path (the event pane may shorten it), and the short form
+    beside it where it has one: `system.slice/docker-<id>.scope  (docker:<12 hex>)`."""
+    shown = cgroup_short(path)
+    return printable(path) if shown == path else f"{printable(path)}  ({printable(shown)})"
+
+
 def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symbolize | None) -> tuple[Table, Table]:
     event, probe = row.event, row.probe
     fields = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
@@ -78,6 +86,8 @@ def detail_tables(row: EventRow, status: ProbeStatus | None, symbolize: Symboliz
         fields.add_row("context", _context_text(event.context))
     fields.add_row("comm", printable(event.comm))
     fields.add_row("pid / tid", f"{event.pid} / {event.tid}")
+    if event.cgroup:  # (a recording made before events carried it has none)
+        fields.add_row("cgroup", _cgroup_text(event.cgroup))
     if event.latency_ns is not None:
         fields.add_row("latency", f"{format_latency(event.latency_ns)}  ({event.latency_ns} ns since entry)")
     fields.add_row("probe", f"#{event.probe_id}  {probe.name if probe else '(gone)'}")

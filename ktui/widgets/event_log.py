@@ -28,13 +28,14 @@ from textual.strip import Strip
 from ktui.lang.model import Probe
 from ktui.pipeline.format import Symbolize
 from ktui.record.feed import Event, EventBatch
-from ktui.widgets.event_line import MIN_DETAILS, LineLayout, choose_layout, cut_time, fit
-from ktui.widgets.event_window import DEFAULT_WINDOW, EventRow, EventWindow
+from ktui.widgets.event_line import MIN_DETAILS, LineLayout, choose_layout, cut_time, fit, fit_cgroup
+from ktui.widgets.event_window import DEFAULT_WINDOW, EventRow, EventWindow, line_text
 
 _ERRNO = re.compile(r"\(E[A-Z0-9]+\)")
 # Column widths never shrink while rows live, so lines do not jump sideways;
 # they are capped so one long comm or name cannot push the values away.
-_MAX_TASK, _MAX_NAME = 24, 24
+# (a cgroup's path is longer than a comm: a wide pane shows most of them whole)
+_MAX_TASK, _MAX_NAME, _MAX_CGROUP = 24, 24, 48
 WHEEL_LINES = 3  # rows per wheel notch, as terminals scroll text
 
 
@@ -54,6 +55,7 @@ class EventLog(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "event-log--time",
         "event-log--task",
+        "event-log--cgroup",
         "event-log--probe",
         "event-log--error",
         "event-log--cursor",
@@ -66,6 +68,7 @@ class EventLog(ScrollView, can_focus=True):
         overflow-y: scroll;
         & > .event-log--time { color: $text-muted; }
         & > .event-log--task { color: $text-secondary; }
+        & > .event-log--cgroup { color: $text-muted; }
         & > .event-log--probe { color: $text-accent; }
         & > .event-log--error { color: $text-error; text-style: bold; }
         & > .event-log--cursor {
@@ -100,7 +103,11 @@ class EventLog(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.window = EventWindow(window, symbolize)
         self.cursor = -1  # index into window.view; -1 when empty
-        self._widths = [0, 3, 0, 0, 0]  # time, cpu, task, name, details (up to MIN_DETAILS)
+        self._widths = [0, 3, 0, 0, 0, 0]  # time, cpu, task, cgroup, name, details (up to MIN_DETAILS)
+        # the cgroups of the rows fitted so far, up to two: two say the rows
+        # come from several cgroups (event_line: the column is then kept);
+        # like the widths it is never forgotten while rows live
+        self._cgroups: set[str] = set()
         self._width = 0  # the pane's width the cached lines were fitted to
         self._layout = LineLayout()
         self._cache: LRUCache[tuple[int, bool, bool], Strip] = LRUCache(512)
@@ -159,7 +166,7 @@ class EventLog(ScrollView, can_focus=True):
 
     def lines(self) -> list[str]:
         """The text of every row in view (tests, copying)."""
-        return [" ".join(self.window.columns(r)) for r in self.window.view]
+        return [line_text(self.window.columns(r)) for r in self.window.view]
 
     def _update_virtual_size(self) -> None:
         self.virtual_size = Size(0, len(self.window))  # lines fit the width: no horizontal scroll
@@ -318,7 +325,7 @@ class EventLog(ScrollView, can_focus=True):
             # rows already drawn used narrower columns, draw them again
             self._relayout()
             self.call_later(self.refresh)
-        time, cpu, task, name, details = columns
+        time, cpu, task, cgroup, name, details = columns
         layout, w_time = self._layout, self._widths[0] - self._layout.time_cut
         style = self.get_component_rich_style
         text = Text(style=base, no_wrap=True, end="")
@@ -326,6 +333,8 @@ class EventLog(ScrollView, can_focus=True):
         if layout.cpu:
             text.append(cpu + " ", style("event-log--time"))
         text.append(fit(task, layout.task_width) + " ", style("event-log--task"))
+        if layout.cgroup_width:
+            text.append(fit_cgroup(cgroup, layout.cgroup_width) + " ", style("event-log--cgroup"))
         text.append(fit(name, layout.name_width) + " ", style("event-log--probe"))
         offset = len(text)
         text.append(details)
@@ -342,16 +351,20 @@ class EventLog(ScrollView, can_focus=True):
 
     def _relayout(self) -> None:
         """Choose the columns again for the current width and column widths."""
-        w_time, _, w_task, w_name, w_details = self._widths
-        self._layout = choose_layout(w_time, w_task, w_name, self._width or 10_000, w_details)
+        w_time, _, w_task, w_cgroup, w_name, w_details = self._widths
+        self._layout = choose_layout(w_time, w_task, w_name, self._width or 10_000, w_details,
+                                     w_cgroup, len(self._cgroups) > 1)
         self._cache.clear()
 
     def _grow_widths(self, columns: tuple[str, ...]) -> bool:
-        caps = (len(columns[0]), 3, _MAX_TASK, _MAX_NAME, MIN_DETAILS)
+        caps = (len(columns[0]), 3, _MAX_TASK, _MAX_CGROUP, _MAX_NAME, MIN_DETAILS)
         grown = False
-        for i in (0, 2, 3, 4):
+        for i in (0, 2, 3, 4, 5):
             wanted = min(len(columns[i]), caps[i])
             if wanted > self._widths[i]:
                 self._widths[i] = wanted
                 grown = True
+        if len(self._cgroups) < 2 and columns[3] not in self._cgroups:
+            self._cgroups.add(columns[3])
+            grown = grown or len(self._cgroups) == 2  # the rows differ now: lay out again
         return grown

@@ -81,6 +81,15 @@ class EventRow:
         return self._probe
 
 
+def line_text(columns: tuple[str, ...]) -> str:
+    """A row's columns as one line of text, without the cgroup's where the
+    event carries none (a recording made before events did)."""
+    return " ".join(c for i, c in enumerate(columns) if c or i != CGROUP_COLUMN)
+
+
+CGROUP_COLUMN = 3  # in format.event_columns
+
+
 class EventWindow:
     """The last `size` events, and the view of them the filter lets through.
 
@@ -120,7 +129,11 @@ class EventWindow:
         if not self.filter:
             return True
         if row.search is None:
-            row.search = " ".join(self.columns(row)).lower()
+            # the line as shown, and the cgroup's whole path where the line
+            # shortens it (`/system.slice` finds a container's events too)
+            line = line_text(self.columns(row))
+            cgroup = row.event.cgroup
+            row.search = (line if cgroup in line else f"{line} {cgroup}").lower()
         return self.filter in row.search
 
     def append(self, events: Iterable[Event], probes: dict[int, Probe]) -> tuple[int, int]:

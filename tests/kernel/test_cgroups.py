@@ -3,7 +3,9 @@ cgroup (in a child of it: descendants count) and outside it is counted only
 inside, exactly, by a tracepoint and a kprobe with a filter; a path that is
 no cgroup v2 directory is refused in one line. `cgroup` as a fetch, a count
 key and a filter operand: each workload's reads under its own cgroup's
-path, and `cgroup == "P"` that cgroup alone (not its child)."""
+path, and `cgroup == "P"` that cgroup alone (not its child). Every event
+carries its task's cgroup (the record header), by either engine; a span's
+end carries its start's, though another process in another cgroup ran it."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ktui.lang.model import KtuiError
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState
 
-from .conftest import drain_all, ktui_bpf_programs, wait_for
+from .conftest import drain_all, engine_cache, ktui_bpf_programs, wait_for
 
 SIZE, INSIDE, OUTSIDE = 4099, 7, 5
 SET = f"""
@@ -176,4 +178,61 @@ probes:
     assert {name: c.get(top_rel) for name, c in cgroups.items()} == {"counted": INSIDE, "fetched": INSIDE}, cgroups
     assert all(c.get(outside_rel, 0) >= OUTSIDE for c in cgroups.values()), (outside_rel, cgroups)
     assert all(sum(cgroups[name].values()) <= p.hits for name, p in stats.items())
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
+
+
+@pytest.mark.parametrize("engine", ["generic", "compiled"])
+def test_every_event_carries_its_tasks_cgroup(workload, test_cgroup, engine, request):
+    """A probe that fetches no cgroup: each event's header holds its task's
+    cgroup id, named by path, by the generic program and by a compiled one."""
+    top, _child = test_cgroup
+    root = Path(cgroup2_root() or top.parent)
+    inside = workload([[["read", SIZE, INSIDE]]])
+    (top / "cgroup.procs").write_text(str(inside.pid))
+    outside = workload([[["read", SIZE, OUTSIDE]]])
+    want = {inside.pid: str(top.relative_to(root)), outside.pid: _own_cgroup(outside.pid)}
+    ps = loads_probeset(f"""
+name: header cgroup
+probes:
+  - spec: sizes=ksys_read:c:a3
+    filter: a3 == {SIZE}
+""")
+    with Session(ps, SessionOptions(engine=engine, cache_dir=engine_cache(engine, request))) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()), "the probe attached")
+        outside.run_phase()
+        inside.run_phase()
+        events = drain_all(s)  # written during the hits: the phases are done
+    assert Counter((e.pid, e.cgroup) for e in events) == {
+        (inside.pid, want[inside.pid]): INSIDE, (outside.pid, want[outside.pid]): OUTSIDE}, want
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
+
+
+SPAN_SIZE = 3011  # a write's size no other process uses
+
+
+def test_a_spans_end_carries_its_starts_cgroup(workload, warm_cache, test_cgroup):
+    """A span joined by a value: started by a write of the workload in the
+    test cgroup, ended by a read of the same size by another workload
+    outside it. The end's event is the start's task's: its pid, comm and
+    cgroup (carried in ktui_who), not the reader's."""
+    top, _child = test_cgroup
+    root = Path(cgroup2_root() or top.parent)
+    writer = workload([[["comm", "ktui-cg-start"], ["write", SPAN_SIZE, 1]]])
+    (top / "cgroup.procs").write_text(str(writer.pid))
+    reader = workload([[["read", SPAN_SIZE, 1]]])
+    assert _own_cgroup(reader.pid) != str(top.relative_to(root))
+    ps = loads_probeset(f"""
+name: span cgroup
+attach: kprobe
+probes:
+  - spec: sized=vfs_read:c:a3 since(vfs_write:c:a3)
+    filter: a3 == {SPAN_SIZE}
+""")
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()), "the span attached")
+        writer.run_phase()
+        reader.run_phase()
+        events = drain_all(s)
+    assert [(e.values, e.pid, e.comm, e.cgroup) for e in events] == [
+        ((SPAN_SIZE,), writer.pid, "ktui-cg-start", str(top.relative_to(root)))]
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)

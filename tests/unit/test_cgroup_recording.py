@@ -12,7 +12,7 @@ from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_probe_text
 from ktui.pipeline.recording import Recorder, RecordingReader
 from ktui.record.decode import Decoder, RecordBatch, interleaved
-from ktui.record.layout import record_layout, sized_layout
+from ktui.record.layout import HEADER_SIZE, record_layout, sized_layout
 
 
 class Namer:
@@ -74,7 +74,7 @@ def test_an_id_never_named_replays_as_its_number_and_records_without_cgroups_wri
     plain = parse_probe_text("vfs_read:c:a3")
     path = tmp_path / "c.ktrec"
     rec = Recorder(str(path), ProbeSet("c", probes=(probe, plain)))
-    small = Decoder(sized_layout([probe, plain], 56), [probe, plain], [2, 3], cgroup_name=Namer({}))
+    small = Decoder(sized_layout([probe, plain], HEADER_SIZE + 8), [probe, plain], [2, 3], cgroup_name=Namer({}))
     recs = np.zeros(2, dtype=small.dtype)
     recs["probe"] = [0, 1]
     recs["payload"][0:1].view(small.payload_dtypes[0])["f0"] = 77

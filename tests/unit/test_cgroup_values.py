@@ -24,6 +24,7 @@ def batch_of(probe, ids, namer=PATHS.get):
     payload = recs["payload"].view(decoder.payload_dtypes[0])
     payload["f0"] = ids
     payload["f1"] = range(len(ids))
+    recs["cgroup"] = 77  # the header's: every event's task's, whatever it fetches
     return RecordBatch(decoder, recs)
 
 
@@ -36,7 +37,8 @@ def test_events_carry_the_path_and_an_unknown_id_says_so():
     batch = batch_of(parse_probe_text("vfs_read:c:cgroup,a3"), [4242, 1, 9, 4242])
     assert [e.values for e in batch.events()] == [
         ("system.slice/nginx.service", 0), ("/", 1), ("cgroup:9", 2), ("system.slice/nginx.service", 3)]
-    assert batch.cgroup_ids() == {4242, 1, 9}
+    assert batch.cgroup_ids() == {4242, 1, 9, 77}
+    assert {e.cgroup for e in batch.events()} == {DOCKER}
 
 
 def test_without_a_namer_every_id_is_unknown():

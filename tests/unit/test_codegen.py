@@ -24,7 +24,7 @@ from ktui.lang.filters import parse_filter
 from ktui.lang.model import SpecError
 from ktui.lang.probeset import load_probeset
 from ktui.lang.spec import parse_spec
-from ktui.record.layout import HEADER_SIZE, probe_layout, record_layout
+from ktui.record.layout import HEADER_FIELDS, HEADER_SIZE, probe_layout, record_layout
 
 GOLDEN = Path(__file__).parent / "golden"
 REPO = Path(__file__).resolve().parents[2]
@@ -224,7 +224,7 @@ def test_a_record_is_its_header_and_its_own_payload_every_byte_written(spec, buf
     layout = probe_layout(probe)
     body = _function(text, "ktui_p0")
     assert f"ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + {layout.payload_size});" in body
-    assert "#define KTUI_HEADER_SIZE 48" in text and "#define KTUI_PAYLOAD 128" in text
+    assert f"#define KTUI_HEADER_SIZE {HEADER_SIZE}" in text and "#define KTUI_PAYLOAD 128" in text
     written = set()
     for off in re.findall(r"\*\(u64 \*\)\(e->payload \+ (\d+)\) = v\d+;", body):
         written.update(range(int(off), int(off) + 8))
@@ -234,8 +234,9 @@ def test_a_record_is_its_header_and_its_own_payload_every_byte_written(spec, buf
     for off in re.findall(r"bpf_probe_read_\w+_str\(e->payload \+ (\d+),", body):
         assert body.index(f"ktui_clear_string(e->payload + {off});") < \
             body.index(f"_str(e->payload + {off},")
-    # every header field, comm cleared before it is read
-    for field in ("ts", "latency", "probe", "cpu", "pid", "tid"):
+    # every header field (the cgroup id too: each record holds only bytes
+    # of its hit), comm cleared before it is read
+    for field in (name for name, _, _ in HEADER_FIELDS if name != "comm"):
         assert f"e->{field} = " in body
     assert body.index("__builtin_memset(e->comm, 0, sizeof(e->comm));") < body.index("bpf_get_current_comm(&e->comm")
 

@@ -147,13 +147,17 @@ def test_event_line():
     event = Event(probe_id=3, ts_ns=4_242_000_060_000, cpu=2, pid=1005, tid=1007, comm="cat",
                   latency_ns=1200, values=(-9, 4096))
     assert event_columns(event, probe) == (
-        "4242.000060", "002", "cat[1005/1007]", "vfs_read:r", "ret=-9 (EBADF) count=4096 lat=1.20us",
+        "4242.000060", "002", "cat[1005/1007]", "", "vfs_read:r", "ret=-9 (EBADF) count=4096 lat=1.20us",
     )
     assert format_event(event, probe) == "4242.000060 002 cat[1005/1007] vfs_read:r ret=-9 (EBADF) count=4096 lat=1.20us"
     labelled = dataclasses.replace(probe, label="reads")
     assert short_name(labelled) == "reads"
     gone = format_event(dataclasses.replace(event, pid=1, tid=1, latency_ns=None, values=()), None)
     assert gone == "4242.000060 002 cat[1] #3"
+    # the task's cgroup after it, a container's scope as runtime:id
+    docker = "system.slice/docker-" + "0123456789ab" + "cd" * 26 + ".scope"
+    assert format_event(dataclasses.replace(event, cgroup=docker), probe) == \
+        "4242.000060 002 cat[1005/1007] docker:0123456789ab vfs_read:r ret=-9 (EBADF) count=4096 lat=1.20us"
 
 
 def test_comm_is_made_printable():

@@ -123,10 +123,10 @@ def test_every_output_says_an_interrupts_context():
     probe = parse_spec("net_rx_action:c")
     event = Event(probe_id=1, ts_ns=1_000_000, cpu=0, pid=412, tid=412, comm="curl", latency_ns=None,
                   values=(), context="softirq")
-    assert event_columns(event, probe)[4] == "[softirq]"
+    assert event_columns(event, probe)[-1] == "[softirq]"
     task = Event(probe_id=1, ts_ns=1_000_000, cpu=0, pid=412, tid=412, comm="curl", latency_ns=None,
                  values=(), context="task")
-    assert event_columns(task, probe)[4] == ""  # the usual case says nothing
+    assert event_columns(task, probe)[-1] == ""  # the usual case says nothing
     out = io.StringIO()
     NdjsonSink(out, feed=None)._write([event, task, Event(1, 1, 0, 1, 1, "x", None, ())], {})
     lines = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -2,7 +2,7 @@
 
 Each probe's records are exactly as long as its own fields. The generic
 engine's read side drains a ring laid out as the kernel's
-(benchmarks/fake_ring.py) where three probes' records of 56, 64 and 112
+(benchmarks/fake_ring.py) where three probes' records of 64, 72 and 120
 bytes interleave; the batch keeps ring order for any slice (the event pane
 decodes the last rows block by block), counts what it cannot decode (a tag
 no probe has, a record of another size than its probe's) instead of
@@ -27,10 +27,10 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.engine import GenericEngine
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
-from ktui.pipeline.recording import Recorder, RecordingReader
+from ktui.pipeline.recording import FORMAT_VERSION, Recorder, RecordingReader
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.decode import InterleavedBatch, MultiBatch, RecordBatch
-from ktui.record.layout import probe_record_size
+from ktui.record.layout import HEADER_SIZE, probe_record_size
 from ktui.record.raw import RawRecords
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -66,7 +66,7 @@ def record(engine, which: int, serial: int, size: int | None = None, probe_tag: 
     recs["probe"] = TAGS[which] if probe_tag is None else probe_tag
     recs["pid"] = recs["tid"] = 77
     recs["comm"] = b"work"
-    payload = bytearray(size - 48)
+    payload = bytearray(size - HEADER_SIZE)
     if which == 2:
         payload[:64] = f"f{serial}".encode().ljust(64, b"\0")
     else:
@@ -98,7 +98,7 @@ def test_three_sizes_interleaved_decode_in_ring_order():
     want = fill(ring, engine, [0, 1, 0, 2, 2, 1, 0, 0, 1, 2] * 20)
     batch = engine.drain()
     assert isinstance(batch, InterleavedBatch) and len(batch) == 200
-    assert [len(p) for p in batch.parts] == [80, 60, 60]  # one part per size: 56, 64, 112
+    assert [len(p) for p in batch.parts] == [80, 60, 60]  # one part per size: 64, 72, 120
     assert as_tuples(batch.events()) == want
     assert batch.probe_counts() == {10: 80, 11: 60, 12: 60}
     assert engine.unreadable == 0 and ring.reader.pending_bytes() == 0
@@ -123,7 +123,7 @@ def test_a_record_no_probe_could_write_is_counted_not_decoded():
     ring = FakeRing(1 << 16)
     engine = make_engine(ring.reader)
     blobs = [record(engine, 0, 0), record(engine, 1, 1),
-             record(engine, 0, 2, size=64),  # probe 0's tag at probe 1's size: the wrong layout
+             record(engine, 0, 2, size=probe_record_size(PROBES[1])),  # probe 0's tag at probe 1's size: the wrong layout
              record(engine, 0, 3, probe_tag=tag(9)),  # a tag no probe has
              record(engine, 2, 4), record(engine, 0, 5)]
     ring.produce_raw(blobs)
@@ -194,7 +194,7 @@ def test_a_recording_of_interleaved_sizes_replays_them_in_order(tmp_path):
 
     reader = RecordingReader(path)
     chunks = list(reader.chunks())
-    assert reader.head["version"] == 3 and reader.complete
+    assert reader.head["version"] == FORMAT_VERSION and reader.complete
     kinds = [c.kind for c in chunks]
     assert kinds.count("unit") == 3  # one per size
     assert sum(isinstance(c.value, InterleavedBatch) for c in chunks if c.kind == "events") >= 3
@@ -226,7 +226,7 @@ async def test_a_replay_hides_a_probe_of_interleaved_records(tmp_path):
 
 def test_the_compiled_units_decoders_take_exact_and_unit_wide_sizes():
     """A compiled unit's probes are its local indices; today's codegen makes
-    every record as long as the largest (112 here), the exact-size codegen
+    every record as long as the largest (120 here), the exact-size codegen
     each probe's own: both read, any other size counted."""
     from ktui.record.decode import SizedDecoders
     from ktui.record.layout import record_layout
@@ -236,14 +236,15 @@ def test_the_compiled_units_decoders_take_exact_and_unit_wide_sizes():
     decoders = SizedDecoders(PROBES, IDS, sizes=sizes)
     engine = make_engine(None)
     blobs = []
-    for k, (which, size) in enumerate([(0, 56), (1, 112), (2, 112), (1, 64), (0, 112), (0, 64)]):
+    own, wide = [probe_record_size(p) for p in PROBES], layout.record_size
+    for k, (which, size) in enumerate([(0, own[0]), (1, wide), (2, wide), (1, own[1]), (0, wide), (0, own[1])]):
         blobs.append(record(engine, which, k, size=size, probe_tag=which))
     ring = FakeRing(1 << 14)
     ring.produce_raw(blobs)
     batch = decoders.batch(ring.reader.drain())
     assert as_tuples(batch.events()) == [expected(0, 0), expected(1, 1), expected(2, 2), expected(1, 3),
                                          expected(0, 4)]
-    assert decoders.unreadable == 1  # probe 0 at 64 bytes: neither its own size nor the unit's
+    assert decoders.unreadable == 1  # probe 0 at probe 1's size: neither its own size nor the unit's
 
 
 def test_a_format_2_recording_replays_every_event_including_records_shorter_than_its_unit():

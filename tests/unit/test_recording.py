@@ -406,8 +406,8 @@ def test_a_format_1_recording_replays_with_its_histograms_padded(recording, tmp_
 
 def test_a_recording_of_an_unknown_format_is_refused(recording, tmp_path):
     bad = tmp_path / "new.ktrec"
-    bad.write_bytes(corrupt(recording.read_bytes(), b"HEAD", b'{"version": 4}'))
-    with pytest.raises(RecordingError, match=r"format 4 is not one this ktui reads \(formats 1, 2, 3; it writes 3\)"):
+    bad.write_bytes(corrupt(recording.read_bytes(), b"HEAD", b'{"version": 5}'))
+    with pytest.raises(RecordingError, match=r"format 5 is not one this ktui reads \(formats 1, 2, 3, 4; it writes 4\)"):
         replay_all(bad)
 
 

@@ -123,6 +123,7 @@ def probe_function(index: int, probe: Probe, layout: ProbeLayout, sets: SetFilte
             "    e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);",
             "    e->pid = pid_tgid >> 32;",
             "    e->tid = (u32)pid_tgid;",
+            "    e->cgroup = bpf_get_current_cgroup_id();",
             "    /* this probe's own record: the header and its payload, all written above */",
             f"    ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + {layout.payload_size});",
         ]

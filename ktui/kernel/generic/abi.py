@@ -24,7 +24,7 @@ from ktui.kernel.returns import (  # re-exported: abi.ENTRY_DEPTH etc.
 # a fetch's dereference offsets: n - 1 pointer hops and the final read (MAX_DEREF)
 from ktui.lang.limits import MAX_DEREF, MAX_ERRNO, MAX_FETCHES, STRING_MAX
 from ktui.record.histogram import HIST_SLOTS
-from ktui.record.layout import HEADER_SIZE
+from ktui.record.layout import HEADER_FIELDS, HEADER_SIZE
 
 MAX_PROBES = 1024  # slots; a cookie carries slot | generation << 16
 MAX_CMPS = 6  # comparisons in a filter: its truth table is one u64
@@ -338,6 +338,8 @@ def c_declarations() -> str:
     out.append("")
     for cls in (Fetch, Cmp, Plan, Config, AggKey, AggVal, StackKey, UStackKey):
         out += [c_struct(cls), ""]
+    # the record header, from the decoders' own definition (record/layout.py)
+    out += ["struct ktui_event_header {", *(f"    {decl}" for _, _, decl in HEADER_FIELDS), "};", ""]
     # pt_regs into an array indexed like REG_INDEX (a context field can only
     # be read at a constant offset; the array can be indexed by the plan)
     copy = " ".join(f"(st)->regs[{i}] = (ctx)->{name};" for i, name in enumerate(PT_REGS))

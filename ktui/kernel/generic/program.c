@@ -35,16 +35,6 @@
 #error "KTUI_FUNC_ARG_HELPERS: the loader defines it (generic/loader.py program_text)"
 #endif
 
-struct ktui_event_header {
-    u64 ts;
-    u64 latency;
-    u32 probe;
-    u32 cpu;
-    u32 pid;
-    u32 tid;
-    char comm[16];
-};
-
 /* who made a probe's sampled hits: its comm and its cgroup v2 id in one
  * key, so one update per sampled hit gives both views (ktui sums over the
  * other half: top comms, top cgroups) */
@@ -933,6 +923,8 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
     st->e.cpu = st->cpu | (ktui_context() << KTUI_CONTEXT_SHIFT);
     st->e.pid = st->who.pid_tgid >> 32;
     st->e.tid = (u32)st->who.pid_tgid;
+    /* through who, as pid and comm: a span's end carries its start's */
+    st->e.cgroup = ktui_cgroup_of(&st->who);
     /* this probe's own size: its header and payload, every byte written
      * above. A u64 and one bound: the verifier must see the size it checked */
     u64 size = plan->record_size;

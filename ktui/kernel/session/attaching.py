@@ -62,7 +62,21 @@ class AttachingMixin:
         return (c.cpu_offsets, c.preempt_count, c.nmi_state)
 
     def _start_reading(self, unit: Unit) -> None:
-        start_reading(unit, self.loader, [self._probes[i] for i in unit.ids], self.options)
+        start_reading(unit, self.loader, [self._probes[i] for i in unit.ids], self.options,
+                      self._cgroup_namer())
+
+    def _cgroup_namer(self):
+        """id -> path for a compiled unit's events (each carries its task's
+        cgroup id): the generic engine's namer where there is one (one walk
+        of the tree serves both), else the session's own, made once."""
+        if self._engine is not None:
+            return self._engine.cgroup_names
+        if self._cgroup_names is None:
+            from ktui.kernel.attach.cgroup_scope import cgroup2_root
+            from ktui.kernel.symbols.cgroup_names import CgroupNames
+
+            self._cgroup_names = CgroupNames(cgroup2_root())
+        return self._cgroup_names
 
     def _attach(self, pid_: int) -> ProbeStatus:
         with self._lock:

@@ -112,6 +112,7 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self._btf = None  # vmlinux's BTF, opened when a probe may go by fentry
         self._btf_opened = False
         self._context = None  # where a hit's context is read (ContextAddresses), found once
+        self._cgroup_names = None  # compiled units' cgroup namer without an engine (_cgroup_namer)
         # probes told `attach: fentry` that cannot have it: id -> why (they fail)
         self._refused: dict[int, str] = {}
         # an `auto` probe went by kprobe because the tracing variant was not

@@ -109,8 +109,9 @@ def compile_unit(loader: Loader, program: Program, ids: list[int], log_fd: int) 
     return Unit(bpf, program, list(ids), live=set(range(len(ids))))
 
 
-def start_reading(unit: Unit, loader: Loader, probes: list[Probe], options) -> None:
-    """Map the unit's event buffer and build its decoders."""
+def start_reading(unit: Unit, loader: Loader, probes: list[Probe], options, cgroup_name=None) -> None:
+    """Map the unit's event buffer and build its decoders (`cgroup_name`:
+    names the cgroup id every event carries, record.cgroups)."""
     from ktui.record.decode import SizedDecoders
     from ktui.record.layout import record_size_of
 
@@ -119,7 +120,7 @@ def start_reading(unit: Unit, loader: Loader, probes: list[Probe], options) -> N
     # records are all as long as its largest probe's (layout.record_size)
     # is read too: both are that probe's layout.
     sizes = [sorted({record_size_of(one), layout.record_size}) for one in layout.probes]
-    decoder = SizedDecoders(probes, unit.ids, sizes=sizes)
+    decoder = SizedDecoders(probes, unit.ids, sizes=sizes, cgroup_name=cgroup_name)
     reader = loader.open_reader(unit.bpf, unit.program, options)
     with unit.lock:
         unit.decoder, unit.reader = decoder, reader

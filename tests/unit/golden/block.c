@@ -3,7 +3,7 @@
 
 #define KTUI_NPROBES 5
 #define KTUI_HIST_SLOTS 65
-#define KTUI_HEADER_SIZE 48
+#define KTUI_HEADER_SIZE 56
 /* the largest probe's payload: the scratch event holds any probe's
  * record, and each probe sends only its own header and payload */
 #define KTUI_PAYLOAD 24
@@ -27,6 +27,7 @@ struct ktui_event {
     u32 pid;
     u32 tid;
     char comm[16];
+    u64 cgroup;
     u8 payload[KTUI_PAYLOAD];
 };
 
@@ -473,6 +474,7 @@ int ktui_p0(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
+    e->cgroup = bpf_get_current_cgroup_id();
     /* this probe's own record: the header and its payload, all written above */
     ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 24);
     return 0;
@@ -554,6 +556,7 @@ int ktui_p2(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
+    e->cgroup = bpf_get_current_cgroup_id();
     /* this probe's own record: the header and its payload, all written above */
     ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 24);
     return 0;
@@ -599,6 +602,7 @@ int ktui_p3(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
+    e->cgroup = bpf_get_current_cgroup_id();
     /* this probe's own record: the header and its payload, all written above */
     ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 24);
     return 0;

@@ -3,7 +3,7 @@
 
 #define KTUI_NPROBES 3
 #define KTUI_HIST_SLOTS 65
-#define KTUI_HEADER_SIZE 48
+#define KTUI_HEADER_SIZE 56
 /* the largest probe's payload: the scratch event holds any probe's
  * record, and each probe sends only its own header and payload */
 #define KTUI_PAYLOAD 64
@@ -27,6 +27,7 @@ struct ktui_event {
     u32 pid;
     u32 tid;
     char comm[16];
+    u64 cgroup;
     u8 payload[KTUI_PAYLOAD];
 };
 
@@ -461,6 +462,7 @@ int ktui_p0(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
+    e->cgroup = bpf_get_current_cgroup_id();
     /* this probe's own record: the header and its payload, all written above */
     ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 16);
     return 0;
@@ -515,6 +517,7 @@ int ktui_p1(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
+    e->cgroup = bpf_get_current_cgroup_id();
     /* this probe's own record: the header and its payload, all written above */
     ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 8);
     return 0;
@@ -551,6 +554,7 @@ int ktui_p2(struct pt_regs *ctx)
     e->cpu = bpf_get_smp_processor_id() | (ktui_context_of(KTUI_CONTEXT_ADDRS) << KTUI_CONTEXT_SHIFT);
     e->pid = pid_tgid >> 32;
     e->tid = (u32)pid_tgid;
+    e->cgroup = bpf_get_current_cgroup_id();
     /* this probe's own record: the header and its payload, all written above */
     ktui_output(ctx, probe, e, KTUI_HEADER_SIZE + 64);
     return 0;
