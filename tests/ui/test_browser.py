@@ -110,7 +110,11 @@ async def test_the_spec_goes_through_the_add_dialogs_checks(fk):
             parses, message = False, err.error.message
         before = len(app.feed.statuses())
         await pilot.press("ctrl+s")
-        for _ in range(50):
+        # until it is added (the dialog gone) or refused (its error shown),
+        # not 50 fixed pauses
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+                app.screen is not app.main if parses else message not in plain(screen.query_one("#spec-problem"))):
             await pilot.pause(0.01)
         if parses:
             assert len(app.feed.statuses()) == before + 1 and app.screen is app.main

@@ -6,6 +6,8 @@ accepts adds."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from textual.widgets import Static
 
@@ -29,6 +31,17 @@ async def settle(pilot, app, field: str, want: str) -> str:
         if want in text:
             return text
     return problem(app, field)
+
+
+async def kernel_answered(pilot) -> None:
+    """Until the dialog's kernel check (a worker thread) has answered, or a
+    minute: its answer is applied (call_from_thread) before it finishes.
+    (It was 100 pauses of 10 ms, long enough on a quiet machine only.)"""
+    deadline = time.monotonic() + 60
+    while any(w.group == "kernel-check" and not w.is_finished for w in pilot.app.workers):
+        assert time.monotonic() < deadline, "the kernel check never answered"
+        await pilot.pause(0.01)
+    await pilot.pause()
 
 
 @pytest.fixture
@@ -63,8 +76,7 @@ async def test_a_probe_the_kernel_accepts_adds(app):
         await pilot.press("a")
         await type_into(pilot, "#spec", "vfs_read:c:count,file->f_pos")
         await type_into(pilot, "#filter", "count > 4096")
-        for _ in range(100):  # let the kernel's answer (none) arrive
-            await pilot.pause(0.01)
+        await kernel_answered(pilot)  # its answer: none
         assert problem(app, "spec") == "" and problem(app, "filter") == ""
         await pilot.press("enter")
         for _ in range(100):
@@ -79,8 +91,7 @@ async def test_a_wildcard_that_matches_adds(app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("a")
         await type_into(pilot, "#spec", "vfs_*:c:a1")
-        for _ in range(100):
-            await pilot.pause(0.01)
+        await kernel_answered(pilot)
         assert problem(app, "spec") == ""
         await pilot.press("enter")
         for _ in range(100):

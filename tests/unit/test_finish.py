@@ -274,22 +274,28 @@ class FloodedKernelFeed(BusyKernelFeed):
         return RecordBatch(self.decoder, records)
 
 
-def test_a_second_interrupt_stops_writing_and_counts_what_is_left(capfd):
+def test_a_second_interrupt_stops_writing_and_counts_what_is_left(capfd, monkeypatch):
     """After Ctrl-C, stream writes every event the probes emitted (the
     summary adds up); from a flood that takes long, so one line says a
     second Ctrl-C stops it: the events still in the buffer are then taken
     and counted, not written, and written + unwritten is still exactly
     what was emitted."""
+    from ktui.headless import StopSignals
+
     feed = FloodedKernelFeed()
+    # The hint's delay is not what this tests: 0.2 s, not 1 s, and the second
+    # Ctrl-C as soon as the hint is out (it was a sleep of the delay + 0.5 s)
+    monkeypatch.setattr(StopSignals, "HINT_AFTER", 0.2)
+    hinted = threading.Event()
+    hint = StopSignals._hint
+    monkeypatch.setattr(StopSignals, "_hint", lambda self: (hint(self), hinted.set()))
 
     def interrupt_twice() -> None:
         until_draining(feed)
         os.kill(os.getpid(), signal.SIGINT)
-        # once the hint is due (the flood takes far longer to write than this)
-        time.sleep(StopSignals.HINT_AFTER + 0.5)
+        # once the hint is out (the flood takes far longer to write than this)
+        hinted.wait(60)
         os.kill(os.getpid(), signal.SIGINT)
-
-    from ktui.headless import StopSignals
 
     threading.Thread(target=interrupt_twice, daemon=True).start()
     status = run_stream(feed.probeset, None, interval=0.05, duration=60, with_stats=False,
@@ -317,7 +323,11 @@ def test_one_interrupt_that_ends_at_once_says_nothing_more(capfd):
     threading.Thread(target=interrupt, daemon=True).start()
     status = run_stream(feed.probeset, None, interval=0.05, duration=60, with_stats=False,
                         open_feed=lambda ps, options: feed)
-    time.sleep(1.5)  # past the hint's moment: it must not come once the stream has ended
+    # past the hint's moment (its timer is never cancelled, the ended stream
+    # silences it): wait for that timer to be done, not a fixed 1.5 s
+    for timer in [t for t in threading.enumerate() if isinstance(t, threading.Timer)]:
+        timer.join(30)
+        assert not timer.is_alive()
     assert status == 0
     out, err = capfd.readouterr()
     assert "Ctrl-C again" not in err and "unwritten" not in out.splitlines()[-1]
