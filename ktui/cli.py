@@ -133,7 +133,6 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     whose kernel is not the guest's)."""
     from ktui.lang.model import ProbeSetError, SpecError
     from ktui.lang.bind import bind_probe
-    from ktui.lang.probeset import load_probeset
     from ktui.lang.spec import parse_probe_text
 
     if comm is not None:
@@ -152,6 +151,9 @@ def load_inputs(files: tuple[str, ...], specs: tuple[str, ...], pid: int | None 
     if kernel is not None and not tracepoints:
         kernel = _BtfOnly(kernel)
     set_attach = ""
+    if files:
+        # (YAML, a second under emulation, is kept off the launch path of -e specs)
+        from ktui.lang.probeset import load_probeset
     for f in files:
         ps = load_probeset(f, kernel)
         if len(files) == 1:
@@ -189,6 +191,8 @@ def _check_user_targets(files, specs, probes, pid: int | None) -> None:
     """Each user function's probe looked up in its file (`uprobe_target`),
     its first refusal raised at file:line:col or `-e #N:col`. The notes
     (a library without --pid...) are the session's to log, as it attaches."""
+    if not any(probe.target.is_user for probe in probes):
+        return  # the ELF readers are kept off the launch path of kernel probes
     from ktui.kernel.symbols.uprobe_target import UprobeTargetError, check_probe_target
     from ktui.lang.grammar import parse_raw
 

@@ -26,7 +26,6 @@ from ktui.exits import EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
 from ktui.kernel.quiet import log_line, open_log_file
 from ktui.lang.chars import escape_refused
 from ktui.lang.model import KtuiError, ProbeSet
-from ktui.pipeline.collector import BufferedFeed
 
 MAX_ERROR_CHARS = 200  # of the exception's text in the one-line report
 
@@ -75,6 +74,7 @@ def failure_line(error: BaseException | None, status: int | None, log_file: Path
 
 def _run_app(feed, refresh: float, log_path: Path | None, probeset_path: str | None) -> int:
     from ktui.app import KtuiApp
+    from ktui.pipeline.collector import BufferedFeed  # (asyncio and numpy: kept off the launch path, as Textual is)
 
     log_fd, log_file = open_log_file(log_path)
     try:

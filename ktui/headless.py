@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Callable
 from ktui.record.feed import ProbeState
 from ktui.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_RUNTIME
 from ktui.lang.model import KtuiError, ProbeSet
-from ktui.pipeline.ndjson import NdjsonSink, summary_of
 
 if TYPE_CHECKING:
     from ktui.pipeline.collector import Collector
 
-# asyncio and the collector (and numpy, through the session's decoder) are
-# imported once the probes are attached: under emulation those imports take
-# seconds, and the probes should be counting meanwhile.
+# asyncio, the collector (and numpy, through the session's decoder) and
+# the NDJSON writer are imported once the probes are attached: under
+# emulation those imports take seconds, and the probes should be counting
+# meanwhile.
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -392,6 +392,7 @@ def run_stream(ps: ProbeSet, options, interval: float, duration: float | None,
             import asyncio
 
             from ktui.pipeline.collector import Collector
+            from ktui.pipeline.ndjson import NdjsonSink
 
             # --no-stats: no stats lines, so no map reads but the final one
             collector = Collector(session, stats_interval=interval if with_stats else float("inf"))
@@ -452,6 +453,7 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
                 import asyncio
 
                 from ktui.pipeline.collector import Collector
+                from ktui.pipeline.ndjson import summary_of
 
                 # the probes up front: one that never emits still replays
                 recorder.note_probes(session.statuses())
@@ -469,6 +471,7 @@ def run_record(ps: ProbeSet, options, output: str, interval: float,
 
 
 def replay_to_ndjson(path: str, with_stats: bool = True) -> int:
+    from ktui.pipeline.ndjson import NdjsonSink
     from ktui.pipeline.recording import RecordingError
     from ktui.pipeline.replay import ReplayFeed
 

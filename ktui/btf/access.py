@@ -29,24 +29,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from ktui.btf.decode import BtfError, RawBtf
+from ktui.btf.decode import RawBtf
+from ktui.btf.errors import AccessError, BtfError  # (defined there, kept importable from here)
 from ktui.btf.render import Renderer
 from ktui.btf.types import Composite, Kind, Member, WRAPPERS
 
 ARG_REGISTERS = 6  # rdi, rsi, rdx, rcx, r8, r9: ktui's a1..a6
 WORD = 8
-
-
-class AccessError(BtfError):
-    """A name that does not resolve. `step` is the index of the failing
-    step in the chain (-1: the parameter itself); `close` the names that
-    come close (for "did you mean")."""
-
-    def __init__(self, message: str, *, step: int = -1, close: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.message = message
-        self.step = step
-        self.close = close
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from array import array
 
 from typing import TYPE_CHECKING
 
+from ktui.btf.errors import BtfError  # (defined there, kept importable from here)
 from ktui.btf.kinds import LINKAGE, WRAPPERS, Kind
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ _WORDS_FIXED = [3 + _FIXED.get(k, 0) if 1 <= k <= MAX_KIND else _BAD for k in ra
 _WORDS_PER_ITEM = [_PER_ITEM.get(k, 0) if 1 <= k <= MAX_KIND else 0 for k in range(32)]
 
 INT_SIGNED, INT_CHAR, INT_BOOL = 1, 2, 4
-
-
-class BtfError(Exception):
-    """A blob that is not BTF, or is BTF we cannot read; one line."""
 
 
 def _printable(text: str) -> str:

@@ -35,8 +35,7 @@ import dataclasses
 import difflib
 from typing import TYPE_CHECKING, Protocol
 
-from ktui.btf.access import Access, AccessError, Leaf, Step as BtfStep
-from ktui.btf.decode import BtfError
+from ktui.btf.errors import AccessError, BtfError
 from ktui.lang import errnos, filters, names
 from ktui.lang.alternatives import choose_alternative
 from ktui.lang.checks import check_filter
@@ -59,6 +58,7 @@ from ktui.lang.model import (
 )
 
 if TYPE_CHECKING:
+    from ktui.btf.access import Access, Leaf
     from ktui.lang.tracepoints import TracepointFormat
 
 COPY_MARKS = (".isra.", ".constprop.", ".part.", ".cold", ".llvm.", ".lto_priv.")
@@ -357,6 +357,9 @@ def _bind_named(named: Named, want: str | None, proto: Prototype, function: str,
                         f"the six argument registers ({proto.text})", col=col)
     expr: FetchExpr = Arg(slot.registers[0])
     if named.steps:
+        # (here, not at the top: a launch whose probes name nothing needs no BTF decoder)
+        from ktui.btf.access import Step as BtfStep
+
         try:
             path = access.member_path(slot.type_id, [BtfStep(s.op, s.name) for s in named.steps],
                                       root=named.param)

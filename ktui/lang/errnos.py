@@ -14,10 +14,12 @@ words the dashboard, NDJSON and recordings show (ProbeStats.errno_check).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from ktui.btf.access import Leaf
 from ktui.lang.model import Kind
+
+if TYPE_CHECKING:
+    from ktui.btf.access import Leaf
 
 # A return type by what errno counting makes of it. Those that carry an
 # errno give their width; the others are said after "off: ".

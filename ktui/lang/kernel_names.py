@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ktui.btf.access import Access
-from ktui.btf.decode import BtfError
-from ktui.btf.index import KernelBtf
-from ktui.btf.sysfs import module_names
+from ktui.btf.errors import BtfError
 from ktui.lang.bind import NoPrototype
 from ktui.lang.tracepoints import TracepointError, TracepointFormat, read_format
+
+if TYPE_CHECKING:
+    from ktui.btf.access import Access
+    from ktui.btf.index import KernelBtf
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,20 @@ class KernelNames:
     """`bind.Kernel` over a `KernelBtf` (the machine's, or a test's)."""
 
     def __init__(self, btf: KernelBtf | None = None, tracefs: str | None = None) -> None:
-        self.btf = btf or KernelBtf()
+        self._btf = btf
         self.tracefs = tracefs  # tracefs' root; None: where it is mounted
         self._found: dict[str, FoundPrototype] = {}
         self._formats: dict[str, TracepointFormat | TracepointError] = {}
+
+    @property
+    def btf(self) -> KernelBtf:
+        """The machine's BTF index, made when a probe first names something:
+        a launch whose probes name nothing imports no BTF machinery."""
+        if self._btf is None:
+            from ktui.btf.index import KernelBtf
+
+            self._btf = KernelBtf()
+        return self._btf
 
     def tracepoint_format(self, tracepoint: str) -> TracepointFormat:
         """`CATEGORY/NAME`'s format; TracepointError (one line) when it cannot be read."""
@@ -91,6 +103,8 @@ class KernelNames:
         return found
 
     def _look_up(self, function: str) -> FoundPrototype:
+        from ktui.btf.sysfs import module_names  # (kept off the launch path, as the index is)
+
         for module in [None, *sorted(module_names(self.btf.btf_dir))]:
             try:
                 ids = self.btf.function_ids(function, module)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ktui.kernel.session.fentry import first_line
 from ktui.kernel.session.unit_attach import attach_probe
-from ktui.kernel.codegen import generate
 from ktui.kernel.quiet import log_line
 from ktui.kernel.session.unit import Unit, compile_unit, start_reading
 from ktui.lang.model import Kind, Probe
@@ -21,6 +20,8 @@ class AttachingMixin:
     """Session's attaching methods (state: Session.__init__)."""
 
     def _compile_unit(self, probes: list[Probe], ids: list[int], read_now: bool = True) -> Unit:
+        from ktui.kernel.codegen import generate  # the C generator is kept off the generic engine's launch path
+
         program = generate(
             probes,
             buffer=self.buffer,

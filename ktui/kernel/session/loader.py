@@ -15,12 +15,13 @@ import mmap
 from typing import TYPE_CHECKING, Protocol
 
 from ktui.kernel.attach import kprobe_pmu
-from ktui.kernel.codegen import RINGBUF, Program
+from ktui.kernel.codegen import RINGBUF
 from ktui.kernel.quiet import captured_stderr, log_line
 from ktui.lang.model import KtuiError
 from ktui.record.feed import ProbeStats
 
 if TYPE_CHECKING:
+    from ktui.kernel.codegen import Program
     from ktui.kernel.maps.bpfsys import ProgRun
     from ktui.kernel.session.unit import Unit
     from ktui.record.raw import RawRecords

@@ -19,11 +19,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ktui.kernel.codegen import Program
 from ktui.kernel.session.loader import Loader
 from ktui.kernel.quiet import log_line
 from ktui.lang.model import Probe
+
+if TYPE_CHECKING:
+    from ktui.kernel.codegen import Program
 
 
 @dataclass(eq=False)
