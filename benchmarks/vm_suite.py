@@ -199,13 +199,14 @@ def attached_count() -> int:
 
 
 def tracepoint_count() -> int:
-    """BPF programs attached to tracepoints through perf events, from
-    bpftool's JSON (`bpftool perf`): a tracepoint is in neither
+    """BPF programs attached to tracepoints (through perf events, or raw),
+    from bpftool's JSON (`bpftool perf`): a tracepoint is in neither
     kprobes/list nor the tracing links."""
     for _ in range(20):
         out = subprocess.run(["bpftool", "-j", "perf"], capture_output=True, text=True)
         if out.returncode == 0:
-            return sum(1 for a in json.loads(out.stdout or "[]") if a.get("fd_type") == "tracepoint")
+            return sum(1 for a in json.loads(out.stdout or "[]")
+                       if a.get("fd_type") in ("tracepoint", "raw_tracepoint"))
         time.sleep(0.1)
     raise RuntimeError(f"bpftool perf kept failing: {out.stderr.strip()}")
 
@@ -357,6 +358,9 @@ class Tool:
         while True:
             if detached_s is None and self.count() <= self.base:
                 detached_s = time.monotonic() - t
+            if self.proc.returncode is not None:  # it ended before, and wait_live's poll reaped it
+                exit_s, self.rc = 0.0, self.proc.returncode
+                break
             pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
             if pid:
                 exit_s = time.monotonic() - t
@@ -940,8 +944,10 @@ class Suite:
         backing file in a tmpfs: one block request each, nothing else in
         the guest makes any), a span by struct request * (events written,
         as `ktui stream` writes them; and with `sample:` at its largest, the
-        histogram only, as biolatency keeps) against biolatency-bpfcc and
-        bpftrace's kprobe pair. syscall: `--n` one-byte reads of
+        histogram only, as biolatency keeps) against biolatency-bpfcc (whose
+        Debian 0.26 fails on 6.1: `blk_account_io_done` not traceable),
+        bpftrace's kprobe pair and its raw block tracepoint pair (newer
+        biolatency's way). syscall: `--n` one-byte reads of
         /dev/zero, a span by the thread between the read syscall's
         tracepoints (no fetch: the histogram only) against bpftrace's
         tracepoint pair, both on the workload's pid.
@@ -961,6 +967,12 @@ class Suite:
                            f"    sample: {SAMPLE_MAX}\n")
         bt_rq = ("kprobe:blk_mq_start_request { @s[arg0] = nsecs; } "
                  "kprobe:blk_mq_end_request /@s[arg0]/ { @lat = hist(nsecs - @s[arg0]); delete(@s[arg0]); }")
+        # what biolatency does since bcc 0.27 (0.26's kprobe on
+        # blk_account_io_done fails on 6.1: not traceable): the block
+        # tracepoints, raw, whose first argument is the request
+        bt_rq_raw = ("rawtracepoint:block_rq_issue { @s[arg0] = nsecs; } "
+                     "rawtracepoint:block_rq_complete /@s[arg0]/ { @lat = hist(nsecs - @s[arg0]); "
+                     "delete(@s[arg0]); }")
         bt_tid = ("tracepoint:syscalls:sys_enter_read /pid == {P}/ { @s[tid] = nsecs; } "
                   "tracepoint:syscalls:sys_exit_read /@s[tid]/ { @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }")
 
@@ -980,6 +992,7 @@ class Suite:
                 "ktui_span_rq_sampled": (ktui("--attach", "kprobe", str(sampled)), 2, kprobe_count, False),
                 "biolatency": (tool("biolatency-bpfcc"), 2, kprobe_count, True),
                 "bpftrace_rq": (tool("bpftrace", "-e", bt_rq), 2, kprobe_count, True),
+                "bpftrace_rq_rawtp": (tool("bpftrace", "-e", bt_rq_raw), 2, tracepoint_count, True),
             },
             "syscall": {
                 "ktui_span_tid": (ktui("--pid", "{P}", "-e", SPAN_TID), 2, tracepoint_count, False),
