@@ -541,9 +541,9 @@ def analyse_compare(vm: dict, row, goal) -> dict:
 
 # the spans part (issue 32): (row, ktui's tool, the tools it is measured against)
 SPAN_RATIOS = (
-    ("block", "ktui_span_rq", ("biolatency", "bpftrace_rq", "bpftrace_rq_rawtp")),
-    ("block", "ktui_span_rq_fentry", ("biolatency", "bpftrace_rq", "bpftrace_rq_rawtp")),
-    ("block", "ktui_span_rq_sampled", ("biolatency", "bpftrace_rq", "bpftrace_rq_rawtp")),
+    ("block", "ktui_span_rq", ("biolatency", "bpftrace_rq")),
+    ("block", "ktui_span_rq_fentry", ("biolatency", "bpftrace_rq")),
+    ("block", "ktui_span_rq_sampled", ("biolatency", "bpftrace_rq")),
     ("syscall", "ktui_span_tid", ("bpftrace_tid",)),
 )
 

@@ -945,9 +945,9 @@ class Suite:
         the guest makes any), a span by struct request * (events written,
         as `ktui stream` writes them; and with `sample:` at its largest, the
         histogram only, as biolatency keeps) against biolatency-bpfcc (whose
-        Debian 0.26 fails on 6.1: `blk_account_io_done` not traceable),
-        bpftrace's kprobe pair and its raw block tracepoint pair (newer
-        biolatency's way). syscall: `--n` one-byte reads of
+        Debian 0.26 fails on 6.1: `blk_account_io_done` not traceable) and
+        bpftrace's kprobe pair (its `rawtracepoint:` pair by the request,
+        newer biolatency's way, needs bpftrace past Debian's 0.17). syscall: `--n` one-byte reads of
         /dev/zero, a span by the thread between the read syscall's
         tracepoints (no fetch: the histogram only) against bpftrace's
         tracepoint pair, both on the workload's pid.
@@ -967,12 +967,6 @@ class Suite:
                            f"    sample: {SAMPLE_MAX}\n")
         bt_rq = ("kprobe:blk_mq_start_request { @s[arg0] = nsecs; } "
                  "kprobe:blk_mq_end_request /@s[arg0]/ { @lat = hist(nsecs - @s[arg0]); delete(@s[arg0]); }")
-        # what biolatency does since bcc 0.27 (0.26's kprobe on
-        # blk_account_io_done fails on 6.1: not traceable): the block
-        # tracepoints, raw, whose first argument is the request
-        bt_rq_raw = ("rawtracepoint:block_rq_issue { @s[arg0] = nsecs; } "
-                     "rawtracepoint:block_rq_complete /@s[arg0]/ { @lat = hist(nsecs - @s[arg0]); "
-                     "delete(@s[arg0]); }")
         bt_tid = ("tracepoint:syscalls:sys_enter_read /pid == {P}/ { @s[tid] = nsecs; } "
                   "tracepoint:syscalls:sys_exit_read /@s[tid]/ { @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }")
 
@@ -992,7 +986,6 @@ class Suite:
                 "ktui_span_rq_sampled": (ktui("--attach", "kprobe", str(sampled)), 2, kprobe_count, False),
                 "biolatency": (tool("biolatency-bpfcc"), 2, kprobe_count, True),
                 "bpftrace_rq": (tool("bpftrace", "-e", bt_rq), 2, kprobe_count, True),
-                "bpftrace_rq_rawtp": (tool("bpftrace", "-e", bt_rq_raw), 2, tracepoint_count, True),
             },
             "syscall": {
                 "ktui_span_tid": (ktui("--pid", "{P}", "-e", SPAN_TID), 2, tracepoint_count, False),
