@@ -8,7 +8,8 @@
    the same workload, untraced rounds in between), and `ktui list '*'`
    (cold and warm cache) against `bpftrace -lv 'kfunc:*'`, and the compare
    part: fentry, fexit, hist(), stack(kernel) and `ktui export` against
-   funccount, bpftrace, argdist and stackcount;
+   funccount, bpftrace, argdist and stackcount; and the spans part: a span's
+   cost per pair against biolatency-bpfcc and bpftrace two-probe scripts;
 3. on the host: the recording made in the VM is counted again
    (`ktui stream --from`), and the dashboard is run under synthetic floods
    (benchmarks/host_dash.py);
@@ -26,7 +27,12 @@ long `ktui export` is scraped for its memory after its rounds, 180),
 KTUI_BENCH_BASE=REV (a git revision: its ktui runs the stats-only part's
 return probes too, in the same VM, for a before/after row; e.g. the commit
 before a change to the kernel side), KTUI_BENCH_BASE_FIRST=1 (each of the
-base's tools runs just before today's instead of just after).
+base's tools runs just before today's instead of just after),
+KTUI_BENCH_SPAN_N (O_DIRECT reads per round of the spans part's block row,
+5000), KTUI_BENCH_SPAN_CYCLES (launches of each spans tool, 3). The spans
+part alone, in one boot (about 25 minutes under emulation):
+
+    KTUI_BENCH_PARTS=warm_up,spans KTUI_BENCH_HOST=0 .venv/bin/python -m benchmarks.run
 """
 
 from __future__ import annotations
@@ -68,7 +74,8 @@ def run_vm(binary: Path) -> dict:
     cmd = (f"{PY} benchmarks/vm_suite.py --workload {binary.relative_to(ROOT)} "
            f"--out {out.relative_to(ROOT)} --n {env_int('KTUI_BENCH_N', 100_000)} "
            f"--rounds {env_int('KTUI_BENCH_ROUNDS', 3)} --flood {env_int('KTUI_BENCH_FLOOD', 1_000_000)} "
-           f"--export-mem-seconds {env_int('KTUI_BENCH_EXPORT_MEM_SECONDS', 180)}")
+           f"--export-mem-seconds {env_int('KTUI_BENCH_EXPORT_MEM_SECONDS', 180)} "
+           f"--span-n {env_int('KTUI_BENCH_SPAN_N', 5000)} --span-cycles {env_int('KTUI_BENCH_SPAN_CYCLES', 3)}")
     if os.environ.get("KTUI_BENCH_PARTS"):  # e.g. warm_up,compare: only those parts of the VM suite
         cmd += f" --parts {os.environ['KTUI_BENCH_PARTS']}"
     base = base_tree(os.environ.get("KTUI_BENCH_BASE", ""))
@@ -81,8 +88,9 @@ def run_vm(binary: Path) -> dict:
     # 10 minutes and the exporter's 3-minute memory run
     # scripts/vm.sh runs single-threaded TCG: under the multi-threaded kind the
     # guest oopsed while kprobes went onto a running vfs_read (see there).
-    # with a base tree, warm_up and stats_only may each take longer (vm_suite's BASE_PART_TIMEOUTS)
-    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "2700" if base is None else "4800")}
+    # with a base tree, warm_up and stats_only may each take longer (vm_suite's BASE_PART_TIMEOUTS);
+    # the spans part took 25 minutes on a loaded host (run 10)
+    env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "4200" if base is None else "6300")}
     t0 = time.monotonic()
     proc = sh(["scripts/vm.sh", "--", cmd], env=env)
     print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)
@@ -395,6 +403,7 @@ def analyse(vm: dict, host: dict) -> dict:
              f"{len(ls['bpftrace_s'])})" if r is not None else "not measured")
 
     res["slowdown_compare"] = analyse_compare(vm, row, goal)
+    res["span_costs"] = analyse_spans(vm, row, goal)
 
     ing = host.get("ingest", {})
     for part in ("collector", "dashboard"):
@@ -528,6 +537,73 @@ def analyse_compare(vm: dict, row, goal) -> dict:
             goal("exporter's hits == reads (scraped)", mem.get("hits_served") == mem.get("reads_done"),
                  f"{mem.get('hits_served')} of {mem.get('reads_done')}")
     return sd
+
+
+# the spans part (issue 32): (row, ktui's tool, the tools it is measured against)
+SPAN_RATIOS = (
+    ("block", "ktui_span_rq", ("biolatency", "bpftrace_rq")),
+    ("block", "ktui_span_rq_fentry", ("biolatency", "bpftrace_rq")),
+    ("block", "ktui_span_rq_sampled", ("biolatency", "bpftrace_rq")),
+    ("syscall", "ktui_span_tid", ("bpftrace_tid",)),
+)
+
+
+def span_costs(spans: dict) -> dict:
+    """ns each spans tool adds per pair, per launch: its median round's ns
+    per op minus the mean of the untraced medians just before and after it
+    (the same row and cycle), then the median over its launches. By tool:
+    {"row", "added_ns": [per launch], "median_ns", "pairs", "expected_pairs",
+    "errors"}."""
+    out: dict = {}
+    bare = spans.get("bare", [])
+    for run in spans.get("runs", []):
+        tool = out.setdefault(run["tool"], {"row": run["row"], "added_ns": [], "pairs": 0,
+                                            "expected_pairs": 0, "errors": []})
+        if "ns" not in run:
+            tool["errors"].append(run.get("error", "no rounds"))
+            continue
+        seq = [b for b in bare if b["row"] == run["row"] and b["cycle"] == run["cycle"]]
+        idx = next((i for i, b in enumerate(seq) if b["tag"] == f"after {run['tool']}"), None)
+        if not idx:
+            tool["errors"].append(f"cycle {run['cycle']}: no untraced rounds around it")
+            continue
+        around = [per_read(b["ns"], b["n"]) for b in seq[idx - 1:idx + 1]]
+        tool["added_ns"].append(per_read(run["ns"], run["n"]) - sum(around) / 2)
+        tool["pairs"] += run.get("pairs") or 0
+        tool["expected_pairs"] += run["expected_pairs"]
+    for tool in out.values():
+        tool["median_ns"] = median(tool["added_ns"]) if tool["added_ns"] else None
+    return out
+
+
+def analyse_spans(vm: dict, row, goal) -> dict:
+    """Rows of the spans part: ns added per pair, and ktui's over the others'."""
+    spans = vm.get("spans", {})
+    if not spans.get("runs"):
+        return {}
+    costs = span_costs(spans)
+    for rname in ("block", "syscall"):
+        meds = [per_read(b["ns"], b["n"]) for b in spans.get("bare", []) if b["row"] == rname]
+        if meds:
+            row(f"8 spans/{rname}", "untraced ns per op: min / max", min(meds), "{:.0f}",
+                f"max {max(meds):.0f} over {len(meds)} (spread {max(meds) / min(meds):.2f}x)")
+    for name, c in costs.items():
+        per = ", ".join(f"{x:.0f}" for x in c["added_ns"])
+        row(f"8 spans/{c['row']}", f"{name} ns added per pair (median of launches)", c["median_ns"], "{:.0f}",
+            f"launches: {per}; pairs seen {c['pairs']} of {c['expected_pairs']}"
+            + (f"; {'; '.join(c['errors'])}" if c["errors"] else ""))
+    measured = []
+    for rname, mine, others in SPAN_RATIOS:
+        if mine not in costs:
+            continue
+        for o in others:
+            r = ratio(costs[mine]["median_ns"], costs.get(o, {}).get("median_ns"))
+            row(f"8 spans/{rname}", f"{mine} / {o} ns added per pair", r, "{:.2f}")
+            if r is not None:
+                measured.append(f"{mine} / {o} = {r:.2f}")
+    goal("a span's cost per pair measured against biolatency-bpfcc and a bpftrace two-probe script, "
+         "same run (issue 32)", bool(measured) or None, ", ".join(measured) or "not measured")
+    return costs
 
 
 def render(res: dict, meta: dict) -> str:

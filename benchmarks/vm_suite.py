@@ -12,13 +12,21 @@ this one run mean anything: the VM is emulated (TCG) and shares the host with
 other work.
 
 Parts (`--parts`, default all, in this order): warm_up, stats_only,
-streaming, startup, live_edit, listing, compare. `compare` alone (after
+streaming, startup, live_edit, listing, compare, spans. `compare` alone (after
 warm_up, which fills the program cache the ktui tools then load from) is the
 rows of issues 13, 14 and 16: fentry vs funccount, fexit vs bpftrace
 entry+return, hist() vs argdist and bpftrace, stack(kernel) vs stackcount and
 bpftrace, export scraped every second vs stream (and the exporter's RSS):
 
     --parts warm_up,compare [--compare-rows fentry,export] [--export-mem-seconds 180]
+
+`spans` alone is issue 32's rows: a span's cost per pair, by struct request *
+over O_DIRECT reads of a loop device against biolatency-bpfcc and a bpftrace
+kprobe pair, and by the thread between the read syscall's tracepoints
+against a bpftrace tracepoint pair (each tool launched --span-cycles times,
+in turned order, untraced rounds after each):
+
+    --parts warm_up,spans [--span-n 5000] [--n 100000] [--span-cycles 3] [--span-tools ...]
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ LIVE_TIMEOUT = 150.0
 ATTACH_GRACE = 2.0
 PART_TIMEOUT = 600
 # compare runs 15 tools (five bcc compiles among them) and the exporter's memory run
-PART_TIMEOUTS = {"compare": 3600}
+PART_TIMEOUTS = {"compare": 3600, "spans": 3600}
 # with --base-tree: warm_up compiles the base's programs too (both variants,
 # nothing cached: its program text and so its cache key differ from today's),
 # and stats_only runs three more tools (the base's compiled one compiles as it
@@ -67,6 +75,17 @@ EXIT_TIMEOUT = 20.0
 
 
 COMPARE_ROWS = ("fentry", "fexit", "hist", "stack", "export")
+SPAN_ROWS = ("block", "syscall")
+# the block span (issue 32): a block request from its start to its end,
+# joined by its struct request *, as biolatency-bpfcc pairs them
+SPAN_RQ = "io=blk_mq_end_request:c:rq since(blk_mq_start_request:c:rq)"
+SPAN_TID = "syscalls/sys_exit_read:t since(syscalls/sys_enter_read:t)"
+# the largest `sample:`: at most one event is written, the rest of each
+# hit (the start's lookup, the histogram, the counters) is as without it
+SAMPLE_MAX = 2**32 - 1
+# biolatency-bpfcc reads /proc/kallsyms in Python (get_kprobe_functions)
+# before it attaches: past 150 s under emulation on a loaded host
+SPAN_LIVE_TIMEOUT = 400.0
 HITS_METRIC = re.compile(r"^ktui_probe_hits_total\{[^}]*\} ([0-9.e+]+)$", re.M)
 
 
@@ -177,6 +196,27 @@ def attached_count() -> int:
     once the tracing variant is cached (as after the fentry row), by kprobe
     before; either way its probe is seen live and gone."""
     return kprobe_count() + tracing_link_count()
+
+
+def tracepoint_count() -> int:
+    """BPF programs attached to tracepoints (through perf events, or raw),
+    from bpftool's JSON (`bpftool perf`): a tracepoint is in neither
+    kprobes/list nor the tracing links."""
+    for _ in range(20):
+        out = subprocess.run(["bpftool", "-j", "perf"], capture_output=True, text=True)
+        if out.returncode == 0:
+            return sum(1 for a in json.loads(out.stdout or "[]")
+                       if a.get("fd_type") in ("tracepoint", "raw_tracepoint"))
+        time.sleep(0.1)
+    raise RuntimeError(f"bpftool perf kept failing: {out.stderr.strip()}")
+
+
+def hist_total(text: str) -> int:
+    """The counts of a printed log2 histogram summed: bpftrace's `[1K, 2K)
+    12 |@@|` lines and bcc's `  1024 -> 2047 : 12 |**|` lines."""
+    bt = re.findall(r"^\[[^\]\n]*[\])]\s+(\d+)\s*\|", text, re.M)
+    bcc = re.findall(r"^\s*\d+ -> \d+\s*:\s*(\d+)\s*\|", text, re.M)
+    return sum(int(x) for x in bt + bcc)
 
 
 def probeable(names) -> list[str]:
@@ -318,6 +358,9 @@ class Tool:
         while True:
             if detached_s is None and self.count() <= self.base:
                 detached_s = time.monotonic() - t
+            if self.proc.returncode is not None:  # it ended before, and wait_live's poll reaped it
+                exit_s, self.rc = 0.0, self.proc.returncode
+                break
             pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
             if pid:
                 exit_s = time.monotonic() - t
@@ -892,6 +935,151 @@ class Suite:
         return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * self.args.n,
                 "hits_served": scraper.hits, "samples": samples}
 
+    # ---------------------------------------------------------------- 8
+    def spans(self) -> None:
+        """Issue 32: what a span costs per pair, against bcc's biolatency and
+        bpftrace's two-probe scripts, in the same boot.
+
+        block: `--span-n` 4096-byte O_DIRECT reads of a loop device (its
+        backing file in a tmpfs: one block request each, nothing else in
+        the guest makes any), a span by struct request * (events written,
+        as `ktui stream` writes them; and with `sample:` at its largest, the
+        histogram only, as biolatency keeps) against biolatency-bpfcc (whose
+        Debian 0.26 fails on 6.1: `blk_account_io_done` not traceable) and
+        bpftrace's kprobe pair (its `rawtracepoint:` pair by the request,
+        newer biolatency's way, needs bpftrace past Debian's 0.17). syscall: `--n` one-byte reads of
+        /dev/zero, a span by the thread between the read syscall's
+        tracepoints (no fetch: the histogram only) against bpftrace's
+        tracepoint pair, both on the workload's pid.
+
+        Each tool is launched `--span-cycles` times, each time for `--span-rounds`
+        timed rounds followed by as many untraced ones; the tools' order
+        turns by one each cycle, so the host's load falls on each alike."""
+        rows = self.args.span_rows.split(",") if self.args.span_rows else list(SPAN_ROWS)
+        unknown = set(rows) - set(SPAN_ROWS)
+        if unknown:
+            raise ValueError(f"unknown --span-rows {sorted(unknown)}; rows: {','.join(SPAN_ROWS)}")
+        work = Path(tempfile.mkdtemp(prefix="ktui-bench-spans-"))
+        sampled = work / "span-sampled.yaml"
+        sampled.write_text("# the block span, writing (at most) one event: its histogram and counters only\n"
+                           f"name: span\nprobes:\n  - spec: {SPAN_RQ.split(' since(')[0]}\n"
+                           f"    since: {SPAN_RQ.split(' since(')[1].rstrip(')')}\n"
+                           f"    sample: {SAMPLE_MAX}\n")
+        bt_rq = ("kprobe:blk_mq_start_request { @s[arg0] = nsecs; } "
+                 "kprobe:blk_mq_end_request /@s[arg0]/ { @lat = hist(nsecs - @s[arg0]); delete(@s[arg0]); }")
+        bt_tid = ("tracepoint:syscalls:sys_enter_read /pid == {P}/ { @s[tid] = nsecs; } "
+                  "tracepoint:syscalls:sys_exit_read /@s[tid]/ { @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }")
+
+        def ktui(*args: str):
+            return lambda p: [KTUI, "stream", "--log", self.log_path, "--no-stats",
+                              *[a.replace("{P}", str(p)) for a in args]]
+
+        def tool(*argv: str):
+            return lambda p: [a.replace("{P}", str(p)) for a in argv]
+
+        # name -> (argv of the pid, probes, how they are seen live, stdout kept)
+        table = {
+            "block": {
+                "ktui_span_rq": (ktui("--attach", "kprobe", "-e", SPAN_RQ), 2, kprobe_count, False),
+                # its end by fentry, its start (not a return probe's entry) by kprobe
+                "ktui_span_rq_fentry": (ktui("--attach", "fentry", "-e", SPAN_RQ), 2, attached_count, False),
+                "ktui_span_rq_sampled": (ktui("--attach", "kprobe", str(sampled)), 2, kprobe_count, False),
+                "biolatency": (tool("biolatency-bpfcc"), 2, kprobe_count, True),
+                "bpftrace_rq": (tool("bpftrace", "-e", bt_rq), 2, kprobe_count, True),
+            },
+            "syscall": {
+                "ktui_span_tid": (ktui("--pid", "{P}", "-e", SPAN_TID), 2, tracepoint_count, False),
+                "bpftrace_tid": (tool("bpftrace", "-e", bt_tid), 2, tracepoint_count, True),
+            },
+        }
+        wanted = self.args.span_tools.split(",") if self.args.span_tools else None
+        res = self.results.setdefault("spans", {"runs": [], "bare": []})
+        res["params"] = {"block_n": self.args.span_n, "syscall_n": self.args.n, "rounds": self.args.span_rounds,
+                         "cycles": self.args.span_cycles, "rows": rows, "sampled_set": sampled.read_text()}
+        dev = backing = None
+        try:
+            if "block" in rows:
+                dev, backing = self._loop_device(work)
+                res["device"] = dev
+            for cycle in range(self.args.span_cycles):
+                for row in rows:
+                    tools = [t for t in table[row] if wanted is None or t in wanted]
+                    k = cycle % len(tools) if tools else 0
+                    tools = tools[k:] + tools[:k]  # a different neighbour each cycle
+                    args = ("direct", dev, str(self.args.span_n)) if row == "block" else ("rounds", str(self.args.n))
+                    self._span_bare(row, args, cycle, "before")
+                    for name in tools:
+                        self._span_tool(row, name, table[row][name], args, cycle, work)
+                        self._span_bare(row, args, cycle, f"after {name}")
+        finally:
+            if dev is not None:
+                subprocess.run(["losetup", "--detach", dev], check=False)
+            if backing is not None:
+                shutil.rmtree(backing.parent, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _loop_device(self, work: Path) -> tuple[str, Path]:
+        """A 16 MiB loop device over a file in a tmpfs (no block device
+        under it: the loop device's requests are the only ones)."""
+        subprocess.run(["modprobe", "loop"], check=False, capture_output=True)
+        shm = Path("/dev/shm")
+        where = shm if shm.is_dir() and os.access(shm, os.W_OK) else work
+        backing = Path(tempfile.mkdtemp(prefix="ktui-bench-loop-", dir=where)) / "disk.img"
+        with open(backing, "wb") as f:
+            f.write(b"\xa5" * (16 << 20))
+        dev = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True, capture_output=True,
+                             text=True).stdout.strip()
+        fs = subprocess.run(["stat", "-f", "-c", "%T", str(backing)], capture_output=True, text=True).stdout.strip()
+        self.note(f"spans: {dev} over {backing} ({fs})")
+        self.results["spans"]["backing_fs"] = fs
+        return dev, backing
+
+    def _span_bare(self, row: str, args: tuple, cycle: int, tag: str) -> None:
+        w = Workload(self.wl, *args, str(self.args.span_rounds))
+        try:
+            times = [w.round() for _ in range(self.args.span_rounds)]
+        finally:
+            w.stop()
+        n = int(args[-1])
+        self.results["spans"]["bare"].append({"row": row, "cycle": cycle, "tag": tag, "n": n, "ns": times})
+        self.note(f"spans {row} cycle {cycle} bare {tag}: {[round(t / n) for t in times]} ns/op")
+
+    def _span_tool(self, row: str, name: str, spec: tuple, args: tuple, cycle: int, work: Path) -> None:
+        argv_of, k, count, keep = spec
+        rounds = self.args.span_rounds
+        n = int(args[-1])
+        w = Workload(self.wl, *args, str(rounds))
+        out = str(work / f"{name}-{cycle}.out") if keep else None
+        t = Tool(name, argv_of(w.pid), k, count=count, stdout=out)
+        entry: dict = {"row": row, "tool": name, "cycle": cycle, "argv": t.argv, "n": n, "probes": k,
+                       "expected_pairs": n * rounds}
+        self.results["spans"]["runs"].append(entry)
+        try:
+            live = entry["live_s"] = t.wait_live(SPAN_LIVE_TIMEOUT)
+            if live is None:
+                entry["error"] = "never live"
+                return
+            time.sleep(ATTACH_GRACE)
+            entry["settle_s"] = t.wait_settled()
+            cpu0 = t.cpu_seconds()
+            entry["ns"] = [w.round() for _ in range(rounds)]
+            entry["cpu_rounds_s"] = t.cpu_seconds() - cpu0
+        finally:
+            w.stop()
+            time.sleep(0.3)
+            entry.update(t.stop())
+        if name.startswith("ktui"):
+            entry["summary"] = ktui_summary(t.stderr())
+            probe = next(iter(entry["summary"]["probes"].values()), {})
+            entry["pairs"], entry["via"], entry["emitted"] = probe.get("hits"), probe.get("via"), probe.get("emitted")
+        elif out is not None:
+            # the histogram printed at exit: the pairs it holds
+            entry["pairs"] = hist_total(Path(out).read_text(errors="replace"))
+        self.note(f"spans {row} cycle {cycle} {name}: " + (
+            f"live {entry['live_s']:.1f}s, {[round(x / n) for x in entry['ns']]} ns/op, pairs {entry.get('pairs')} "
+            f"of {n * rounds}, exit {entry.get('exit_s')}, left {entry.get('probes_left')}" if "ns" in entry else
+            f"ERROR {entry.get('error')}: {entry.get('stderr_tail', '')[-300:]}"))
+
     def base_env(self) -> dict:
         """The environment that runs the --base-tree's ktui.
 
@@ -997,7 +1185,13 @@ def main() -> int:
                     help="compare: kernel.bpf_stats_enabled=1 and each program's ns per run from bpftool "
                          "(slows every program: for the why, not the slowdowns)")
     ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
-    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing,compare")
+    ap.add_argument("--span-rows", default="", help=f"spans: rows to run (default all: {','.join(SPAN_ROWS)})")
+    ap.add_argument("--span-tools", default="", help="spans: only these tools, e.g. ktui_span_rq,biolatency")
+    ap.add_argument("--span-n", type=int, default=5000, help="spans/block: O_DIRECT reads per round")
+    ap.add_argument("--span-rounds", type=int, default=3, help="spans: timed rounds per launch of a tool")
+    ap.add_argument("--span-cycles", type=int, default=3,
+                    help="spans: how often each tool is launched (its order turned each time)")
+    ap.add_argument("--parts", default="warm_up,stats_only,streaming,startup,live_edit,listing,compare,spans")
     ap.add_argument("--base-tree", default="",
                     help="an older revision's tree (bench-out/base-REV): its ktui runs the stats-only "
                          "part's return probes too, for before/after rows")

@@ -4,6 +4,12 @@
  *                         reads, print the round's duration in ns
  *   workload tick         print "ready", then one read per ms until SIGUSR1,
  *                         then reads as fast as possible until killed (a flood)
+ *   workload direct PATH N R
+ *                         as rounds, but each read is a 4096-byte pread(2) of
+ *                         PATH (a block device) opened O_DIRECT, into an
+ *                         aligned buffer, at offsets 0, 4096, ... wrapping at
+ *                         the device's end: past the page cache, one block
+ *                         request each (the spans benchmark: one pair each)
  *
  * It waits with sigwait/sigtimedwait (no read(2)), and reports with write(2),
  * so the traced pid does exactly the reads counted here and nothing else: a
@@ -31,6 +37,30 @@ static void say(const char *text)
     size_t len = strlen(text);
     if (write(1, text, len) != (ssize_t)len)
         exit(3);
+}
+
+#define BLOCK 4096
+
+static int direct(const char *path, long n, long rounds, sigset_t *usr1)
+{
+    char line[64];
+    void *buf;
+    int sig, fd = open(path, O_RDONLY | O_DIRECT);
+    off_t blocks = fd < 0 ? 0 : lseek(fd, 0, SEEK_END) / BLOCK;
+
+    if (blocks <= 0 || posix_memalign(&buf, BLOCK, BLOCK) != 0)
+        return 2;
+    say("ready\n");
+    for (long r = 0; r < rounds; r++) {
+        sigwait(usr1, &sig);
+        long long t0 = now_ns();
+        for (long i = 0; i < n; i++)
+            if (pread(fd, buf, BLOCK, (off_t)(i % blocks) * BLOCK) != BLOCK)
+                return 4;
+        snprintf(line, sizeof line, "%lld\n", now_ns() - t0);
+        say(line);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -70,5 +100,7 @@ int main(int argc, char **argv)
             if (read(zero, &byte, 1) != 1)
                 return 4;
     }
+    if (strcmp(argv[1], "direct") == 0 && argc == 5)
+        return direct(argv[2], atol(argv[3]), atol(argv[4]), &usr1);
     return 2;
 }
