@@ -95,11 +95,14 @@ for t in "${next_skip[@]}"; do next_deselect+=" --deselect '$t'"; done
 # minutes under emulation, moved from 6.1's longer list to even the two VMs
 # out (the whole kernel part takes as long as the longer one): the
 # dashboard's browser (its data, BTF names and prototypes, read the same
-# way on both) and the ways a stream or recording ends but gracefully
-# (test_accounting's, on 6.1).
+# way on both) and three of the ways a stream or recording ends but
+# gracefully (test_accounting's, and a stream into a closed pipe, on 6.1:
+# as many seconds as even the two out).
 moved=(
     "tests/kernel/test_dashboard_e2e.py::test_find_a_function_and_add_a_probe_by_picking_its_names"
-    "tests/kernel/test_exit_paths.py"
+    "tests/kernel/test_exit_paths.py::test_stream_ended_by_sigkill"
+    "tests/kernel/test_exit_paths.py::test_record_ended_by_sigkill"
+    "tests/kernel/test_exit_paths.py::test_silent_stream_into_a_closed_pipe"
 )
 if [[ -n "$next" ]]; then
     for t in "${moved[@]}"; do main_deselect+=" --deselect '$t'"; next_tests+=" $t"; done
