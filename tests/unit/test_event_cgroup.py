@@ -23,21 +23,12 @@ from ktui.record.decode import Decoder, RecordBatch, SizedDecoders
 from ktui.record.feed import Event
 from ktui.record.layout import HEADER, HEADER_FIELDS, HEADER_SIZE, HEADER_V1, record_layout
 from ktui.record.raw import RawRecords
+from tests.unit.test_cgroup_recording import Namer  # the live resolver, counting what it is asked
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 NGINX = "system.slice/nginx.service"
 
 
-class Namer:
-    """The live resolver: counts what it is asked."""
-
-    def __init__(self, paths):
-        self.paths = dict(paths)
-        self.asked = []
-
-    def __call__(self, cgid):
-        self.asked.append(cgid)
-        return self.paths.get(cgid, f"cgroup:{cgid}")
 
 
 def records(decoder, cgroups, values=None):
