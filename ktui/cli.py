@@ -482,20 +482,35 @@ def _name_problems(path: str, names, ps, errors) -> list[tuple[int, int, str, bo
 
 
 def _gate_problems(path: str, names, ps) -> list[tuple[int, int, str, bool]]:
-    """A `within:` gate's function the running kernel cannot probe, at its
-    probe's target (the gate attaches where the probe does)."""
+    """The kernel functions a probe's hidden slots attach to, where the
+    running kernel cannot probe them, at its probe's target: a `within:`
+    gate's function and a span's start (`since:`; each attaches where the
+    probe does)."""
     from ktui.lang.locate import probe_targets
 
     if ps is None:
         return []
     out = []
     for number, (probe, target) in enumerate(zip(ps.probes, probe_targets(path)), 1):
-        found = names.problem(probe.within) if probe.within is not None else None
-        if found is None:
-            continue
-        kind = "" if found.fatal else "warning: "
-        out.append((target.line, target.col, f"{path}:{target.line}:{target.col}: {kind}probe {number} "
-                    f"({probe.spec_text}): within {probe.within}: {found.message}", found.fatal))
+        for what, function in _hidden_functions(probe):
+            found = names.problem(function)
+            if found is None:
+                continue
+            kind = "" if found.fatal else "warning: "
+            out.append((target.line, target.col, f"{path}:{target.line}:{target.col}: {kind}probe {number} "
+                        f"({probe.spec_text}): {what}: {found.message}", found.fatal))
+    return out
+
+
+def _hidden_functions(probe) -> list[tuple[str, str]]:
+    """(what to call it, kernel function) of each hidden slot the probe brings."""
+    out = []
+    if probe.within is not None:
+        out.append((f"within {probe.within}", probe.within))
+    start = probe.since
+    if (start is not None and start.target.symbol and not start.target.is_user
+            and start.target.tracepoint is None and not start.target.is_wildcard):
+        out.append((f"since {start.spec_text}", start.target.symbol))
     return out
 
 

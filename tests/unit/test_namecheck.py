@@ -182,3 +182,16 @@ def test_check_asks_the_kernel_for_a_gates_function_too(tmp_path, fake_check):
     assert r.output.splitlines() == [
         f"{f}:3:11: probe 1 (vfs_read:c): within vfs_raed: unknown kernel function 'vfs_raed' "
         "(did you mean vfs_read?)"]
+
+
+def test_check_asks_the_kernel_for_a_spans_start_function_too(tmp_path, fake_check):
+    """`since(START)`: a start on a function the kernel lacks fails where the
+    span attaches, so `ktui check` says so first, at the probe's target."""
+    f = tmp_path / "s.yaml"
+    f.write_text("name: s\nprobes:\n  - spec: vfs_read:c since(vfs_raed:c)\n"
+                 "  - spec: vfs_read:r\n    since: vfs_read:c\n")
+    r = CliRunner().invoke(cli.main, ["check", str(f)])
+    assert r.exit_code == 1
+    assert r.output.splitlines() == [
+        f"{f}:3:11: probe 1 (vfs_read:c): since vfs_raed:c: unknown kernel function 'vfs_raed' "
+        "(did you mean vfs_read?)"]
