@@ -127,6 +127,15 @@ def bpf_runs_between(before: dict, after: dict) -> list[dict]:
     return ran
 
 
+def _picked_rows(picked: str | None, known, flag: str) -> list[str]:
+    """The rows a `--...-rows a,b` flag picks (all of `known` without it);
+    ValueError naming the flag for a row it does not know."""
+    rows = picked.split(",") if picked else list(known)
+    unknown = set(rows) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {flag} {sorted(unknown)}; rows: {','.join(known)}")
+    return rows
+
 class Scraper:
     """Scrapes a /metrics URL once a second from a thread (as Prometheus
     would, with its own connection each time) and keeps the last
@@ -773,10 +782,7 @@ class Suite:
         paused workload (`--pid`), like stats_only: `rounds` timed rounds
         of `n` reads, untraced rounds before, between and after.
         `--compare-rows fentry,fexit,hist,stack,export` picks rows."""
-        rows = self.args.compare_rows.split(",") if self.args.compare_rows else list(COMPARE_ROWS)
-        unknown = set(rows) - set(COMPARE_ROWS)
-        if unknown:
-            raise ValueError(f"unknown --compare-rows {sorted(unknown)}; rows: {','.join(COMPARE_ROWS)}")
+        rows = _picked_rows(self.args.compare_rows, COMPARE_ROWS, "--compare-rows")
         work = Path(tempfile.mkdtemp(prefix="ktui-bench-compare-"))
         setfile = work / "bench-export.yaml"
         setfile.write_text("# one counting probe: what `ktui export` and `ktui stream` both run\n"
@@ -955,10 +961,7 @@ class Suite:
         Each tool is launched `--span-cycles` times, each time for `--span-rounds`
         timed rounds followed by as many untraced ones; the tools' order
         turns by one each cycle, so the host's load falls on each alike."""
-        rows = self.args.span_rows.split(",") if self.args.span_rows else list(SPAN_ROWS)
-        unknown = set(rows) - set(SPAN_ROWS)
-        if unknown:
-            raise ValueError(f"unknown --span-rows {sorted(unknown)}; rows: {','.join(SPAN_ROWS)}")
+        rows = _picked_rows(self.args.span_rows, SPAN_ROWS, "--span-rows")
         work = Path(tempfile.mkdtemp(prefix="ktui-bench-spans-"))
         sampled = work / "span-sampled.yaml"
         sampled.write_text("# the block span, writing (at most) one event: its histogram and counters only\n"
