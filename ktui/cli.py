@@ -504,14 +504,24 @@ def _gate_problems(path: str, names, ps) -> list[tuple[int, int, str, bool]]:
 
 def _hidden_functions(probe) -> list[tuple[str, str]]:
     """(what to call it, kernel function) of each hidden slot the probe brings."""
+    from ktui.lang.model import GateSpan
+
     out = []
-    if probe.within is not None:
+    if isinstance(probe.within, GateSpan):
+        out += [(f"within {probe.within}", end.target.symbol) for end in (probe.within.start, probe.within.end)
+                if _kernel_function(end)]
+    elif probe.within is not None:
         out.append((f"within {probe.within}", probe.within))
     start = probe.since
-    if (start is not None and start.target.symbol and not start.target.is_user
-            and start.target.tracepoint is None and not start.target.is_wildcard):
+    if start is not None and _kernel_function(start):
         out.append((f"since {start.spec_text}", start.target.symbol))
     return out
+
+
+def _kernel_function(probe) -> bool:
+    """Whether a hidden slot's probe is on one kernel function by name."""
+    return bool(probe.target.symbol and not probe.target.is_user and probe.target.tracepoint is None
+                and not probe.target.is_wildcard)
 
 
 def _user_target_problems(path: str, ps) -> list[tuple[int, int, str, bool]]:

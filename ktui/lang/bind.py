@@ -50,6 +50,7 @@ from ktui.lang.model import (
     Fetch,
     FetchExpr,
     Field,
+    GateSpan,
     Kind,
     Named,
     Probe,
@@ -118,7 +119,17 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
     names or not. A user function's probe is returned as it is: it has no
     BTF here, and its names were refused when it was parsed. A pattern's
     matches are each bound, and must read alike (`lang.bind_wildcard`).
-    A span's start is bound as the probe it is (its errors say `since:`)."""
+    A span's start is bound as the probe it is (its errors say `since:`),
+    as are a gate's two ends (`within:`)."""
+    if isinstance(probe.within, GateSpan):  # a gate between two events: each end bound as the probe it is
+        ends = []
+        for end in (probe.within.start, probe.within.end):
+            try:
+                ends.append(bind_probe(end, kernel))
+            except SpecError as err:
+                raise SpecError(f"within: {err.message}") from None
+        gated = bind_probe(dataclasses.replace(probe, within=None), kernel, text=text, filter_text=filter_text)
+        return dataclasses.replace(gated, within=GateSpan(*ends))
     if probe.since is not None:
         try:
             start = bind_probe(probe.since, kernel)

@@ -577,8 +577,10 @@ class Probe:
     # None: not a wildcard, or not bound yet.
     members: tuple[str, ...] | None = field(default=None, compare=False)
     # `within: FUNC` (a gate): the probe counts only while its thread is
-    # inside this kernel function (ktui.kernel.session.gates); None: always
-    within: str | None = None
+    # inside this kernel function (ktui.kernel.session.gates), or with a
+    # GateSpan `within(START .. END)`, between a START and its END in the
+    # thread; None: always
+    within: "str | GateSpan | None" = None
     # `since: START` (a span): the probe is a span's end, and START (a
     # probe of its own, lang.spans) its start; each hit of the end is
     # joined to its start by a key (START's fetches, matched against the
@@ -623,6 +625,25 @@ class Probe:
         if isinstance(label, str) and label.isascii() and label.isidentifier():
             return f"{label}={self.spec_text}"
         return self.spec_text
+
+
+
+@dataclass(frozen=True)
+class GateSpan:
+    """A gate between two events of a thread, `within(START .. END)`
+    (`within: {from: START, to: END}` in a probe set): each START a thread
+    goes through puts it one deeper inside, each END one less (lang.spans
+    check_gate_ends). START and END are probes alone, `TARGET:KIND`, of
+    any kind: a kernel function's call or return, a tracepoint, a user
+    function's, a USDT probe. `within(FUNC)` is the same gate from FUNC:c
+    to FUNC:r, kept by one probe on FUNC."""
+
+    start: Probe
+    end: Probe
+
+    def __str__(self) -> str:
+        """`START .. END`, as `within(...)` takes it back."""
+        return f"{self.start.spec_text} .. {self.end.spec_text}"
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ from ktui.lang.model import (
     ATTACH_MODES,
     WILDCARD_CHARS,
     Aggregate,
+    GateSpan,
     Kind,
     Probe,
     ProbeSet,
@@ -102,6 +103,7 @@ from ktui.lang.yamlnodes import (
 
 TOP_KEYS = ("name", "description", "filter", "maxactive", "attach", "probes")
 SET_FILTER_KEYS = ("pid", "comm", "cgroup")
+GATE_KEYS = ("from", "to")  # `within: {from: START, to: END}`, a gate between two events
 PROBE_KEYS = (
     "spec", "function", "address", "tracepoint", "usdt", "binary", "kind", "fetch",
     "label", "filter", "enabled", "sample", "rate_limit", "maxactive", "attach", "errno",
@@ -328,6 +330,41 @@ class _SetReader(NodeReader):
         except SpecError as err:
             self.fail_inside(scalar, err, prefix + "since: ")
 
+    def gate(self, node: Node, prefix: str) -> "str | GateSpan":
+        """`within: FUNC`, or a gate between two events, `within: {from:
+        START, to: END}` (lang.spans): each end a probe alone, located at
+        its own text when bad, bound to the kernel's names where the set is
+        checked against one."""
+        if isinstance(node, SequenceNode):
+            self.fail(node, "within: a kernel function's name, or {from: START, to: END} (a gate between "
+                      "two events), not a list", prefix)
+        if not isinstance(node, MappingNode):
+            return self.line_string(node, "within", prefix, limits.check_within)
+        items = self.mapping(node, GATE_KEYS, "within", prefix)
+        missing = [key for key in GATE_KEYS if key not in items or self.is_null(items[key][1])]
+        if missing:
+            self.fail(node, f"within: missing '{missing[0]}': a gate between two events is "
+                      "{from: START, to: END}, e.g. {from: syscalls/sys_enter_read:t, to: syscalls/sys_exit_read:t}",
+                      prefix)
+        ends = []
+        for key in GATE_KEYS:
+            scalar = self.scalar_string(items[key][1], f"within.{key}", prefix)
+            try:
+                ends.append(parse_spec(scalar.value))
+            except SpecError as err:
+                self.fail_inside(scalar, err, f"{prefix}within.{key}: ")
+        try:
+            spans.check_gate_ends(*ends)
+        except SpecError as err:
+            self.fail(node, err.message, prefix)
+        if self.kernel is not None:
+            for index, key in enumerate(GATE_KEYS):
+                try:
+                    ends[index] = bind_probe(ends[index], self.kernel)
+                except SpecError as err:
+                    self.fail_inside(items[key][1], err, f"{prefix}within.{key}: ")  # type: ignore[arg-type]
+        return GateSpan(*ends)
+
     def long_form(self, items: dict[str, tuple[Node, Node]], form: str, prefix: str) -> Probe:
         node = items[form][1]
         if "binary" in items:
@@ -528,7 +565,7 @@ class _SetReader(NodeReader):
             "count": lambda node: self.agg_keys(node, prefix, kind),
             "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
             "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
-            "within": lambda node: self.line_string(node, "within", prefix, limits.check_within),
+            "within": lambda node: self.gate(node, prefix),
             "since": lambda node: self.span_start(node, prefix),
         }
         errors_before = len(self.errors)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, Kind, ProbeSet, ProbeSetError
+from ktui.lang.model import AGG_MAX_KEYS_DEFAULT, GateSpan, Kind, ProbeSet, ProbeSetError
 from ktui.lang.save_place import why_not_kept
 
 
@@ -58,7 +58,9 @@ def dumps_probeset(ps: ProbeSet) -> str:
         if probe.errno:
             entry["errno"] = _Plain(probe.errno)
         entry.update(aggregate_keys(probe))
-        if probe.within is not None:
+        if isinstance(probe.within, GateSpan):  # between two events: each end's spec
+            entry["within"] = {"from": probe.within.start.spec_text, "to": probe.within.end.spec_text}
+        elif probe.within is not None:
             entry["within"] = probe.within
         if probe.since is not None:
             entry["since"] = probe.since.spec_text

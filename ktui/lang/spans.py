@@ -23,6 +23,8 @@ were at its call.
 
 from __future__ import annotations
 
+import re
+
 from ktui.lang.aggregate import closing
 from ktui.lang.model import STRING_TYPES, Builtin, Probe, SpecError
 
@@ -102,3 +104,51 @@ def _check_key(fetch, whose: str) -> None:
 def key_text(start: Probe) -> str:
     """What joins a span's ends, in words: `a1` or `the thread`."""
     return ", ".join(str(f) for f in start.fetches) if start.fetches else "the thread"
+
+
+# ---------------------------------------------------------------- gates between two events
+
+GATE_EXAMPLE = "vfs_read:c within(syscalls/sys_enter_read:t .. syscalls/sys_exit_read:t)"
+# `..` between a gate's START and END: not a path's `/../` or `/..`
+_GATE_SPLIT = re.compile(r"(?<!/)\.\.(?!/)")
+
+
+def gate_ends(text: str) -> tuple[tuple[str, int], tuple[str, int]] | None:
+    """`START .. END` (a gate's text inside `within(...)`) -> ((START, its
+    0-based column in `text`), (END, its column)); None when `text` holds
+    no `..` (then it is a function's name). SpecError (column in `text`,
+    1-based) with more than one, or an end left empty."""
+    found = list(_GATE_SPLIT.finditer(text))
+    if not found:
+        return None
+    if len(found) > 1:
+        raise SpecError(f"within: one `..` between the gate's start and its end: {GATE_EXAMPLE}",
+                        col=found[1].start() + 1)
+    cut = found[0]
+    parts = ((text[:cut.start()], 0), (text[cut.end():], cut.end()))
+    out = []
+    for (part, at), what in zip(parts, ("start", "end")):
+        if not part.strip():
+            raise SpecError(f"within(START .. END): the gate's {what} is missing: {GATE_EXAMPLE}",
+                            col=cut.start() + 1)
+        out.append((part.strip(), at + len(part) - len(part.lstrip())))
+    return out[0], out[1]
+
+
+def check_gate_ends(start: Probe, end: Probe) -> None:
+    """The rules a gate's START and END keep (SpecError, no column: the
+    caller places it): one function or event each, a probe alone (the
+    gate is kept by the thread: nothing to fetch), two different events."""
+    for what, probe in (("within: the start", start), ("within: the end", end)):
+        if probe.target.is_wildcard:
+            raise SpecError(f"{what} is a pattern: a gate opens and closes on one function or event each")
+        if probe.label is not None:
+            raise SpecError(f"{what} has a label: a gate's ends are no probes of the table")
+        if probe.fetches or probe.filter is not None or probe.agg is not None:
+            raise SpecError(f"{what} is a probe alone (TARGET:KIND): a gate is kept by the thread, "
+                            "its ends fetch nothing and filter nothing")
+        if probe.since is not None or probe.within is not None:
+            raise SpecError(f"{what} is a probe alone (TARGET:KIND), not a span or a gate of its own")
+    if start.spec_text == end.spec_text:
+        raise SpecError(f"within: the start and the end are one event ({start.spec_text}): "
+                        "a gate opens at one and closes at another")

@@ -45,7 +45,7 @@ from ktui.lang.grammar import (
     scan_target,
 )
 from ktui.lang.limits import MAX_DEREF, check_within
-from ktui.lang.model import ERRNO_MODES, Deref, Fetch, Kind, Probe, SpecError, Target
+from ktui.lang.model import ERRNO_MODES, Deref, Fetch, GateSpan, Kind, Probe, SpecError, Target
 from ktui.lang.user_probes import check_user_aggregate, check_user_options
 
 
@@ -58,7 +58,8 @@ def parse_spec(text: str) -> Probe:
 
 def parse_spec_clauses(text: str) -> Probe:
     """A spec followed by aggregation clauses (`vfs_read:r count(comm)
-    sum(retval)`, lang.aggregate) and a gate (`within(FUNC)`): columns
+    sum(retval)`, lang.aggregate) and a gate (`within(FUNC)`, `within(START
+    .. END)`): columns
     count in `text`."""
     text = check_text(text, "spec")
     since = spans.since_clause(text)
@@ -100,22 +101,48 @@ def _with_start(end: Probe, text: str, at: int, clause_at: int) -> Probe:
 _WITHIN = re.compile(r"[ \t]+within\(([^()]*)\)")
 
 
-def _within_clause(text: str) -> tuple[str, str | None]:
+def _within_clause(text: str) -> tuple[str, str | GateSpan | None]:
     """`SPEC ... within(FUNC) ...` -> (the text with the clause blanked out,
-    FUNC); (text, None) without one. Blanked, not cut: what follows keeps
-    its columns for the errors the rest of the text may have. SpecError at
-    FUNC's column when it is no function's name."""
+    FUNC); with `within(START .. END)`, a GateSpan of the two probes;
+    (text, None) without one. Blanked, not cut: what follows keeps its
+    columns for the errors the rest of the text may have. SpecError at
+    FUNC's column when it is no function's name, at START's or END's own
+    column when it is no probe, at the clause when the two are no gate."""
     m = _WITHIN.search(text)
     if m is None:
         return text, None
-    function = m.group(1).strip()
     try:
-        check_within(function)
+        ends = spans.gate_ends(m.group(1))
     except SpecError as err:
-        raise SpecError(err.message, col=m.start(1) + 1) from None
+        raise SpecError(err.message, col=_shift(err.col, m.start(1))) from None
+    if ends is not None:
+        gate: str | GateSpan = _gate_span(ends, m.start(1), m.start(1) - len("within(") + 1)
+    else:
+        gate = m.group(1).strip()
+        try:
+            check_within(gate)
+        except SpecError as err:
+            raise SpecError(err.message, col=m.start(1) + 1) from None
     if _WITHIN.search(text, m.end()):
         raise SpecError("within(...) given twice", col=m.end() + 1)
-    return (text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]).rstrip(), function
+    return (text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]).rstrip(), gate
+
+
+def _gate_span(ends: tuple[tuple[str, int], tuple[str, int]], at: int, clause_col: int) -> GateSpan:
+    """The gate `within(START .. END)`: each end parsed as the probe it is
+    (its errors at its own columns; `ends` count from `at`), then the two
+    checked together (their errors at the clause, `clause_col`)."""
+    probes = []
+    for text, offset in ends:
+        try:
+            probes.append(parse_spec(text))
+        except SpecError as err:
+            raise SpecError(f"within: {err.message}", col=_shift(err.col, at + offset)) from None
+    try:
+        spans.check_gate_ends(*probes)
+    except SpecError as err:
+        raise SpecError(err.message, col=clause_col) from None
+    return GateSpan(*probes)
 
 
 def parse_probe_text(text: str) -> Probe:
