@@ -95,6 +95,10 @@ F_BARE = 64  # it only counts (a return: and times); no filter, fetch, event, ra
 # thread's depth inside FUNC (ktui_gates); a probe whose plan names the
 # gate counts only while its thread is inside
 F_GATE = 128
+# ... a gate between two events (`within(START .. END)`) has a slot on each,
+# both F_GATE, plan.gate naming the START's slot (its depths' key): this
+# flag on the END's (a hit there is one less)
+F_GATE_END = 1024
 GATE_THREADS = 16384  # threads inside some gate at once (ktui_gates)
 # A span (`END since(START)`, lang.spans): START's slot stores when and who
 # under the key (ktui_spans), END's slot takes it back and counts the time
@@ -184,7 +188,8 @@ class Plan(ctypes.Structure):
         # a wildcard's first site (its members' sites follow it, in order): a
         # hit's function is its cookie's site less this (SRC_FUNC)
         ("site_base", ctypes.c_uint32),
-        # `within:` the slot of the gate the probe counts inside, plus 1 (0: none)
+        # `within:` the slot of the gate the probe counts inside, plus 1 (0: none);
+        # on an end of a gate between two events (F_GATE), its START's slot plus 1
         ("gate", ctypes.c_uint32),
         # a span's end (F_SPAN_END) or start (F_SPAN_START): the END's slot
         # plus 1 and its generation (a start stored for an edited span's
@@ -324,7 +329,7 @@ def c_declarations() -> str:
         "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,
-        "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE, "F_GATE": F_GATE, "KTUI_GATE_THREADS": GATE_THREADS,
+        "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE, "F_GATE": F_GATE, "F_GATE_END": F_GATE_END, "KTUI_GATE_THREADS": GATE_THREADS,
         "F_SPAN_START": F_SPAN_START, "F_SPAN_END": F_SPAN_END, "KTUI_SPAN_KEYS": SPAN_KEYS,
         "KTUI_SPAN_MAP": SPAN_MAP,
         "AGG_HIST": AGG_HIST, "AGG_COUNT": AGG_COUNT, "AGG_SUM": AGG_SUM, "AGG_KSTACK": AGG_KSTACK,

@@ -89,6 +89,14 @@ class Slot:
     # inside (-1: none)
     gate: bool = False
     gated_by: int = -1
+    # a gate between two events (`within(START .. END)`): each end is a gate
+    # slot of its own, "start" or "end", and the START's index keys the
+    # depths of both ("": a gate on one function, keyed by itself)
+    gate_side: str = ""
+    gate_key: int = -1
+    # a gate removed: how many threads were still inside it (their depths
+    # deleted with it: a thread that ended inside never leaves)
+    left_inside: int = 0
     # a span's start (`since:`): the slot of the span's end, whose key it
     # stores under (program.c: ktui_spans); None: not a start. A span's end
     # is the slot whose probe has `since`.
@@ -239,7 +247,8 @@ class GenericEngine:
     # ------------------------------------------------------------ slots
 
     def add(self, probe: Probe, probe_id: int, btf_id: int = 0, nargs: int = 0, *, multi: bool = False,
-            gate: bool = False, gated_by: int = -1, span_end: Slot | None = None) -> Slot:
+            gate: bool = False, gated_by: int = -1, span_end: Slot | None = None, gate_side: str = "",
+            gate_start: Slot | None = None) -> Slot:
         """A slot for `probe` (not attached yet). NotGeneric if the generic
         program cannot run it; then nothing was allocated. `btf_id`: it goes
         by fentry/fexit to that function (of `nargs` arguments). A wildcard
@@ -247,7 +256,9 @@ class GenericEngine:
         functions go in kprobe_multi links. `gate`: the slot is a gate (a
         return probe on its function, keeping threads' depths inside it);
         `gated_by`: the gate slot the probe counts inside. `span_end`: the
-        slot is the start of that span's end."""
+        slot is the start of that span's end. `gate_side`: the slot is the
+        "start" or the "end" of a gate between two events (with `gate`), the
+        end's `gate_start` the start's slot."""
         with self._lock:
             # Round robin: a freed slot comes back only after every other one
             # was used, so its old errno and comm entries (cleared by a scan
@@ -258,7 +269,8 @@ class GenericEngine:
                 raise NotGeneric(f"more than {abi.MAX_PROBES} probes at once")
             gen = (self._gens[index] + 1) & 0xFFFF
             slot = Slot(index, gen, probe, probe_id, btf_id=btf_id, nargs=nargs, gate=gate, gated_by=gated_by,
-                        span_end=span_end)
+                        span_end=span_end, gate_side=gate_side,
+                        gate_key=gate_start.index if gate_start is not None else index if gate_side else -1)
             # NotGeneric (or a filter's CgroupError) before anything is taken
             plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
             members = probe.members or ()
@@ -268,7 +280,7 @@ class GenericEngine:
                                  f"{len(members)} of the {abi.MAX_SITES - 1} places to count them in a row")
             slot.multi = multi and bool(members)
             slot.counter = bool(self.counters is not None and probe.kind is Kind.CALL and plan.flags & abi.F_BARE
-                                and not members and gated_by < 0 and not slot.in_span)
+                                and not members and gated_by < 0 and not slot.in_span and not gate)
             # (a counter's program: no function, no gate, no span)
             halves = 2 if probe.kind is Kind.RETURN else 1
             if slot.tracepoint or slot.multi:
@@ -305,6 +317,9 @@ class GenericEngine:
         plan.site_base = slot.sites[0] if slot.sites else 0
         if slot.gate:  # its hits keep depths: no event, never the bare paths (which keep none)
             plan.flags = (plan.flags | abi.F_GATE) & ~(abi.F_BARE | abi.F_EMITS)
+            if slot.gate_side:  # one end of a gate between two events: its START's slot keys the depths
+                plan.gate = slot.gate_key + 1
+                plan.flags |= abi.F_GATE_END if slot.gate_side == "end" else 0
         if slot.gated_by >= 0:
             plan.gate = slot.gated_by + 1
             plan.flags &= ~abi.F_BARE  # the bare paths do not look at the gate
@@ -331,6 +346,11 @@ class GenericEngine:
                 self._forget(slot.index)  # its keys and stacks would take room from the others
             if slot.probe.since is not None and self.program is not None:
                 self._forget_starts(slot.index)  # starts that never ended would fill the map for good
+            if slot.gate and slot.gate_side != "end" and self.program is not None:
+                # threads still inside (a thread that ended inside, or one
+                # between START and END now): a gate made later in this slot
+                # would read them as inside it
+                slot.left_inside = self._forget_depths(slot.index)
             self.dispatcher.unroute(slot.index)
             self.slots.pop(slot.index, None)
             if slot.sites:
@@ -600,6 +620,17 @@ class GenericEngine:
             for raw in bpfsys.map_keys(fd, ctypes.sizeof(key_type)):
                 if struct.unpack_from("<I", raw)[0] & abi.COOKIE_SLOT_MASK == index:
                     bpfsys.map_delete(fd, raw)
+
+    def _forget_depths(self, index: int) -> int:
+        """Delete the depths kept in ktui_gates by the gate whose key is
+        slot `index`: how many threads were inside it."""
+        fd = self._map("ktui_gates")
+        gone = 0
+        for raw in bpfsys.map_keys(fd, 8):
+            if struct.unpack_from("<I", raw)[0] == index:
+                bpfsys.map_delete(fd, raw)
+                gone += 1
+        return gone
 
     def _forget_starts(self, index: int) -> None:
         """Delete the starts still waiting in ktui_spans for the span whose

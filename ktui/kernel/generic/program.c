@@ -147,7 +147,8 @@ struct ktui_site {
 };
 BPF_PERCPU_ARRAY(ktui_sites, struct ktui_site, KTUI_MAX_SITES);
 /* Gates (`within: FUNC`): each thread's depth inside FUNC, by the gate's
- * slot; an entry that finds no room is counted in the gate's ktui_unstored,
+ * slot (a gate between two events, `within(START .. END)`: between them,
+ * by its START's slot); an entry that finds no room is counted in the gate's ktui_unstored,
  * a return that finds no entry (the call began before the gate attached,
  * or its entry was not kept) in its ktui_unpaired. A hit in an interrupt
  * reads the depth of the thread it interrupted. */
@@ -732,15 +733,27 @@ static __always_inline void ktui_aggregate(void *ctx, struct ktui_state *st, str
 }
 
 /* A gate's own hit: its function entered (the thread one deeper) or
- * returned (one less; the entry goes at 0). The set-wide filters apply to
- * both halves alike, so a return finds its entry unless it was not kept. */
-static __always_inline int ktui_gate_step(struct ktui_who *who, u32 slot, u64 cookie)
+ * returned (one less; the entry goes at 0). A gate between two events
+ * (`within(START .. END)`) has a slot on each: their plan.gate names the
+ * START's slot, which keys the depths and holds the counters; the END's
+ * has F_GATE_END; a return end's entry half does nothing. The set-wide
+ * filters apply to both halves alike, so a return finds its entry unless
+ * it was not kept. */
+static __always_inline int ktui_gate_step(struct ktui_who *who, struct ktui_plan *plan, u32 slot, u64 cookie)
 {
     if (!ktui_set_filter(who))
         return 0;
-    struct ktui_gate_key k = {.gate = slot, .tid = (u32)who->pid_tgid};
+    u32 gate = slot;
+    u32 open = (cookie & KTUI_COOKIE_ENTRY) != 0;
+    if (plan->gate) {
+        if (open)
+            return 0;
+        gate = plan->gate - 1;
+        open = !(plan->flags & F_GATE_END);
+    }
+    struct ktui_gate_key k = {.gate = gate, .tid = (u32)who->pid_tgid};
     u64 *depth = ktui_gates.lookup(&k);
-    if (cookie & KTUI_COOKIE_ENTRY) {
+    if (open) {
         ktui_count(who, slot);
         if (depth) {
             __sync_fetch_and_add(depth, 1);
@@ -748,11 +761,11 @@ static __always_inline int ktui_gate_step(struct ktui_who *who, u32 slot, u64 co
         }
         u64 one = 1;
         if (ktui_gates.insert(&k, &one))
-            ktui_bump(ktui_unstored.lookup(&slot));
+            ktui_bump(ktui_unstored.lookup(&gate));
         return 0;
     }
     if (!depth) {
-        ktui_bump(ktui_unpaired.lookup(&slot));
+        ktui_bump(ktui_unpaired.lookup(&gate));
         return 0;
     }
     if (*depth <= 1)
@@ -859,7 +872,7 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
 {
     u32 flags = plan->flags;
     if (flags & F_GATE)
-        return ktui_gate_step(&st->who, slot, cookie);
+        return ktui_gate_step(&st->who, plan, slot, cookie);
     if (cookie & KTUI_COOKIE_ENTRY) {
         /* the entry half of a return probe: when, and the arguments (only
          * this call's return reads them) */

@@ -12,7 +12,7 @@ import dataclasses
 from ktui.kernel.quiet import log_line
 from ktui.lang.bind import bind_probe, needs_binding
 from ktui.lang.cgroups import filter_paths, uses_cgroup
-from ktui.lang.model import Kind, KtuiError, Probe
+from ktui.lang.model import GateSpan, Kind, KtuiError, Probe
 from ktui.record.feed import FeedError, ProbeState, ProbeStatus
 
 # why a tracepoint or user-space probe cannot run where the generic engine does not
@@ -76,6 +76,14 @@ class EditsMixin:
         probe point's note places them (kernel/symbols/usdt). A filter's cgroup
         path must name a cgroup v2 directory here (one line, CgroupError)."""
         _check_cgroup_paths(probe)
+        if isinstance(probe.within, GateSpan):  # a gate between two events: each end bound as the probe it is
+            ends = []
+            for end in (probe.within.start, probe.within.end):
+                try:
+                    ends.append(self._bind(end))
+                except KtuiError as exc:
+                    raise KtuiError(f"within: {exc}") from None
+            return dataclasses.replace(self._bind(dataclasses.replace(probe, within=None)), within=GateSpan(*ends))
         if probe.since is not None:  # a span: each end bound as the probe it is
             try:
                 start = self._bind(probe.since)

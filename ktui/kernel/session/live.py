@@ -99,7 +99,7 @@ class Session(EngineStartMixin, AttachingMixin, FentryMixin, ReturnEventsMixin, 
         self.buffer = self._pick_buffer()
         self._engine = None  # the GenericEngine, where the session uses one
         self._slots: dict = {}  # probe id -> its generic engine Slot
-        self._gates: dict = {}  # `within:` function -> its gates.Gate
+        self._gates: dict = {}  # `within:` its text (a function, `START .. END`) -> its gates.Gate
         self._gates_made = 0  # slots no table shows, made so far (gates.GatesMixin._hidden_id)
         self._span_starts: dict = {}  # a span's probe id -> its START's slot (spans.SpansMixin)
         self.loaded = threading.Event()  # the generic program is in (or failed, or none is used)

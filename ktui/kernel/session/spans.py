@@ -34,6 +34,16 @@ class SpansMixin:
         slot = self._span_starts[pid_]
         if slot.fds:
             return ""
+        reason = self._attach_hidden(slot, "since")
+        if not reason:
+            log_line(self._log_fd, f"ktui: {self._probes[pid_].spec_text}: its start {slot.probe.spec_text} "
+                     f"attached by {slot.via}")
+        return reason
+
+    def _attach_hidden(self, slot, what: str) -> str:
+        """A hidden slot (a span's start, an end of a gate between two
+        events) in the kernel, as its kind goes (a kprobe, a tracepoint, a
+        uprobe or a USDT probe); "" or why it could not be, after `what`."""
         probe = slot.probe
         try:
             if probe.kind is Kind.TRACEPOINT:
@@ -41,25 +51,23 @@ class SpansMixin:
             elif probe.target.is_user:
                 reason = self._link_user(slot)
                 if reason:
-                    return f"since: {reason}"
+                    return f"{what}: {reason}"
             else:
                 from ktui.kernel.session.unit_attach import location, precheck
 
                 reason = precheck(probe)
                 if reason:
-                    return f"since: {reason}"
+                    return f"{what}: {reason}"
                 symbol, offset, address = location(probe, self.symbols)
                 self._engine.attach(slot, symbol, offset, address)
         except OSError as exc:
             from ktui.kernel.attach.explain import explain_attach_error
 
-            return f"since: {explain_attach_error(probe, exc, None, self.symbols)}"
+            return f"{what}: {explain_attach_error(probe, exc, None, self.symbols)}"
         except Exception as exc:  # noqa: BLE001 - a tracepoint's copy refused: the probe says why
             from ktui.kernel.session.fentry import first_line
 
-            return f"since: {probe.spec_text}: {first_line(exc)}"
-        log_line(self._log_fd, f"ktui: {self._probes[pid_].spec_text}: its start {probe.spec_text} "
-                 f"attached by {slot.via}")
+            return f"{what}: {probe.spec_text}: {first_line(exc)}"
         return ""
 
     def _detach_span_start(self, pid_: int) -> None:
