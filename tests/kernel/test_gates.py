@@ -47,3 +47,52 @@ def test_a_gate_counts_only_the_calls_inside_its_function(workload, warm_cache, 
     assert Counter(e.values for e in events) == Counter({(SIZE,): READS})
     assert all((p.gate_unkept, p.gate_unpaired) == (0, 0) for p in stats.values())
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
+
+
+# A gate between two events, `within(START .. END)`: a slot on each, of any
+# kind. From the read syscall's entry tracepoint to its exit's, vfs_read
+# counts the reads and none of the preads; from a kprobe on its entry to
+# the exit's tracepoint, the same. From the read's entry to pread64's exit
+# the depth counts: 3 reads put the thread 3 deep, so the first 3 preads'
+# vfs_reads are inside and the 4th's is not, and the 4th pread's exit finds
+# no depth left (unpaired). A gate that only opened and closed would count
+# 3 + 1; an END that did not close would count every pread.
+BETWEEN = """
+name: between
+probes:
+  - spec: inside=vfs_read:c within({gate})
+  - spec: everywhere=vfs_read:c
+    filter: a3 == {size}
+  - spec: rets=vfs_read:r:retval
+    within: {{from: "{start}", to: "{end}"}}
+"""
+NESTED_READS = 3
+
+
+@pytest.mark.parametrize("start, end, reads, preads, inside, unpaired", [
+    ("syscalls/sys_enter_read:t", "syscalls/sys_exit_read:t", READS, PREADS, READS, 0),
+    ("__x64_sys_read:c", "syscalls/sys_exit_read:t", READS, PREADS, READS, 0),
+    ("syscalls/sys_enter_read:t", "syscalls/sys_exit_pread64:t", NESTED_READS, NESTED_READS + 1,
+     2 * NESTED_READS, 1),
+], ids=["tracepoints", "kprobe-to-tracepoint", "nested"])
+def test_a_gate_between_two_events_counts_only_between_them(workload, warm_cache, start, end, reads, preads,
+                                                            inside, unpaired):
+    w = workload([[["read", SIZE, reads], ["pread", SIZE, preads]]])
+    text = BETWEEN.format(gate=f"{start} .. {end}", size=SIZE, start=start, end=end)
+    ps = dataclasses.replace(loads_probeset(text), pid=w.pid)
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                 "every probe attached (the gate's two ends first)")
+        w.run_phase()
+        names = {pid: st.probe.name for pid, st in s.statuses().items()}
+        wait_for(lambda: any(names.get(p) == "everywhere" and st.hits >= reads + preads
+                             for p, st in s.stats().probes.items()), "every vfs_read counted")
+        stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+        events = drain_all(s)
+    assert set(stats) == {"inside", "everywhere", "rets"}  # the gate's ends are no probes of the table
+    assert {n: p.hits for n, p in stats.items()} == {"inside": inside, "everywhere": reads + preads,
+                                                     "rets": inside}
+    assert Counter(e.values for e in events) == Counter({(SIZE,): inside})
+    assert {n: (p.gate_unkept, p.gate_unpaired) for n, p in stats.items() if n != "everywhere"} == {
+        "inside": (0, unpaired), "rets": (0, unpaired)}
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)

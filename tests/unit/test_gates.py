@@ -140,3 +140,13 @@ def test_a_probe_gated_between_two_events_is_never_compiled_nor_a_span():
     assert never_compiled(parse_probe_text(f"vfs_read:c within({READ_GATE})"))
     with pytest.raises(SpecError, match="a span is not gated"):
         parse_probe_text(f"syscalls/sys_exit_read:t within({READ_GATE}) since(syscalls/sys_enter_read:t)")
+
+
+def test_the_plans_of_a_gate_between_two_events_key_both_ends_by_its_start(monkeypatch):
+    gate = parse_probe_text(f"vfs_read:c within({READ_GATE})").within
+    start = Slot(7, 1, gate.start, -1, gate=True, gate_side="start", gate_key=7)
+    end = Slot(9, 1, gate.end, -2, gate=True, gate_side="end", gate_key=7)
+    plans = [_plan(start, monkeypatch), _plan(end, monkeypatch)]
+    assert [(p.gate, bool(p.flags & abi.F_GATE_END)) for p in plans] == [(8, False), (8, True)]
+    assert all(p.flags & abi.F_GATE and not p.flags & (abi.F_BARE | abi.F_EMITS) for p in plans)
+    assert start.waits_for_program and end.waits_for_program
