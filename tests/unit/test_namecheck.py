@@ -195,3 +195,19 @@ def test_check_asks_the_kernel_for_a_spans_start_function_too(tmp_path, fake_che
     assert r.output.splitlines() == [
         f"{f}:3:11: probe 1 (vfs_read:c): since vfs_raed:c: unknown kernel function 'vfs_raed' "
         "(did you mean vfs_read?)"]
+
+
+def test_check_asks_the_kernel_for_each_function_end_of_a_gate_between_two_events(tmp_path, fake_check):
+    """`within(START .. END)`: an end on a function the kernel lacks fails
+    where the gate attaches, so `ktui check` says so first, at the probe's
+    target (a tracepoint end is bound as the probe it is)."""
+    f = tmp_path / "g.yaml"
+    f.write_text("name: g\nprobes:\n  - spec: vfs_read:c within(vfs_raed:c .. vfs_read:r)\n"
+                 "  - spec: vfs_read:r\n    within: {from: vfs_read:c, to: vfs_raed:r}\n")
+    r = CliRunner().invoke(cli.main, ["check", str(f)])
+    assert r.exit_code == 1
+    assert r.output.splitlines() == [
+        f"{f}:3:11: probe 1 (vfs_read:c): within vfs_raed:c .. vfs_read:r: unknown kernel function 'vfs_raed' "
+        "(did you mean vfs_read?)",
+        f"{f}:4:11: probe 2 (vfs_read:r): within vfs_read:c .. vfs_raed:r: unknown kernel function 'vfs_raed' "
+        "(did you mean vfs_read?)"]
