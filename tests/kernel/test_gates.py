@@ -2,11 +2,14 @@
 its thread is inside FUNC. vfs_read is called inside the read syscall
 (__x64_sys_read) and outside it (pread64's): gated by the read syscall, it
 counts the reads alone, exactly, whether the gate goes by fentry/fexit or
-by kprobe/kretprobe."""
+by kprobe/kretprobe. A gate between two events, `within(START .. END)`,
+counts only between them: tracepoints, a kprobe to a tracepoint, nested
+(its depth), and a user function's return to a libc call."""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from collections import Counter
 
 import pytest
@@ -15,9 +18,11 @@ from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState
 
-from .conftest import drain_all, ktui_bpf_programs, wait_for
+from .conftest import HERE, BuiltTarget, drain_all, ktui_bpf_programs, wait_for
 
 SIZE, READS, PREADS = 4111, 7, 4
+CALLS = 5  # uprobe_target's calls a round
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GATED = f"""
 name: gated
 probes:
@@ -95,4 +100,39 @@ def test_a_gate_between_two_events_counts_only_between_them(workload, warm_cache
     assert Counter(e.values for e in events) == Counter({(SIZE,): inside})
     assert {n: (p.gate_unkept, p.gate_unpaired) for n, p in stats.items() if n != "everywhere"} == {
         "inside": (0, unpaired), "rets": (0, unpaired)}
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
+
+
+def test_a_gate_between_a_user_functions_return_and_a_libc_call(warm_cache, tmp_path):
+    """Each round of uprobe_target calls ktui_add, then ktui_greet, then
+    malloc, CALLS times: gated from ktui_add's return (a uretprobe START,
+    whose entry half must do nothing) to malloc's call, ktui_greet is inside
+    every time and ktui_add never (an entry half that opened would leave the
+    thread one deeper each time round, and count ktui_add from the second)."""
+    binary = tmp_path / "uprobe_target"
+    subprocess.run(["gcc", "-O0", "-pie", "-fPIE", "-o", str(binary), str(HERE / "uprobe_target.c")], check=True)
+    target = BuiltTarget(binary, str(CALLS))
+    try:
+        gate = f"{binary}:ktui_add:r .. {LIBC}:malloc:c"
+        ps = loads_probeset(f"""
+name: user-gate
+probes:
+  - spec: greets={binary}:ktui_greet:c within({gate})
+  - spec: adds={binary}:ktui_add:c within({gate})
+  - spec: allocs={LIBC}:malloc:c
+    filter: a1 == 12345
+""")
+        ps = dataclasses.replace(ps, pid=target.pid)
+        with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+            wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                     "every probe attached (the gate's two ends first)")
+            target.round()
+            names = {pid: st.probe.name for pid, st in s.statuses().items()}
+            wait_for(lambda: any(names.get(p) == "allocs" and st.hits >= CALLS
+                                 for p, st in s.stats().probes.items()), "every malloc counted")
+            stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+    finally:
+        target.close()
+    assert {n: p.hits for n, p in stats.items()} == {"greets": CALLS, "adds": 0, "allocs": CALLS}
+    assert stats["greets"].gate_unkept == 0
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
