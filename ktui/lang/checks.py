@@ -135,6 +135,10 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
             raise SpecError(f"{_named_leaf(fetch)}: {USER_NO_BTF}", col=_named_col(fetch, fetch_span))
         if isinstance(fetch.expr, Builtin) and fetch.expr.name == "func" and not probe.target.is_wildcard:
             raise SpecError(names.FUNC_NOT_WILDCARD, col=fetch_span.start)
+        if isinstance(fetch.expr, Builtin) and fetch.expr.name == "latency":
+            from ktui.lang.latency import NOT_FETCHED  # it imports filters, as this module does
+
+            raise SpecError(NOT_FETCHED, col=fetch_span.start)
         if has_names(fetch.expr) and wildcards.names_problem(probe):
             raise SpecError(f"{_named_leaf(fetch)}: {wildcards.names_problem(probe)}",
                             col=_named_col(fetch, fetch_span))
