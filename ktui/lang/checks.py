@@ -40,6 +40,7 @@ from ktui.lang.model import (
     Fetch,
     FetchExpr,
     Field,
+    IntLit,
     has_names,
     Kind,
     Named,
@@ -224,6 +225,10 @@ def check_filter(probe: Probe, filter_text: str | None) -> None:
 
 def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
     _check_unquoted_text(probe, compare, cols)
+    for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
+        if isinstance(literal, IntLit) and literal.unit and not _is_latency(probe, other):
+            raise _filter_error(f"{literal} is a duration: it compares with latency only "
+                                f"(compare {other} with a plain number)", col)
     if _is_deferred(probe, compare.left) or _is_deferred(probe, compare.right):
         return  # a parameter's type is known once bound to BTF (lang.bind checks it again then)
     left = _operand_kind(probe, compare.left, cols.left)
@@ -295,6 +300,16 @@ def _is_string(probe: Probe, name: str) -> bool:
 
 def _is_cgroup(probe: Probe, operand: object) -> bool:
     return isinstance(operand, Field) and is_cgroup(names.resolve(probe, operand.name).expr)
+
+
+def _is_latency(probe: Probe, operand: object) -> bool:
+    if not isinstance(operand, Field):
+        return False
+    try:
+        expr = names.resolve(probe, operand.name).expr
+    except SpecError:
+        return operand.name == "latency"  # refused as a name where it has none, at its own column
+    return isinstance(expr, Builtin) and expr.name == "latency"
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:

@@ -342,9 +342,19 @@ class Field:
 @dataclass(frozen=True)
 class IntLit:
     value: int
+    # a duration as written (`100ms`: value 100000000 ns, unit "ms"),
+    # compared with latency only (lang.latency); "" for a plain number.
+    # Printed as written; equal to the same number of ns written plainly.
+    unit: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.unit:
+            return f"{self.value // DURATION_UNITS[self.unit]}{self.unit}"
         return str(self.value)
+
+
+# a filter's duration literals (`latency > 100ms`): nanoseconds per unit
+DURATION_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
 @dataclass(frozen=True)

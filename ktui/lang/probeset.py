@@ -674,7 +674,7 @@ class _SetReader(NodeReader):
                            stack=agg.get("stack", base.stack))
         try:
             # a span's end has a latency too: its `since:` is read with the other keys
-            check_aggregate(merged, probe.kind, probe.kind is Kind.RETURN or "since" in items)
+            check_aggregate(merged, probe.kind, probe.timed or "since" in items)
             if probe.target.is_user:
                 check_user_aggregate(merged)
             wildcards.check_aggregate(probe, merged)

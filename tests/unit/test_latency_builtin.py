@@ -18,7 +18,8 @@ from ktui.kernel.generic.engine import Slot
 from ktui.kernel.generic.plan import build_plan
 from ktui.kernel.session.edits import generic_only
 from ktui.lang.latency import sums_latency, uses_latency
-from ktui.lang.model import ProbeSetError, SpecError
+from ktui.lang.filters import parse_filter
+from ktui.lang.model import IntLit, ProbeSetError, SpecError
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.spec import parse_probe_text, parse_spec_clauses
 from ktui.record.feed import ProbeStats
@@ -70,6 +71,32 @@ def test_latency_is_refused_in_one_line_at_its_column(text, words, col):
         parse_probe_text(text)
     assert words in err.value.message and "\n" not in str(err.value)
     assert err.value.col == col, err.value
+
+
+@pytest.mark.parametrize("text, ns", [
+    ("latency > 100ms", 100_000_000), ("latency >= 1s", 1_000_000_000), ("latency < 250us", 250_000),
+    ("latency != 7ns", 7), ("latency > 18446744073s", 18_446_744_073_000_000_000),
+])
+def test_a_duration_literal_is_nanoseconds_printed_as_written(text, ns):
+    probe = parse_probe_text(f"vfs_read:r if {text}")
+    assert str(probe.filter) == text and probe.filter.right == IntLit(ns)  # equal to the plain number
+    assert parse_filter(str(probe.filter)) == probe.filter
+    assert build_plan(probe, gen=1).cmps[0].imm == ns
+
+
+@pytest.mark.parametrize("text, words, col", [
+    ("vfs_read:r:a3 if a3 > 100ms", "filter: 100ms is a duration: it compares with latency only "
+                                    "(compare a3 with a plain number)", 23),
+    ("vfs_read:r if 1s == pid", "filter: 1s is a duration: it compares with latency only", 15),
+    ("vfs_read:r if latency > -5ms", "filter: a duration is not negative", 25),
+    ("vfs_read:r if latency > 5m", 'filter: bad number "5m"', 25),
+    ("vfs_read:r if latency > 0x10ms", 'filter: bad number "0x10ms"', 25),
+    ("vfs_read:r if latency > 18446744074s", "filter: integer out of 64-bit range", 25),
+])
+def test_a_bad_duration_is_refused_at_its_column(text, words, col):
+    with pytest.raises(SpecError) as err:
+        parse_probe_text(text)
+    assert words in err.value.message and err.value.col == col, err.value
 
 
 def test_the_yaml_form_takes_latency_on_a_span_end_and_refuses_it_on_a_call():
