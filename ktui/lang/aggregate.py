@@ -26,6 +26,7 @@ import dataclasses
 import re
 
 from ktui.lang.checks import tracepoint_value_problem
+from ktui.lang.latency import NOT_HIST, NOT_KEY, NOT_TIMED, is_latency
 from ktui.lang.model import (
     AGG_KEYS_MAX,
     INT_TYPES,
@@ -54,9 +55,9 @@ def split_clauses(text: str) -> tuple[str, str, int]:
     return text[:m.start()], text[m.end():], m.end()
 
 
-def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
+def parse_clauses(text: str, kind: Kind | None = None, timed: bool | None = None) -> Aggregate:
     """`hist(a3) count(comm,a3) sum(retval) max_keys(64)` -> Aggregate.
-    A SpecError's column counts in `text`."""
+    A SpecError's column counts in `text`. `timed`: check_aggregate's."""
     from ktui.lang.numbers import parse_int  # numbers imports limits, limits model
 
     found: dict[str, object] = {}
@@ -93,7 +94,7 @@ def parse_clauses(text: str, kind: Kind | None = None) -> Aggregate:
                     stack=found.get("stack"))  # type: ignore[arg-type]
     if "max_keys" in found:
         agg = dataclasses.replace(agg, max_keys=found["max_keys"])
-    check_aggregate(agg, kind)
+    check_aggregate(agg, kind, timed)
     return agg
 
 
@@ -141,17 +142,25 @@ def _fetch(clause: str, text: str, at: int, kind: Kind | None) -> Fetch:
     return fetch
 
 
-def check_aggregate(agg: Aggregate, kind: Kind | None) -> None:
+def check_aggregate(agg: Aggregate, kind: Kind | None, timed: bool | None = None) -> None:
     """What the grammar does not say: integers where a number is needed,
-    retval only in return probes, bounded keys. No column: the caller
-    knows where the clause or key is."""
+    retval only in return probes, bounded keys, latency (lang.latency)
+    summed only, and only where the hits have one (`timed`: Probe.timed;
+    None: not known yet, a span's end before its since(...) is read). No
+    column: the caller knows where the clause or key is."""
     for what, fetch in (("hist", agg.hist), ("sum", agg.sum)):
         if fetch is not None:
             _check_one(what, fetch, kind, text_ok=False)
+    if agg.hist is not None and is_latency(agg.hist.expr):
+        raise SpecError(NOT_HIST)
+    if agg.sum is not None and is_latency(agg.sum.expr) and timed is False:
+        raise SpecError(f"sum: {NOT_TIMED}")
     if len(agg.keys) > AGG_KEYS_MAX:
         raise SpecError(f"count: at most {AGG_KEYS_MAX} keys, got {len(agg.keys)}")
     names = [str(k) for k in agg.keys]
     for key in agg.keys:
+        if is_latency(key.expr):
+            raise SpecError(NOT_KEY)
         _check_one("count", key, kind, text_ok=True)
         if names.count(str(key)) > 1:
             raise SpecError(f"count: {key} is given twice")

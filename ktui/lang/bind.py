@@ -135,8 +135,16 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
             start = bind_probe(probe.since, kernel)
         except SpecError as err:
             raise SpecError(f"since: {err.message}") from None
-        end = bind_probe(dataclasses.replace(probe, since=None), kernel, text=text, filter_text=filter_text)
+        # the end keeps its since(...) while it is bound: its filter's
+        # `latency` is a span's (lang.latency), checked again here
+        end = bind_alone(probe, kernel, text=text, filter_text=filter_text)
         return dataclasses.replace(end, since=start)
+    return bind_alone(probe, kernel, text=text, filter_text=filter_text)
+
+
+def bind_alone(probe: Probe, kernel: Kernel | None, *, text: str | None, filter_text: str | None) -> Probe:
+    """bind_probe of one probe: a span's end as itself, its since(...)
+    kept and left as it is (its start is bound apart)."""
     if probe.target.is_user:
         return probe
     if probe.target.is_wildcard:  # each match bound, alike (lang.bind_wildcard)

@@ -40,6 +40,7 @@ from ktui.lang.model import (
     Fetch,
     FetchExpr,
     Field,
+    IntLit,
     has_names,
     Kind,
     Named,
@@ -135,6 +136,10 @@ def check_probe(probe: Probe, span: SpecSpan, filter_text: str | None = None) ->
             raise SpecError(f"{_named_leaf(fetch)}: {USER_NO_BTF}", col=_named_col(fetch, fetch_span))
         if isinstance(fetch.expr, Builtin) and fetch.expr.name == "func" and not probe.target.is_wildcard:
             raise SpecError(names.FUNC_NOT_WILDCARD, col=fetch_span.start)
+        if isinstance(fetch.expr, Builtin) and fetch.expr.name == "latency":
+            from ktui.lang.latency import NOT_FETCHED  # it imports filters, as this module does
+
+            raise SpecError(NOT_FETCHED, col=fetch_span.start)
         if has_names(fetch.expr) and wildcards.names_problem(probe):
             raise SpecError(f"{_named_leaf(fetch)}: {wildcards.names_problem(probe)}",
                             col=_named_col(fetch, fetch_span))
@@ -220,6 +225,10 @@ def check_filter(probe: Probe, filter_text: str | None) -> None:
 
 def _check_compare(probe: Probe, compare: Compare, cols: filters.CompareColumns) -> None:
     _check_unquoted_text(probe, compare, cols)
+    for literal, other, col in ((compare.left, compare.right, cols.left), (compare.right, compare.left, cols.right)):
+        if isinstance(literal, IntLit) and literal.unit and not _is_latency(probe, other):
+            raise _filter_error(f"{literal} is a duration: it compares with latency only "
+                                f"(compare {other} with a plain number)", col)
     if _is_deferred(probe, compare.left) or _is_deferred(probe, compare.right):
         return  # a parameter's type is known once bound to BTF (lang.bind checks it again then)
     left = _operand_kind(probe, compare.left, cols.left)
@@ -291,6 +300,16 @@ def _is_string(probe: Probe, name: str) -> bool:
 
 def _is_cgroup(probe: Probe, operand: object) -> bool:
     return isinstance(operand, Field) and is_cgroup(names.resolve(probe, operand.name).expr)
+
+
+def _is_latency(probe: Probe, operand: object) -> bool:
+    if not isinstance(operand, Field):
+        return False
+    try:
+        expr = names.resolve(probe, operand.name).expr
+    except SpecError:
+        return operand.name == "latency"  # refused as a name where it has none, at its own column
+    return isinstance(expr, Builtin) and expr.name == "latency"
 
 
 def _is_comm(probe: Probe, operand: object) -> bool:

@@ -31,6 +31,7 @@ from ktui.lang.limits import (
 )
 from ktui.lang.model import (
     COMPARE_OPS,
+    DURATION_UNITS,
     And,
     Compare,
     Field,
@@ -79,14 +80,37 @@ def _scan_chain(text: str, i: int) -> int:
 
 
 def _number_token(text: str, start: int, i: int) -> _Token:
-    """An integer from text[i:], negative when text[start] is `-`."""
+    """An integer from text[i:], negative when text[start] is `-`; or a
+    duration in ns (`100ms`: decimal digits and a unit of DURATION_UNITS)."""
     end = _scan_word(text, i)
-    value = parse_int(text[start:end], signed=True)
+    word = text[start:end]
+    value = parse_int(word, signed=True)
+    if value is None and word.startswith("-") and _duration(word[1:]) is not None:
+        return _Token("error", word, start + 1, "a duration is not negative")
     if value is None:
-        return _Token("error", text[start:end], start + 1, f'bad number "{text[start:end]}"')
+        value = _duration(word)
+    if value is None:
+        return _Token("error", word, start + 1, f'bad number "{word}"')
     if not FILTER_INT_MIN <= value <= FILTER_INT_MAX:
         return _Token("error", text[start:end], start + 1, "integer out of 64-bit range")
     return _Token("int", text[start:end], start + 1, value)
+
+
+def _duration(word: str) -> int | None:
+    """`100ms` -> 100000000 (ns): decimal digits and a unit; None when
+    `word` is no duration."""
+    unit = duration_unit(word)
+    digits = word[:len(word) - len(unit)]
+    if not unit or not digits or not all(c in DIGITS for c in digits):
+        return None
+    return parse_int(digits) * DURATION_UNITS[unit]  # type: ignore[operator]
+
+
+def duration_unit(word: str) -> str:
+    """The unit a duration literal ends in (`100ms` -> `ms`), "" for none
+    (no number ends in n, u, m or s: hex digits stop at f)."""
+    unit = word[len(word.rstrip("nums")):]
+    return unit if unit in DURATION_UNITS else ""
 
 
 def _string_token(text: str, start: int) -> _Token:
@@ -268,7 +292,7 @@ class _Parser:
         if tok.kind == "name":
             return Field(str(tok.value))
         if tok.kind == "int":
-            return IntLit(int(tok.value))  # type: ignore[arg-type]
+            return IntLit(int(tok.value), duration_unit(tok.text))  # type: ignore[arg-type]
         if tok.kind == "str":
             return StrLit(str(tok.value))
         raise SpecError(f"expected {what}, got {_describe(tok)}", col=tok.col)

@@ -86,8 +86,10 @@ HEADER_BUILTINS = ("comm", "pid", "tid", "cpu")  # every record's header holds t
 # `func`: which of a wildcard's functions (tracepoints) the hit came from,
 # shown as its name (Probe.members); 8 bytes of payload, in wildcards only.
 # `cgroup`: the task's cgroup v2 id (its directory's inode), shown as the
-# directory's path (lang.cgroups); 8 bytes of payload, generic engine only
-BUILTINS = HEADER_BUILTINS + ("func", "cgroup")
+# directory's path (lang.cgroups); 8 bytes of payload, generic engine only.
+# `latency`: a timed probe's hit's latency in ns (lang.latency): a filter
+# operand and a sum's value, not an event's fetch; generic engine only
+BUILTINS = HEADER_BUILTINS + ("func", "cgroup", "latency")
 TEXT_BUILTINS = ("comm", "func", "cgroup")  # shown as text (the kernel holds a number for func and cgroup)
 
 
@@ -299,6 +301,8 @@ class Fetch:
         if isinstance(self.expr, RetVal):
             return "s64"
         if isinstance(self.expr, Builtin):
+            if self.expr.name == "latency":
+                return "u64"  # nanoseconds: 4.3 s would not fit a u32
             return "string" if self.expr.name in TEXT_BUILTINS else "u32"
         if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.type
@@ -338,9 +342,19 @@ class Field:
 @dataclass(frozen=True)
 class IntLit:
     value: int
+    # a duration as written (`100ms`: value 100000000 ns, unit "ms"),
+    # compared with latency only (lang.latency); "" for a plain number.
+    # Printed as written; equal to the same number of ns written plainly.
+    unit: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.unit:
+            return f"{self.value // DURATION_UNITS[self.unit]}{self.unit}"
         return str(self.value)
+
+
+# a filter's duration literals (`latency > 100ms`): nanoseconds per unit
+DURATION_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
 @dataclass(frozen=True)

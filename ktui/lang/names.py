@@ -64,7 +64,7 @@ _NARROW_REGISTERS: dict[str, str] = {
 ARG_NAMES = tuple(f"a{n}" for n in range(1, ARG_COUNT + 1))
 # Canonical names a probe always has (retval only in return probes).
 PREDEFINED = ARG_NAMES + ("retval",) + BUILTINS + tuple(reg_display(r) for r in REGISTERS)
-FILTER_NAMES_HELP = "a fetch label, a1..a6, retval, comm, pid, tid, cpu or a register"
+FILTER_NAMES_HELP = "a fetch label, a1..a6, retval, comm, pid, tid, cpu, latency or a register"
 
 
 def _arg_number(word: str) -> int | None:
@@ -177,6 +177,10 @@ def resolve(probe: Probe, name: str) -> Resolved:
     expr = predefined_expr(name)
     if isinstance(expr, Builtin) and expr.name == "func":
         raise SpecError(FUNC_IN_FILTER)
+    if isinstance(expr, Builtin) and expr.name == "latency" and not probe.timed:
+        from ktui.lang.latency import NOT_TIMED  # it imports filters, which imports this module
+
+        raise SpecError(NOT_TIMED)
     if probe.kind is Kind.USDT and expr is not None and not isinstance(expr, Builtin):
         return _usdt_argument(probe, name, expr)
     if probe.kind is Kind.TRACEPOINT and expr is not None and not isinstance(expr, Builtin):

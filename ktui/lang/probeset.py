@@ -710,7 +710,8 @@ class _SetReader(NodeReader):
                            sum=agg.get("sum", base.sum), max_keys=agg.get("max_keys", base.max_keys),
                            stack=agg.get("stack", base.stack))
         try:
-            check_aggregate(merged, probe.kind)
+            # a span's end has a latency too: its `since:` is read with the other keys
+            check_aggregate(merged, probe.kind, probe.timed or "since" in items)
             if probe.target.is_user:
                 check_user_aggregate(merged)
             wildcards.check_aggregate(probe, merged)

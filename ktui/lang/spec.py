@@ -56,24 +56,24 @@ def parse_spec(text: str) -> Probe:
     return probe
 
 
-def parse_spec_clauses(text: str) -> Probe:
+def parse_spec_clauses(text: str, *, span_end: bool = False) -> Probe:
     """A spec followed by aggregation clauses (`vfs_read:r count(comm)
     sum(retval)`, lang.aggregate) and a gate (`within(FUNC)`, `within(START
-    .. END)`): columns
-    count in `text`."""
+    .. END)`): columns count in `text`. `span_end`: the text is a span's
+    end, its since(...) blanked out (its hits have a latency: sum(latency))."""
     text = check_text(text, "spec")
     since = spans.since_clause(text)
     if since is not None:
-        return _with_start(parse_spec_clauses(since[0]), since[1], since[2], since[3])
+        return _with_start(parse_spec_clauses(since[0], span_end=True), since[1], since[2], since[3])
     text, within = _within_clause(text)
     if within is not None:
-        return dataclasses.replace(parse_spec_clauses(text), within=within)
+        return dataclasses.replace(parse_spec_clauses(text, span_end=span_end), within=within)
     spec, clauses, clauses_at = split_clauses(text)
     probe = parse_spec(spec)
     if not clauses.strip():
         return probe
     try:
-        agg = parse_clauses(clauses, probe.kind)
+        agg = parse_clauses(clauses, probe.kind, timed=span_end or probe.kind is Kind.RETURN)
         if probe.target.is_user:
             check_user_aggregate(agg)
         wildcards.check_aggregate(probe, agg)
@@ -255,5 +255,5 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
         raise SpecError("fetches are not in canonical form", col=None)
     check_probe(probe, span, filter_text)
     if probe.agg is not None:
-        check_aggregate(probe.agg, probe.kind)
+        check_aggregate(probe.agg, probe.kind, probe.timed)
         wildcards.check_aggregate(probe, probe.agg)

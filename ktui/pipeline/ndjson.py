@@ -88,7 +88,8 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   keys counted) and "top_values" (with count: or sum:, at most 10, most
   first: by sum when the probe sums, else by count), each
   {"key":{FETCH: VALUE},"count":N,"sum":N} ("key" is {} for a sum without
-  keys; "sum" is 0 without sum:). With stack: kernel, "stack_count"
+  keys; "sum" is 0 without sum:; with sum(latency) it is nanoseconds,
+  and the stats also say "sum_unit":"ns"). With stack: kernel, "stack_count"
   (distinct stacks), "stacks_dropped" (hits whose stack was not counted:
   the map was full or the kernel could not take it) and "stacks" (at most
   10, most first: {"frames":["vfs_read+0x5","ksys_read+0x6b",...],"count":N},
@@ -109,8 +110,8 @@ Schema, version 2 (every object has "v": 2 and a "type"):
 
 "counted_only", "missed_returns", "maxactive", "recursion_misses", "cost", "via", "state", the aggregation keys,
 "member_count", "members",
-"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check", "top_comms_exact", "top_cgroups"
-and the event's "cgroup" were added
+"unpaired", "entries_unstored", "nest_dropped", "errnos_other", "errno_check", "top_comms_exact", "top_cgroups",
+"sum_unit" and the event's "cgroup" were added
 within version 2 (readers that ignore unknown keys are unaffected). Version 2 changed "hist" from 64 slots to 65 (the same meaning for slots
 1..63; 0 ns moved from slot 1 to slot 0, and nothing spills past slot 64).
 """
@@ -120,6 +121,7 @@ from __future__ import annotations
 import json
 from typing import Callable, TextIO
 
+from ktui.lang.latency import sums_latency
 from ktui.lang.model import Kind
 from ktui.pipeline import members
 from ktui.pipeline.format import errno_name
@@ -300,6 +302,8 @@ def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
         out["value_keys"] = stats.value_keys
         out["top_values"] = [{"key": dict(zip(names, key)), "count": count, "sum": total}
                              for key, count, total in stats.top_values]
+        if sums_latency(probe):
+            out["sum_unit"] = "ns"  # a sum of durations (lang.latency), not of a fetched value
     return out
 
 

@@ -47,6 +47,8 @@ them:
   ktui_probe_key_hits_total{KEYS}        counter  `count(KEYS)`: hits by key, the top TOP_VALUES keys
   ktui_probe_key_sum_total{KEYS}         counter  `sum(FETCH)` by key (a signed FETCH's negative values,
                                                   errnos, are counted but not summed: it never goes down)
+  ktui_probe_key_latency_seconds_total{KEYS}  counter  `sum(latency)` by key, in seconds (exact
+                                                  nanoseconds / 1e9) in place of the above
   ktui_probe_keys                        gauge    distinct keys counted, exported or not
   ktui_probe_keys_omitted                gauge    keys past the cap of TOP_VALUES series a probe exports
   ktui_probe_key_hits_dropped_total      counter  hits not counted under a key: the count map was full
@@ -88,6 +90,7 @@ from typing import Callable, Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ktui.lang.latency import sums_latency
 from ktui.pipeline.format import errno_name
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS, fit, slot_bounds
@@ -111,6 +114,7 @@ class ProbeView:
     value_hist: bool = False
     value_keys: tuple[str, ...] | None = None
     value_sum: bool = False
+    value_sum_latency: bool = False  # its `sum` is sum(latency): seconds (lang.latency)
     # what it is doing (ProbeStatus: probe_state): one of PROBE_STATES
     state: str = "attached"
     # its hits have a latency: a return probe's, or a span's (since its start)
@@ -150,6 +154,7 @@ def value_shape(probe) -> dict:
     if agg.counts:
         out["value_keys"] = key_labels([k.name for k in agg.keys])
         out["value_sum"] = agg.sum is not None
+        out["value_sum_latency"] = sums_latency(probe)
     return out
 
 
@@ -337,6 +342,8 @@ def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) ->
     count = Metric("ktui_probe_key_hits", "A probe's count(KEYS): hits by key, its top keys.", "counter")
     sums = Metric("ktui_probe_key_sum", "A probe's sum(FETCH) by key (negative values, errnos, are not "
                   "summed).", "counter")
+    seconds = Metric("ktui_probe_key_latency_seconds", "A probe's sum(latency) by key: the time of its "
+                     "hits (returns since their calls, or spans since their starts).", "counter")
     keys = GaugeMetricFamily("ktui_probe_keys", "Distinct keys a probe's count(KEYS) counted.", labels=labels)
     omitted = GaugeMetricFamily("ktui_probe_keys_omitted", f"Keys past the {top_values} series a probe exports.",
                                 labels=labels)
@@ -354,13 +361,15 @@ def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) ->
         for values, n, total in top:
             series = {**base, **{name: str(v) for name, v in zip(p.value_keys, values)}}
             count.add_sample("ktui_probe_key_hits_total", series, n)
-            if p.value_sum:
+            if p.value_sum_latency:
+                seconds.add_sample("ktui_probe_key_latency_seconds_total", series, total / 1e9)
+            elif p.value_sum:
                 sums.add_sample("ktui_probe_key_sum_total", series, total)
         keys.add_metric(key, s.value_keys)
         omitted.add_metric(key, max(0, s.value_keys - len(top)))
         dropped.add_metric(key, s.values_dropped)
     # only those some probe has: a set without aggregations exposes none of them
-    return [f for f in (hist, count, sums, keys, omitted, dropped) if f.samples]
+    return [f for f in (hist, count, sums, seconds, keys, omitted, dropped) if f.samples]
 
 
 class ExporterHealth:

@@ -11,6 +11,7 @@ errno, a top comm, a top value, a histogram bucket."""
 from __future__ import annotations
 
 from ktui.lang.cgroups import is_cgroup
+from ktui.lang.latency import sums_latency
 from ktui.lang.model import Kind, Probe
 from ktui.pipeline import members
 from ktui.pipeline.accounting import comms_heading, errno_guessed, errno_unchecked
@@ -170,16 +171,19 @@ def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) ->
     under a line that names the columns, each row within `room` cells
     (a narrow pane cuts the key, never wraps the sum onto a line of its
     own). Ranked by the sum when the probe sums, else by hits; the
-    percentage is the share of that same quantity."""
+    percentage is the share of that same quantity. A sum of latency
+    (lang.latency) is a duration, with its mean per hit after it."""
     agg = probe.agg
     if agg is None:
         return []
     keys = ", ".join(str(k) for k in agg.keys) or "total"
     sums = agg.sum is not None
-    out: list[Line] = [(f"by {keys}: hits" + (f", sum({agg.sum})" if sums else ""), "bold")]
+    durations = sums_latency(probe)
+    out: list[Line] = [(f"by {keys}: hits" + (f", sum({agg.sum})" if sums else "")
+                        + (", its mean" if durations else ""), "bold")]
     out.append((f"ranked by sum({agg.sum}); % of the sum" if sums else "ranked by hits; % of the hits", "dim"))
     total = sum(c for _, c, _ in stats.top_values)
-    rows = [(key_text(key, agg.keys), format_count(count), format_count(summed) if sums else "",
+    rows = [(key_text(key, agg.keys), format_count(count), _sum_text(summed, count, durations) if sums else "",
              _share(count, summed, stats, sums), key) for key, count, summed in stats.top_values]
     calls_w = max([len("hits")] + [len(r[1]) for r in rows])
     sum_head = f"sum({agg.sum})" if sums else ""
@@ -213,6 +217,14 @@ def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) ->
         out.append((f"  {more}{format_count(stats.keys_dropped)} distinct "
                     f"{'key' if stats.keys_dropped == 1 and not more else 'keys'} not counted", "yellow"))
     return out
+
+
+def _sum_text(summed: int, count: int, durations: bool) -> str:
+    """A key's sum as the pane shows it: a count, or for a sum of latency
+    (ns) a duration and the mean per hit (`1.52s avg 507ms`)."""
+    if not durations:
+        return format_count(summed)
+    return f"{format_latency(summed)} avg {format_latency(summed / count) if count else '-'}"
 
 
 def _fixed(calls_w: int, sum_w: int) -> int:

@@ -23,6 +23,11 @@ Operations:
                         from PATH (a block device) opened O_DIRECT before
                         the first phase, into a page-aligned buffer: one
                         block request each, past the page cache
+    ["slowread", SIZE, N, SECONDS]
+                        N reads of SIZE bytes from a pipe, each blocked for
+                        at least SECONDS: a thread of this process sleeps
+                        that long, then writes the SIZE bytes (one atomic
+                        write: SIZE <= PIPE_BUF), which the read returns
 """
 
 import ctypes
@@ -31,6 +36,8 @@ import mmap
 import os
 import signal
 import sys
+import threading
+import time
 
 
 # loaded before the first phase: an import there would read files
@@ -50,6 +57,7 @@ def main() -> None:
              for phase in phases for op in phase if op[0] == "fileread"}
     direct = {op[1]: os.open(op[1], os.O_RDONLY | os.O_DIRECT)
               for phase in phases for op in phase if op[0] == "directread"}
+    pipe_r, pipe_w = os.pipe()
     aligned = mmap.mmap(-1, max([op[2] for phase in phases for op in phase if op[0] == "directread"] or [1]))
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     os.write(1, b"ready\n")
@@ -83,9 +91,20 @@ def main() -> None:
                 view = memoryview(aligned)[:op[2]]
                 for i in range(op[3]):
                     os.preadv(direct[op[1]], [view], i * op[2])
+            elif op[0] == "slowread":
+                for _ in range(op[2]):
+                    writer = threading.Thread(target=_write_later, args=(pipe_w, op[1], op[3]))
+                    writer.start()
+                    assert len(os.read(pipe_r, op[1])) == op[1]
+                    writer.join()
             elif op[0] == "open":
                 os.close(os.open(op[1], os.O_CREAT | os.O_WRONLY, 0o600))
         os.write(1, b"done\n")
+
+
+def _write_later(fd: int, size: int, seconds: float) -> None:
+    time.sleep(seconds)
+    os.write(fd, bytes(size))
 
 
 if __name__ == "__main__":

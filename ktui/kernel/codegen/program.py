@@ -40,6 +40,7 @@ from ktui.kernel.codegen.runtime import (
     prelude,
 )
 from ktui.lang.cgroups import uses_cgroup
+from ktui.lang.latency import uses_latency
 from ktui.lang.model import Kind, Probe, ProbeSet, SpecError
 from ktui.record.layout import RecordLayout, record_layout
 
@@ -64,13 +65,15 @@ class Program:
 # attach to a kernel function of its name. No compiled program takes either,
 # nor a wildcard, nor a probe reading the task's cgroup (lang.cgroups: the
 # C here has no cgroup fetch, key or comparison).
-NOT_COMPILED = ("never compiled: tracepoints, user-space probes, wildcards, gated probes (within:) and probes "
-                "that read cgroup run on the generic program")
+NOT_COMPILED = ("never compiled: tracepoints, user-space probes, wildcards, gated probes (within:), spans and "
+                "probes that read cgroup or latency run on the generic program")
 
 
 def never_compiled(probe: Probe) -> bool:
+    # latency (lang.latency): the C here has no filter on it nor sum of it
     return (probe.kind is Kind.TRACEPOINT or probe.target.is_user or probe.target.is_wildcard
-            or probe.within is not None or probe.since is not None or uses_cgroup(probe))
+            or probe.within is not None or probe.since is not None or uses_cgroup(probe)
+            or uses_latency(probe))
 
 
 def compiled_part(probes: Sequence[Probe] | ProbeSet) -> tuple[tuple[Probe, ...], tuple[Probe, ...]]:

@@ -64,6 +64,9 @@ SRC_STRVAL = 10  # a filter operand: the string of fetch `reg` (a payload offset
 SRC_COMM_STR = 11  # a filter operand: the task's comm
 SRC_CGROUP = 12  # the task's cgroup v2 id (bpf_get_current_cgroup_id): its directory's inode
 SRC_FUNC = 13  # a wildcard's function: its place in the probe's members (its site - plan.site_base)
+# a return's or a span end's latency (ns; lang.latency): known before the
+# filter and the aggregations run, 0 in a hit that has none
+SRC_LATENCY = 14
 
 # what a fetch stores
 K_UINT = 0
@@ -326,6 +329,7 @@ def c_declarations() -> str:
         "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_RECORD": SRC_RECORD,
         "LOC_DATA": LOC_DATA, "LOC_REL": LOC_REL, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,
         "SRC_STRVAL": SRC_STRVAL, "SRC_COMM_STR": SRC_COMM_STR, "SRC_CGROUP": SRC_CGROUP, "SRC_FUNC": SRC_FUNC,
+        "SRC_LATENCY": SRC_LATENCY,
         "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,

@@ -265,7 +265,7 @@ def _source(expr, ret: bool) -> _Operand:
         return _Operand(abi.SRC_RETVAL, signed=True)
     if isinstance(expr, Builtin):
         return _Operand({"pid": abi.SRC_PID, "tid": abi.SRC_TID, "cpu": abi.SRC_CPU, "func": abi.SRC_FUNC,
-                         "cgroup": abi.SRC_CGROUP}[expr.name])
+                         "cgroup": abi.SRC_CGROUP, "latency": abi.SRC_LATENCY}[expr.name])
     raise AssertionError(expr)
 
 
@@ -366,6 +366,8 @@ class _Names:
             return _Operand(abi.SRC_RETVAL, signed=True)
         if name in ("pid", "tid", "cpu"):
             return _source(Builtin(name), self.ret)
+        if name == "latency":  # read where it is compared: a span's end knows it only after its fetches
+            return _Operand(abi.SRC_LATENCY)
         if self.probe.kind is Kind.USDT and name in (self.probe.bindings or {}):
             return self._bound(name)  # a USDT probe's aN: where its note places it, not a register
         if len(name) == 2 and name[0] == "a" and name[1] in "123456":

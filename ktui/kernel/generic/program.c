@@ -110,6 +110,7 @@ struct ktui_state {
     u64 record; /* a tracepoint's record (SRC_RECORD): its fields are read at offsets from it */
     u64 cpu;
     u64 func; /* a wildcard's hit: which of its functions (SRC_FUNC) */
+    u64 latency; /* a return's or a span end's latency (SRC_LATENCY), before its filter */
     struct ktui_span_key spkey; /* a span's key (too big for the BPF stack) */
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
@@ -258,6 +259,8 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
         return ktui_cgroup_of(&st->who);
     case SRC_FUNC:
         return st->func;
+    case SRC_LATENCY:
+        return st->latency;
     }
     return 0;
 }
@@ -907,6 +910,9 @@ static __always_inline int ktui_run(void *ctx, struct ktui_state *st, struct ktu
     /* a span's end takes its start whether or not its filter passes */
     if ((flags & F_SPAN_END) && !ktui_span_end(st, plan, slot, &now, &latency))
         return 0;
+    /* known here for a return and a span's end alike: the filter and the
+     * aggregations' fetches (after it) read it */
+    st->latency = latency;
     if (!ktui_filter(st, plan))
         return 0;
     ktui_count(&st->who, slot);

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 
 from ktui.kernel.quiet import log_line
-from ktui.lang.bind import bind_probe, needs_binding
+from ktui.lang.bind import bind_alone, bind_probe, needs_binding
 from ktui.lang.cgroups import filter_paths, uses_cgroup
+from ktui.lang.latency import uses_latency
 from ktui.lang.model import GateSpan, Kind, KtuiError, Probe
 from ktui.record.feed import FeedError, ProbeState, ProbeStatus
 
@@ -36,6 +37,8 @@ def generic_only(probe: Probe) -> str:
         return f"a span (since:) {GENERIC_ONLY}"
     if uses_cgroup(probe):
         return f"a probe that reads cgroup {GENERIC_ONLY}"
+    if uses_latency(probe):
+        return f"a probe that reads latency {GENERIC_ONLY}"
     return ""
 
 
@@ -89,7 +92,13 @@ class EditsMixin:
                 start = self._bind(probe.since)
             except KtuiError as exc:
                 raise KtuiError(f"since: {exc}") from None
-            return dataclasses.replace(self._bind(dataclasses.replace(probe, since=None)), since=start)
+            # the end keeps its since(...) while it is bound: its filter's
+            # `latency` is a span's (lang.latency)
+            return dataclasses.replace(self._bind_alone(probe), since=start)
+        return self._bind_alone(probe)
+
+    def _bind_alone(self, probe: Probe) -> Probe:
+        """_bind of one probe: a span's end as itself, its since(...) left as it is."""
         if probe.kind is Kind.USDT:
             from ktui.kernel.symbols.usdt import bind_usdt
 
@@ -107,7 +116,7 @@ class EditsMixin:
             symbols = KernelSymbols()
             if symbols.available:
                 probe = choose_alternative(probe, symbols.exists, symbols.close_names)
-        return bind_probe(probe, self._kernel_names())
+        return bind_alone(probe, self._kernel_names(), text=None, filter_text=None)
 
     def _generic_only(self, probe: Probe) -> str:
         """Why `probe` may not be compiled in this session ("" when it may):
