@@ -27,7 +27,6 @@ pytestmark = [
 
 PROGRAM = r"""
 #include <uapi/linux/ptrace.h>
-#include <linux/sched.h>
 
 struct rec {
     u64 ts;

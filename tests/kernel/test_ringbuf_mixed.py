@@ -34,7 +34,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:bcc")]
 PAGES = 4
 PROGRAM = r"""
 #include <uapi/linux/ptrace.h>
-#include <linux/sched.h>
 
 struct rec {
     u64 ts;
