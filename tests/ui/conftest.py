@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import time
 
 import pytest
 from rich.console import Console
@@ -57,6 +58,15 @@ def polls(app: KtuiApp, n: int, *, stats_every: int = 2) -> None:
     """n polls; stats on every `stats_every`-th, like a 1 s read in a fast timer."""
     for i in range(n):
         app.poll(read_stats=(i % stats_every == stats_every - 1))
+
+
+async def settles(pilot, condition, what: str, timeout: float = 30.0) -> None:
+    """Pause until `condition()` holds, with a deadline: a loaded machine
+    may take more than one refresh to scroll or redraw."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        await pilot.pause(0.05)
 
 
 def plain(static) -> str:

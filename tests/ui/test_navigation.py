@@ -11,7 +11,7 @@ from ktui.widgets.footer import KtuiFooter, fitting
 from ktui.widgets.probe_table import ProbeTable
 from ktui.widgets.stats_pane import StatsPane
 
-from .conftest import make_app, polls
+from .conftest import make_app, polls, settles
 
 
 async def focus(pilot, kind, tries=6):
@@ -35,11 +35,9 @@ async def test_stats_pane_takes_focus_and_scrolls_to_top_comms(size):
         pane = app.main.query_one(StatsPane)
         assert pane.max_scroll_y > 0  # too tall for the pane: the test needs something to scroll to
         await pilot.press("end")
-        await pilot.pause()
-        assert pane.scroll_y == pane.max_scroll_y
+        await settles(pilot, lambda: pane.scroll_y == pane.max_scroll_y, "scrolled to the end")
         await pilot.press("home")
-        await pilot.pause()
-        assert pane.scroll_y == 0
+        await settles(pilot, lambda: pane.scroll_y == 0, "scrolled to the top")
 
 
 async def test_home_and_end_move_the_probe_cursor(app):
