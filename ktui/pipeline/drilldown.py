@@ -1,5 +1,5 @@
-"""Drill-down: a line of the stats pane chosen (a top comm, an errno, a top
-value, a histogram bucket) becomes a test on the selected probe's events, so
+"""Drill-down: a line of the stats pane chosen (a top comm or cgroup, an
+errno, a top value, a histogram bucket) becomes a test on the selected probe's events, so
 the event pane shows the events behind that number.
 
 The counts come from the kernel; the events are what was streamed and
@@ -23,20 +23,21 @@ from dataclasses import dataclass
 
 from ktui.lang.model import Builtin, Fetch, Probe, RetVal, positional
 from ktui.pipeline.format import errno_name, format_latency, printable
+from ktui.record.cgroups import short
 from ktui.record.feed import Event
 from ktui.record.histogram import slot_bounds
 
-COMM, ERRNO, VALUE, BUCKET, LATENCY = "comm", "errno", "value", "bucket", "latency"
+COMM, CGROUP, ERRNO, VALUE, BUCKET, LATENCY = "comm", "cgroup", "errno", "value", "bucket", "latency"
 EVENT_FIELDS = ("comm", "pid", "tid", "cpu")  # every event carries these (Event's own fields)
 
 
 @dataclass(frozen=True)
 class Pick:
-    """What a stats line stands for, if chosen: a comm (str), an errno (its
-    positive number), a top value's key (a tuple in `count:` order), or a
+    """What a stats line stands for, if chosen: a comm (str), a cgroup (its
+    path, as events carry it), an errno (its positive number), a top value's key (a tuple in `count:` order), or a
     histogram slot (the value histogram's, or the latency histogram's)."""
 
-    kind: str  # COMM, ERRNO, VALUE, BUCKET, LATENCY
+    kind: str  # COMM, CGROUP, ERRNO, VALUE, BUCKET, LATENCY
     value: object
 
 
@@ -46,8 +47,8 @@ class NotDrillable(Exception):
 
 @dataclass(frozen=True)
 class Test:
-    """One test on an event: its `field` ("comm", "pid", "tid", "cpu",
-    "latency", or the index of a fetched value) read as `type` ("" as it
+    """One test on an event: its `field` ("comm", "cgroup", "pid", "tid",
+    "cpu", "latency", or the index of a fetched value) read as `type` ("" as it
     is) equals `equals`, or, with `slot`, falls in that log2 slot."""
 
     field: str | int
@@ -64,7 +65,7 @@ class Test:
             value = event.latency_ns
         else:
             value = getattr(event, self.field)
-        if isinstance(value, str) or self.field == "comm":
+        if isinstance(value, str) or self.field in ("comm", "cgroup"):
             return value == self.equals
         if not isinstance(value, int) or isinstance(value, bool):
             return False  # None: a return without its entry's time
@@ -122,6 +123,11 @@ def drill_down(probe_id: int, probe: Probe, pick: Pick) -> DrillDown:
     if pick.kind == COMM:
         comm = str(pick.value)
         return DrillDown(probe_id, name, f"comm={printable(comm)}", (Test("comm", comm),))
+    if pick.kind == CGROUP:
+        # the top cgroups and the events name a cgroup alike (its path, or
+        # `cgroup:<id>` where none could be found), a span's by its start's task
+        path = str(pick.value)
+        return DrillDown(probe_id, name, f"cgroup={printable(short(path))}", (Test("cgroup", path),))
     if pick.kind == ERRNO:
         code = -abs(int(pick.value))  # type: ignore[call-overload]
         source = _source(probe, Fetch(RetVal()), "the return value")

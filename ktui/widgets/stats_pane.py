@@ -7,7 +7,7 @@ While the run-time statistics are on (`t`), the probe's own cost, with
 what that measures and what it costs the machine.
 
 With focus, up/down move a cursor over the lines that stand for events (an
-errno, a top comm, a top value, a histogram bucket) and Enter asks for a
+errno, a top comm or cgroup, a top value, a histogram bucket) and Enter asks for a
 drill-down on it (issue 14): the pane posts `Drill`, the screen filters the
 event pane. Above the first such line and below the last, the arrows
 scroll, so the head stays reachable."""

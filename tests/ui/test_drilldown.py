@@ -7,12 +7,14 @@ A counting-only probe says it has no events instead of an empty pane."""
 from __future__ import annotations
 
 from ktui.lang.probeset import loads_probeset
-from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
+from ktui.pipeline.drilldown import BUCKET, CGROUP, COMM, ERRNO, LATENCY, VALUE, Pick
 from ktui.record.histogram import slot_bounds
 from ktui.widgets.event_log import EventLog
 from ktui.widgets.event_pane import EventPane
 from ktui.widgets.stats_pane import StatsPane
 from ktui.widgets.status_line import StatusLine
+
+from tests.fakefeed import CGROUPS
 
 from .conftest import Notes, make_app, make_feed, polls
 from .test_navigation import focus
@@ -83,6 +85,20 @@ async def test_a_top_comm_shows_only_its_events_and_esc_shows_all_again():
         await pilot.pause()
         assert "drill-down" not in header(app)
         assert len({e.comm for e in shown_events(app)}) > 1
+
+
+async def test_a_top_cgroup_shows_only_its_events_and_esc_shows_all_again():
+    app = make_app(make_feed(loads_probeset(SET), lossy=set(), fail={}, events_per_drain=40, cgroups=CGROUPS))
+    async with app.run_test(size=SIZE) as pilot:
+        everything = await drill(pilot, app, Pick(CGROUP, "system.slice/sshd.service"))
+        events = shown_events(app)
+        assert 0 < len(events) < everything
+        assert {e.cgroup for e in events} == {"system.slice/sshd.service"}
+        assert "drill-down: reads cgroup=system.slice/sshd.service (Esc clears)" in header(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "drill-down" not in header(app)
+        assert len({e.cgroup for e in shown_events(app)}) > 1
 
 
 async def test_an_errno_shows_the_returns_that_failed_with_it():

@@ -12,11 +12,12 @@ import io
 import json
 
 from ktui.lang.spec import parse_spec
+from ktui.pipeline.drilldown import CGROUP, Pick, drill_down
 from ktui.pipeline.ndjson import NdjsonSink
 from ktui.pipeline.recording import stats_from_json, stats_to_json
 from ktui.pipeline.top_cgroups import NOT_KEPT, cgroup_lines
 from ktui.pipeline.value_views import counter_lines
-from ktui.record.feed import ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
+from ktui.record.feed import Event, ProbeState, ProbeStats, ProbeStatus, StatsSnapshot
 
 CALL = parse_spec("vfs_read:c:a3")
 DOCKER = "system.slice/docker-" + "0123456789ab" + "f" * 52 + ".scope"
@@ -45,6 +46,24 @@ def test_a_narrow_pane_cuts_a_path_from_its_start_and_keeps_the_numbers():
     assert all(len(row) <= 40 for row in rows)
     assert rows[1].startswith("  …") and "session-3.scope" in rows[1] and rows[1].endswith("20")
     assert rows[0].split() == ["docker:0123456789ab", "70"]
+
+
+def test_each_cgroup_row_is_a_drill_down_on_the_events_of_that_cgroup():
+    rows = cgroup_lines(STATS, 6, room=40)
+    assert len(rows[0]) == 2  # the heading stands for nothing
+    # the whole path, not the shortened or cut one the row shows
+    assert [row[2] for row in rows[1:]] == [Pick(CGROUP, DOCKER), Pick(CGROUP, SESSION), Pick(CGROUP, "/")]
+    drill = drill_down(1, CALL, rows[2][2])
+    assert drill.describe() == f"drill-down: vfs_read:c:a3 cgroup={SESSION} (Esc clears)"
+    assert drill_down(1, CALL, rows[1][2]).what == "cgroup=docker:0123456789ab"
+
+    def event(cgroup: str, probe_id: int = 1) -> Event:
+        return Event(probe_id, 0, 0, 7, 7, "dd", None, (4096,), cgroup=cgroup)
+
+    assert drill.matches(event(SESSION))
+    assert not drill.matches(event(DOCKER)) and not drill.matches(event(""))
+    assert not drill.matches(event(SESSION, probe_id=2))
+    assert not drill_down(1, CALL, Pick(CGROUP, "/")).matches(event(SESSION))
 
 
 def test_an_estimate_is_said_and_what_is_not_kept_is_not_shown_as_none():
