@@ -33,19 +33,27 @@ probes:
 """
 
 
+def _counted(s: Session, run, reference: str, hits: int) -> dict:
+    """Once every probe of `s` is attached (a gate's slots first), `run()`
+    the workload and wait until probe `reference`, which counts every call
+    the workload makes, has `hits`: then every hit is in. Each probe's
+    stats by name."""
+    wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+             "every probe attached (the gates first)")
+    run()
+    names = {pid: st.probe.name for pid, st in s.statuses().items()}
+    wait_for(lambda: any(names.get(p) == reference and st.hits >= hits for p, st in s.stats().probes.items()),
+             f"every call counted by {reference}")
+    return {names[pid]: p for pid, p in s.stats().probes.items()}
+
+
 @pytest.mark.parametrize("attach", ["auto", "kprobe"])
 def test_a_gate_counts_only_the_calls_inside_its_function(workload, warm_cache, attach):
     w = workload([[["read", SIZE, READS], ["pread", SIZE, PREADS]]])
     ps = dataclasses.replace(loads_probeset(GATED), pid=w.pid)
     with Session(ps, SessionOptions(cache_dir=warm_cache, attach=attach)) as s:
-        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
-                 "every probe attached (the gate first)")
-        w.run_phase()
-        names = {pid: st.probe.name for pid, st in s.statuses().items()}
         # the ungated probe sees the preads too: once it has them all, every hit is in
-        wait_for(lambda: any(names.get(p) == "everywhere" and st.hits >= READS + PREADS
-                             for p, st in s.stats().probes.items()), "every vfs_read counted")
-        stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+        stats = _counted(s, w.run_phase, "everywhere", READS + PREADS)
         events = drain_all(s)
     assert set(stats) == {"inside", "everywhere", "rets"}  # the gate is no probe of the table
     assert {n: p.hits for n, p in stats.items()} == {"inside": READS, "everywhere": READS + PREADS, "rets": READS}
@@ -86,13 +94,7 @@ def test_a_gate_between_two_events_counts_only_between_them(workload, warm_cache
     text = BETWEEN.format(gate=f"{start} .. {end}", size=SIZE, start=start, end=end)
     ps = dataclasses.replace(loads_probeset(text), pid=w.pid)
     with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
-        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
-                 "every probe attached (the gate's two ends first)")
-        w.run_phase()
-        names = {pid: st.probe.name for pid, st in s.statuses().items()}
-        wait_for(lambda: any(names.get(p) == "everywhere" and st.hits >= reads + preads
-                             for p, st in s.stats().probes.items()), "every vfs_read counted")
-        stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+        stats = _counted(s, w.run_phase, "everywhere", reads + preads)
         events = drain_all(s)
     assert set(stats) == {"inside", "everywhere", "rets"}  # the gate's ends are no probes of the table
     assert {n: p.hits for n, p in stats.items()} == {"inside": inside, "everywhere": reads + preads,
@@ -124,13 +126,7 @@ probes:
 """)
         ps = dataclasses.replace(ps, pid=target.pid)
         with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
-            wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
-                     "every probe attached (the gate's two ends first)")
-            target.round()
-            names = {pid: st.probe.name for pid, st in s.statuses().items()}
-            wait_for(lambda: any(names.get(p) == "allocs" and st.hits >= CALLS
-                                 for p, st in s.stats().probes.items()), "every malloc counted")
-            stats = {names[pid]: p for pid, p in s.stats().probes.items()}
+            stats = _counted(s, target.round, "allocs", CALLS)
     finally:
         target.close()
     assert {n: p.hits for n, p in stats.items()} == {"greets": CALLS, "adds": 0, "allocs": CALLS}
