@@ -65,7 +65,7 @@ class Test:
             value = event.latency_ns
         else:
             value = getattr(event, self.field)
-        if isinstance(value, str) or self.field in ("comm", "cgroup"):
+        if isinstance(value, str) or self.field == "comm":
             return value == self.equals
         if not isinstance(value, int) or isinstance(value, bool):
             return False  # None: a return without its entry's time
