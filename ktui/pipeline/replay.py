@@ -18,7 +18,7 @@ import time
 from typing import Iterator
 
 from ktui.lang.model import Probe, ProbeSet
-from ktui.pipeline.recording import Chunk, RecordingReader
+from ktui.pipeline.recording_reader import Chunk, RecordingReader
 from ktui.record.decode import EmptyBatch, InterleavedBatch, MultiBatch, RecordBatch
 from ktui.record.feed import (
     EventBatch,

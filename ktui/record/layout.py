@@ -25,7 +25,7 @@ from ktui.lang.model import HEADER_BUILTINS, STRING_TYPES, Builtin, Fetch, Probe
 MIN_PAYLOAD = 8  # a unit-wide layout's payload (the C struct's array) is never empty
 # (name, numpy format, C declaration) in record order. Fields are only ever
 # added at the end (a new Header): `probe` stays at byte 16, where readers
-# of any version find it (recording._old_unit_size).
+# of any version find it (recording_reader._old_unit_size).
 HEADER_FIELDS_V1 = (
     ("ts", "<u8", "u64 ts;"),
     ("latency", "<u8", "u64 latency;"),

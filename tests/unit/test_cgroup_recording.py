@@ -10,7 +10,8 @@ import numpy as np
 
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_probe_text
-from ktui.pipeline.recording import Recorder, RecordingReader
+from ktui.pipeline.recording import Recorder
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.record.decode import Decoder, RecordBatch, interleaved
 from ktui.record.layout import HEADER_SIZE, record_layout, sized_layout
 

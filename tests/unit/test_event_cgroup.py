@@ -17,7 +17,8 @@ from ktui.kernel.generic.loader import program_text
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_probe_text
 from ktui.pipeline.ndjson import NdjsonSink
-from ktui.pipeline.recording import FORMAT_VERSION, Recorder, RecordingReader
+from ktui.pipeline.recording import FORMAT_VERSION, Recorder
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.decode import Decoder, RecordBatch, SizedDecoders
 from ktui.record.feed import Event

@@ -84,10 +84,7 @@ def test_a_launch_attaches_before_it_imports_the_heavy_modules(tmp_path, command
     args = [a.replace("{tmp}", str(tmp_path)) for a in command]
     loaded = _loaded_before_attach(tmp_path, *args[:1], "--attach", "kprobe", *args[1:])
     assert "ktui.kernel.session.live" in loaded  # it got as far as the session
-    # Not yet for record: its file is made before the session (a bad name
-    # fails fast), by pipeline/recording.py, whose writer and reader use numpy.
-    left = {"numpy"} if args[0] == "record" else set()
-    assert sorted(loaded & HEAVY) == sorted(left)
+    assert sorted(loaded & HEAVY) == []
 
 
 def test_the_launch_check_can_fail(tmp_path):

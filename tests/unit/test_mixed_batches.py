@@ -27,7 +27,8 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.engine import GenericEngine
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
-from ktui.pipeline.recording import FORMAT_VERSION, Recorder, RecordingReader
+from ktui.pipeline.recording import FORMAT_VERSION, Recorder
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.decode import InterleavedBatch, MultiBatch, RecordBatch
 from ktui.record.layout import HEADER_SIZE, probe_record_size

@@ -17,7 +17,8 @@ from ktui.kernel.generic.engine import GenericEngine
 from ktui.kernel.buffers.ringbuf import BUSY_BIT, DISCARD_BIT
 from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
-from ktui.pipeline.recording import Recorder, RecordingReader
+from ktui.pipeline.recording import Recorder
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.feed import ProbeStats, StatsSnapshot
 from ktui.record.layout import HEADER_SIZE

@@ -21,8 +21,8 @@ from ktui.pipeline.recording import (
     Recorder,
     RecordingError,
     RecordingExists,
-    RecordingReader,
 )
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.pipeline.replay import ReplayFeed
 from ktui.record.decode import Decoder, MultiBatch, RecordBatch
 from ktui.record.feed import ProbeStats, StatsSnapshot

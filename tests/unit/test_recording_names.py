@@ -9,7 +9,8 @@ import numpy as np
 from ktui.lang.bind import fetch_types, with_fetch_types
 from ktui.lang.model import Binding, Named, ProbeSet
 from ktui.lang.spec import parse_spec
-from ktui.pipeline.recording import Recorder, RecordingReader
+from ktui.pipeline.recording import Recorder
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.record.decode import Decoder, RecordBatch
 from ktui.record.layout import record_layout
 

@@ -14,7 +14,8 @@ from ktui.kernel.generic import abi
 from ktui.kernel.generic.plan import build_plan
 from ktui.lang.model import ProbeSet, SpecError
 from ktui.lang.spec import parse_probe_text
-from ktui.pipeline.recording import Recorder, RecordingReader
+from ktui.pipeline.recording import Recorder
+from ktui.pipeline.recording_reader import RecordingReader
 from ktui.record.decode import Decoder, RecordBatch, member_names
 from ktui.record.layout import probe_layout, record_layout
 
