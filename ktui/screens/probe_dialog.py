@@ -119,6 +119,12 @@ class ProbeDialog(Dialog):
     """`submit(probe)` adds it (or replaces the edited one); a FeedError it
     raises is shown here and the dialog stays open."""
 
+    # The box's first line is its first field's (no blank line above it): the
+    # filter's two hint lines then fit at 80x24 with every field whole.
+    DEFAULT_CSS = """
+    ProbeDialog #spec-label { margin-top: 0; }
+    """
+
     def __init__(self, submit: SubmitProbe, *, probe: Probe | None = None, taken: Collection[str] = (),
                  functions: FunctionIndex | None = None, check: ProbeCheck | None = None) -> None:
         """functions: complete function and parameter names from these (none: no completion);
@@ -135,13 +141,15 @@ class ProbeDialog(Dialog):
     def compose(self) -> ComposeResult:
         p = self.editing
         with self.frame(f"edit probe {p.name}" if p is not None else "add probe"):
-            yield Label("spec", classes="field-label")
+            yield Label("spec", classes="field-label", id="spec-label")
             yield Label("TARGET:KIND[:FETCH,...]   e.g. vfs_read:r:ret=retval,count=a3:u64", classes="hint")
             suggester = SpecSuggester(self.functions) if self.functions is not None else None
             yield Input(dialog_spec(p) if p else "", placeholder="vfs_read:c:a3", id="spec", suggester=suggester)
             yield Static(id="spec-problem", classes="problem")
             yield Label("filter (optional)", classes="field-label")
-            yield Label('e.g. comm == "dd" && a3 > 4096   names: fetch labels, a1..a6, retval, comm, pid, tid, cpu', classes="hint")
+            # two short lines: one long line was cut at 80 columns before its names
+            yield Label('e.g. comm == "dd" && a3 > 4096   or   latency > 10ms', classes="hint")
+            yield Label("names: a1..a6 retval comm pid tid cpu cgroup latency, a fetch's label", classes="hint")
             yield Input(str(p.filter) if p and p.filter else "", placeholder="no filter", id="filter")
             yield Static(id="filter-problem", classes="problem")
             yield Label("label (optional)", classes="field-label")
