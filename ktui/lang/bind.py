@@ -138,8 +138,24 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
         # the end keeps its since(...) while it is bound: its filter's
         # `latency` is a span's (lang.latency), checked again here
         end = bind_alone(probe, kernel, text=text, filter_text=filter_text)
-        return dataclasses.replace(end, since=start)
+        return bind_start_values(dataclasses.replace(end, since=start),
+                                 lambda carrier: bind_alone(carrier, kernel, text=None, filter_text=None))
     return bind_alone(probe, kernel, text=text, filter_text=filter_text)
+
+
+def bind_start_values(end: Probe, bind) -> Probe:
+    """A span's end with the values it reads of its start (`start.X`,
+    lang.spans) bound as the start reads them: `bind` binds the start's
+    probe that reads them (lang.spans.carrier). Errors say `since:`."""
+    from ktui.lang import spans  # spans imports the grammar, as this module does
+
+    carrier = spans.carrier(end)
+    if carrier is None:
+        return end
+    try:
+        return spans.with_bound_values(end, bind(carrier).fetches)
+    except SpecError as err:
+        raise SpecError(f"since: {err.message}") from None
 
 
 def bind_alone(probe: Probe, kernel: Kernel | None, *, text: str | None, filter_text: str | None) -> Probe:
