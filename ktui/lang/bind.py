@@ -55,6 +55,7 @@ from ktui.lang.model import (
     Named,
     Probe,
     SpecError,
+    StartValue,
     has_names,
 )
 
@@ -606,7 +607,11 @@ def fetch_types(probe: Probe) -> list[list[str] | None]:
     out: list[list[str] | None] = []
     for fetch in probe.fetches:
         binding = fetch.expr.binding if isinstance(fetch.expr, Named) else None
-        out.append(None if binding is None else [binding.type, binding.ctype])
+        carried = fetch.expr.carried if isinstance(fetch.expr, StartValue) else None
+        if carried is not None:  # a span's start value: as its start read it
+            out.append([carried.effective_type, carried.ctype or ""])
+        else:
+            out.append(None if binding is None else [binding.type, binding.ctype])
     return out
 
 
@@ -616,6 +621,12 @@ def with_fetch_types(probe: Probe, types: object) -> Probe:
         return probe
     fetches = []
     for fetch, kept in zip(probe.fetches, types):
+        if isinstance(fetch.expr, StartValue) and isinstance(kept, list) and len(kept) == 2 \
+                and kept[0] in INT_TYPES:
+            # a span's start value: its type (the start's own fetch of it, offsets unknown)
+            fetches.append(dataclasses.replace(fetch, expr=dataclasses.replace(
+                fetch.expr, carried=Fetch(fetch.expr.inner, kept[0]))))
+            continue
         ok = (isinstance(fetch.expr, Named) and isinstance(kept, list) and len(kept) == 2
               and kept[0] in INT_TYPES + STRING_TYPES and isinstance(kept[1], str) and len(kept[1]) < 200)
         if ok:
