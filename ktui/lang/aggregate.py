@@ -35,6 +35,7 @@ from ktui.lang.model import (
     Fetch,
     Kind,
     SpecError,
+    StartValue,
 )
 
 AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX = 1, 1 << 20
@@ -173,7 +174,7 @@ def check_aggregate(agg: Aggregate, kind: Kind | None, timed: bool | None = None
 def _check_one(what: str, fetch: Fetch, kind: Kind | None, *, text_ok: bool) -> None:
     if fetch.label is not None:
         raise SpecError(f"{what}: {fetch}: an aggregated value takes no label")
-    if kind is Kind.CALL and "retval" in str(fetch):
+    if kind is Kind.CALL and "retval" in str(fetch) and not isinstance(fetch.expr, StartValue):
         raise SpecError(f"{what}: retval exists only in return probes (kind r)")
     if kind is Kind.TRACEPOINT:
         problem = tracepoint_value_problem(fetch.expr)

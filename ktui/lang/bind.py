@@ -55,6 +55,7 @@ from ktui.lang.model import (
     Named,
     Probe,
     SpecError,
+    StartValue,
     has_names,
 )
 
@@ -138,8 +139,24 @@ def bind_probe(probe: Probe, kernel: Kernel | None, *, text: str | None = None,
         # the end keeps its since(...) while it is bound: its filter's
         # `latency` is a span's (lang.latency), checked again here
         end = bind_alone(probe, kernel, text=text, filter_text=filter_text)
-        return dataclasses.replace(end, since=start)
+        return bind_start_values(dataclasses.replace(end, since=start),
+                                 lambda carrier: bind_alone(carrier, kernel, text=None, filter_text=None))
     return bind_alone(probe, kernel, text=text, filter_text=filter_text)
+
+
+def bind_start_values(end: Probe, bind) -> Probe:
+    """A span's end with the values it reads of its start (`start.X`,
+    lang.spans) bound as the start reads them: `bind` binds the start's
+    probe that reads them (lang.spans.carrier). Errors say `since:`."""
+    from ktui.lang import spans  # spans imports the grammar, as this module does
+
+    carrier = spans.carrier(end)
+    if carrier is None:
+        return end
+    try:
+        return spans.with_bound_values(end, bind(carrier).fetches)
+    except SpecError as err:
+        raise SpecError(f"since: {err.message}") from None
 
 
 def bind_alone(probe: Probe, kernel: Kernel | None, *, text: str | None, filter_text: str | None) -> Probe:
@@ -590,7 +607,11 @@ def fetch_types(probe: Probe) -> list[list[str] | None]:
     out: list[list[str] | None] = []
     for fetch in probe.fetches:
         binding = fetch.expr.binding if isinstance(fetch.expr, Named) else None
-        out.append(None if binding is None else [binding.type, binding.ctype])
+        carried = fetch.expr.carried if isinstance(fetch.expr, StartValue) else None
+        if carried is not None:  # a span's start value: as its start read it
+            out.append([carried.effective_type, carried.ctype or ""])
+        else:
+            out.append(None if binding is None else [binding.type, binding.ctype])
     return out
 
 
@@ -600,6 +621,12 @@ def with_fetch_types(probe: Probe, types: object) -> Probe:
         return probe
     fetches = []
     for fetch, kept in zip(probe.fetches, types):
+        if isinstance(fetch.expr, StartValue) and isinstance(kept, list) and len(kept) == 2 \
+                and kept[0] in INT_TYPES:
+            # a span's start value: its type (the start's own fetch of it, offsets unknown)
+            fetches.append(dataclasses.replace(fetch, expr=dataclasses.replace(
+                fetch.expr, carried=Fetch(fetch.expr.inner, kept[0]))))
+            continue
         ok = (isinstance(fetch.expr, Named) and isinstance(kept, list) and len(kept) == 2
               and kept[0] in INT_TYPES + STRING_TYPES and isinstance(kept[1], str) and len(kept[1]) < 200)
         if ok:

@@ -62,6 +62,7 @@ from ktui.lang.model import (
     Reg,
     RetVal,
     SpecError,
+    StartValue,
     Step,
     Target,
     UsdtArg,
@@ -509,6 +510,8 @@ def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
         return Deref(-value if c == "-" else value, inner)
     start = sc.pos
     word = sc.word()
+    if word == "start" and sc.peek() == ".":
+        return _start_value(sc, cols, depth, start)
     if word:
         return _leaf(word, start, sc)
     if c in ("%", "$"):
@@ -519,6 +522,29 @@ def _expr(sc: Scanner, cols: list[int], depth: int) -> FetchExpr:
             raise sc.error(f"write {ours} without the {c}", start)
         raise sc.error(f"write fetches without {c}: {_FETCH_HELP}", start)
     raise sc.error(f"expected a fetch ({_FETCH_HELP}), got {sc.here()}")
+
+
+def _start_value(sc: Scanner, cols: list[int], depth: int, at: int) -> StartValue:
+    """`start.EXPR`: a value a span's START read, at its end (lang.spans).
+    EXPR is read as a kernel function's fetch reads it, whatever the end
+    is (its own kind is the start's: lang.spans reads it again as that);
+    a parameter named start with a member is `args.start.x`."""
+    if depth:
+        raise sc.error("start.X is a value the span's start read, not an address at its end: "
+                       "read memory at the start (start.+8(a1))", at)
+    sc.pos += 1
+    if sc.at_end() or sc.peek() in " \t,:":
+        raise sc.error(f"expected a value of the span's start after start. (start.a3, start.count), "
+                       f"got {sc.here()}")
+    modes = sc.tracepoint, sc.usdt
+    sc.tracepoint = sc.usdt = False
+    try:
+        inner = _expr(sc, cols, depth)
+    finally:
+        sc.tracepoint, sc.usdt = modes
+    if isinstance(inner, StartValue):
+        raise sc.error("start.start.X: a span has one start", at)
+    return StartValue(inner)
 
 
 def scan_fetch(sc: Scanner) -> tuple[Fetch, FetchSpan]:

@@ -225,7 +225,11 @@ class Named:
     def __str__(self) -> str:
         from ktui.lang.names import is_reserved  # names imports this module
 
-        head = f"args.{self.param}" if is_reserved(self.param) or self.param == "args" else self.param
+        # `start.x` is a span's start value (StartValue): a parameter named
+        # start with a member is written args.start.x
+        start_member = self.param == "start" and bool(self.steps) and self.steps[0].op == "."
+        reserved = is_reserved(self.param) or self.param == "args" or start_member
+        head = f"args.{self.param}" if reserved else self.param
         return head + "".join(str(s) for s in self.steps)
 
 
@@ -254,7 +258,24 @@ class DataLoc:
         return f"{'__rel_loc' if self.relative else '__data_loc'}(+{self.offset})"
 
 
-FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named, Record, DataLoc, UsdtArg, Const]
+@dataclass(frozen=True)
+class StartValue:
+    """`start.EXPR` at a span's end: a value its START read (`start.count`,
+    `start.a3`, `start.file->f_pos`), stored with the start and taken by the
+    end with it (lang.spans). `inner` is EXPR as written (parsed as a
+    kernel function's fetch reads it: the start's own kind reads it again,
+    lang.spans.start_values); `carried` (ignored by equality, as a
+    binding) is the START's fetch of it, read as the start's kind reads it
+    and bound to its BTF or fields, once known: its type is this value's."""
+
+    inner: "FetchExpr"
+    carried: "Fetch | None" = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"start.{self.inner}"
+
+
+FetchExpr = Union[Arg, Reg, RetVal, Builtin, Deref, Named, Record, DataLoc, UsdtArg, Const, StartValue]
 
 
 def positional(expr: "FetchExpr") -> "FetchExpr":
@@ -306,6 +327,8 @@ class Fetch:
             return "string" if self.expr.name in TEXT_BUILTINS else "u32"
         if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.type
+        if isinstance(self.expr, StartValue) and self.expr.carried is not None:
+            return self.expr.carried.effective_type  # the start's value, as the start read it
         return "u64"
 
     @property
@@ -314,6 +337,8 @@ class Fetch:
         a USDT argument's note spec, `usdt -4@%edi`)."""
         if isinstance(self.expr, (Named, UsdtArg)) and self.expr.binding is not None:
             return self.expr.binding.ctype
+        if isinstance(self.expr, StartValue) and self.expr.carried is not None:
+            return self.expr.carried.ctype
         return None
 
     def __str__(self) -> str:
@@ -599,7 +624,8 @@ class Probe:
     # probe of its own, lang.spans) its start; each hit of the end is
     # joined to its start by a key (START's fetches, matched against the
     # end's first ones; none: the thread), and counts the time between.
-    # None: not a span.
+    # The end reads values of its start as `start.EXPR` (StartValue), in
+    # its fetches, filter and aggregations. None: not a span.
     since: "Probe | None" = None
 
     @property

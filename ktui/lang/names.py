@@ -174,6 +174,10 @@ def resolve(probe: Probe, name: str) -> Resolved:
             # tracepoint's char array is text): checked again then.
             unbound = isinstance(fetch.expr, Named) and fetch.expr.binding is None and fetch.type is None
             return Resolved(name, fetch.expr, fetch.effective_type, index, deferred=unbound)
+    if name.startswith("start."):  # a value of a span's start (lang.spans), typed as the start reads it
+        from ktui.lang.spans import resolve_start_value  # spans imports filters, which imports this module
+
+        return resolve_start_value(probe, name)
     expr = predefined_expr(name)
     if isinstance(expr, Builtin) and expr.name == "func":
         raise SpecError(FUNC_IN_FILTER)

@@ -151,6 +151,8 @@ def parse_probe_text(text: str) -> Probe:
     itself, the filter's part included (a filter error says `filter:`)."""
     head, sep, tail = text.partition(" if ")
     probe = parse_spec_clauses(head)
+    if spans.start_value_problem(probe):
+        raise SpecError(spans.start_value_problem(probe), col=_start_value_col(head))
     if not sep:
         return probe
     filter_at = len(head) + len(sep)
@@ -165,6 +167,16 @@ def parse_probe_text(text: str) -> Probe:
             raise
         raise SpecError(err.message, col=_shift(err.col, filter_at)) from None
     return probe
+
+
+def _start_value_col(text: str) -> int | None:
+    """The column of the first `start.` that begins a value in `text`."""
+    at = text.find(spans.START_PREFIX)
+    while at != -1:
+        if at == 0 or text[at - 1] in " \t,:(=":
+            return at + 1
+        at = text.find(spans.START_PREFIX, at + 1)
+    return None
 
 
 def _shift(col: int | None, by: int) -> int | None:
@@ -253,6 +265,8 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
             raise SpecError(f"fetch is not in canonical form: {mine!r}", col=fetch_col(span, index))
     if len(probe.fetches) != len(reparsed.fetches):
         raise SpecError("fetches are not in canonical form", col=None)
+    if spans.start_value_problem(probe):
+        raise SpecError(spans.start_value_problem(probe))
     check_probe(probe, span, filter_text)
     if probe.agg is not None:
         check_aggregate(probe.agg, probe.kind, probe.timed)

@@ -13,6 +13,10 @@ to the END joined to it by a key.
   runs in a kworker or an interrupt: the spans are still the reader's,
   carried from the start), each inside its read's own time (the block
   device's read_iter, which waits for the request).
+- The values of its start (`start.X`): the size each read asked for, read
+  at sys_enter_read and carried to its exit, in the event, summed and
+  counted per process, in a histogram and in a filter, exact; and a
+  parameter by BTF at a kprobe start, added live.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import pytest
 from ktui.kernel.generic import abi
 from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.model import ProbeSet
+from ktui.record.histogram import slot_of
 from ktui.lang.spec import parse_probe_text
 from ktui.lang.probeset import loads_probeset
 from ktui.record.feed import ProbeState
@@ -194,4 +199,68 @@ def test_block_requests_from_start_to_end_by_their_request(workload, warm_cache,
         assert 0 < span.latency_ns <= pread.latency_ns
         assert pread.ts_ns - pread.latency_ns <= span.ts_ns - span.latency_ns
         assert span.ts_ns <= pread.ts_ns
+    wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)
+
+
+START_VALUES = """
+name: start-values
+probes:
+  - label: asked
+    spec: syscalls/sys_exit_read:t:ret,start.count
+    since: syscalls/sys_enter_read:t
+    count: comm
+    sum: start.count
+    hist: start.count
+  - label: big
+    spec: syscalls/sys_exit_read:t:ret
+    since: syscalls/sys_enter_read:t
+    filter: start.count > 2000
+"""
+BIG, SMALL, BAD, BAD_SIZE, SMALLS, BADS = 4111, 1777, "spanbad", 13, 6, 5
+
+
+def test_an_ends_values_of_its_start_are_the_starts_exactly(workload, warm_cache):
+    # each read asks its size at sys_enter_read; a bad read asks 13 bytes and
+    # returns -EBADF: what the end sums is what was asked, not what it returned
+    w = workload([[["comm", "spanbig"], ["read", BIG, READS], ["comm", BAD], ["badread", BADS],
+                   ["comm", "spansmall"], ["read", SMALL, SMALLS]]])
+    ps = dataclasses.replace(loads_probeset(START_VALUES), pid=w.pid)
+    with Session(ps, SessionOptions(cache_dir=warm_cache)) as s:
+        wait_for(lambda: all(st.state is ProbeState.ATTACHED for st in s.statuses().values()),
+                 "both spans (their starts first) attached")
+        # a kprobe's start reading a parameter by BTF, added live (the dashboard's `a`)
+        live = s.add_probe_now(parse_probe_text(
+            "few=ksys_read:r:retval,asked=start.count since(ksys_read:c) sum(start.count) if start.count < 100"))
+        wait_for(lambda: s.statuses()[live.probe_id].state is ProbeState.ATTACHED, "the live span attached")
+        w.run_phase()
+        total = READS + BADS + SMALLS
+        wait_for(lambda: _by_name(s).get("asked") is not None and _by_name(s)["asked"].hits >= total
+                 and _by_name(s)["few"].hits >= BADS, "every read's span")
+        stats = _by_name(s)
+        events = drain_all(s)
+        ids = {st.probe.name: pid for pid, st in s.statuses().items()}
+        names = [f.name for f in s.statuses()[ids["asked"]].probe.fetches]
+    asked = stats["asked"]
+    assert (asked.hits, asked.span_matched, asked.span_unmatched) == (total, total, 0)
+    # per process: the reads and the bytes each asked for (-EBADF's 13 included)
+    assert sorted(asked.top_values) == sorted([(("spanbig",), READS, READS * BIG),
+                                               ((BAD,), BADS, BADS * BAD_SIZE),
+                                               (("spansmall",), SMALLS, SMALLS * SMALL)]), asked.top_values
+    expected = [0] * len(asked.value_hist)
+    for size, n in ((BIG, READS), (BAD_SIZE, BADS), (SMALL, SMALLS)):
+        expected[slot_of(size)] += n
+    assert list(asked.value_hist) == expected
+    assert asked.value_hist_sum == READS * BIG + BADS * BAD_SIZE + SMALLS * SMALL
+    # each event: what the read returned, then what it asked for, under that name
+    mine = sorted((e for e in events if e.probe_id == ids["asked"]), key=lambda e: e.ts_ns)
+    assert [e.values for e in mine] == [(BIG, BIG)] * READS + [(-9, BAD_SIZE)] * BADS + [(SMALL, SMALL)] * SMALLS
+    assert names == ["ret", "start.count"]
+    # the filter on the start's value passes exactly the big reads
+    big = stats["big"]
+    assert (big.hits, big.span_matched) == (READS, total), big
+    assert [e.values for e in events if e.probe_id == ids["big"]] == [(BIG,)] * READS
+    # by BTF at a kprobe's start: ksys_read's count, carried to its return
+    few = stats["few"]
+    assert (few.hits, few.top_values) == (BADS, (((), BADS, BADS * BAD_SIZE),)), few
+    assert [e.values for e in events if e.probe_id == ids["few"]] == [(-9, BAD_SIZE)] * BADS
     wait_for(lambda: ktui_bpf_programs() == [], "ktui's programs to go", timeout=60)

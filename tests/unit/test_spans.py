@@ -17,6 +17,7 @@ from ktui.kernel.generic.engine import Slot
 from ktui.lang.model import Kind, ProbeSetError, RetVal, SpecError
 from ktui.lang.probeset import loads_probeset
 from ktui.lang.probeset_write import dumps_probeset
+from ktui.lang.spans import start_values, start_with_values
 from ktui.lang.spec import parse_probe_text, parse_spec_clauses
 from ktui.pipeline.accounting import loss_lines
 from ktui.record.feed import ProbeStats
@@ -74,7 +75,8 @@ def test_the_yaml_key_saves_and_loads_back_and_is_located_when_bad():
     assert str(err.value).startswith("s.yaml:4:5:") and "its end's first 1" in str(err.value)
 
 
-@pytest.mark.parametrize("text", [BLOCK, "vfs_read:r count(comm) within(ksys_read)", "f:c since(g:c) hist(a1)"])
+@pytest.mark.parametrize("text", [BLOCK, "vfs_read:r count(comm) within(ksys_read)", "f:c since(g:c) hist(a1)",
+                                  "f:c:n=start.a3 since(g:c) sum(start.a4) hist(start.+8(a1):u32)"])
 def test_an_edit_starts_from_text_that_gives_the_probe_back(text):
     probe = dataclasses.replace(parse_spec_clauses(text), label=None)  # (the dialog's own field)
     assert parse_spec_clauses(dialog_spec(probe)) == probe  # its gate and span kept (an edit lost the gate)
@@ -134,3 +136,106 @@ def test_ndjson_and_the_exporter_carry_a_spans_counters_and_latency():
     assert 'ktui_probe_span_unmatched_ends_total{probe="io",set="s"} 1.0' in text
     assert 'ktui_probe_latency_seconds_count{probe="io",set="s"} 3.0' in text
     assert 'probe="plain"' not in "\n".join(l for l in text.splitlines() if "span" in l or "latency" in l)
+
+
+# ---------------------------------------------------------------- values of the start at the end (start.X)
+
+VALUES = ("asked=syscalls/sys_exit_read:t:ret,start.count since(syscalls/sys_enter_read:t) count(comm) "
+          "sum(start.count) if start.count > 4096 && start.fd == 3")
+
+
+def test_an_end_reads_its_starts_values_in_its_fetches_filter_and_aggregations():
+    probe = parse_probe_text(VALUES)
+    assert [f.name for f in probe.fetches] == ["ret", "start.count"]
+    assert (str(probe.agg), str(probe.filter)) == ("count(comm) sum(start.count)", "start.count > 4096 && start.fd == 3")
+    # each distinct value once, in order: fetches, aggregations, then the filter's own names
+    assert [str(f) for f in start_values(probe)] == ["count", "fd"]
+    assert start_with_values(probe).spec_text == "syscalls/sys_enter_read:t:count,fd"
+    # read as the start's kind reads it: a tracepoint's `flags` is its field
+    flags = parse_probe_text("f:c since(syscalls/sys_enter_openat:t) sum(start.flags)")
+    assert str(start_values(flags)[0]) == "args.flags" and str(flags.agg.sum) == "start.flags"
+    # a parameter named start with a member is args.start (start.x is a start's value)
+    named = parse_probe_text("f:c:args.start.x")
+    assert (str(named.fetches[0]), parse_probe_text(str(named)) == named) == ("args.start.x", True)
+    # it prints back to what parses again to the same probe
+    assert parse_probe_text(f"{probe} {probe.agg} since({probe.since.spec_text}) if {probe.filter}") == probe
+
+
+@pytest.mark.parametrize("text, col, words", [
+    ("syscalls/sys_exit_read:t:ret,start.count", 30, "this probe has no since"),
+    ("syscalls/sys_exit_read:t:ret sum(start.count)", 34, "this probe has no since"),
+    ("syscalls/sys_exit_read:t:ret if start.count > 1", 33, "filter: start.X is a value read at a span's start"),
+    ("f:c since(syscalls/sys_enter_read:t) sum(start.pid)", 5, "pid, tid, comm and cgroup are its start's"),
+    ("f:c since(syscalls/sys_enter_read:t) sum(start.a3)", 5, "start.a3: a3: a tracepoint's values are its fields"),
+    ("f:r:retval since(g:c) sum(start.retval)", 12, "start.retval: retval exists only in return probes"),
+    ("f:c:start.a1,start.a2,start.a3,start.a4 since(g:c) sum(start.a5)", 41, "at most 4 values"),
+    ("f:c:start.a3:u32 since(g:c) sum(start.a3)", 18, "read as two types"),
+    ("f:c:start.a2:string since(g:c)", 21, "carries integers to its end, not text"),
+    ("f:c:+8(start.a1) since(g:c)", 8, "not an address at its end"),
+    ("f:c:start.a1 since(g:c:a1)", 14, "the key is read at the end"),
+    ("f:c:start. since(g:c)", 11, "expected a value of the span's start"),
+])
+def test_a_bad_start_value_is_refused_at_its_column(text, col, words):
+    with pytest.raises(SpecError) as err:
+        parse_probe_text(text)
+    assert (err.value.col, words in err.value.message, "\n" in err.value.message) == (col, True, False), err.value
+
+
+def test_start_values_save_and_load_back_and_are_located_when_bad():
+    text = ("name: s\nprobes:\n  - spec: syscalls/sys_exit_read:t:ret,start.count\n"
+            "    since: syscalls/sys_enter_read:t\n    sum: start.count\n    filter: start.fd == 3\n")
+    ps = loads_probeset(text)
+    assert str(ps.probes[0].agg.sum) == "start.count" and str(ps.probes[0].filter) == "start.fd == 3"
+    assert loads_probeset(dumps_probeset(ps)) == ps
+    with pytest.raises(ProbeSetError) as err:  # no since: at the spec that reads one
+        loads_probeset(text.replace("    since: syscalls/sys_enter_read:t\n", ""), source="s.yaml")
+    assert str(err.value).startswith("s.yaml:3:11:") and "no since" in str(err.value), err.value
+    with pytest.raises(ProbeSetError) as err:  # a value the start cannot read: at its since:
+        loads_probeset(text.replace("sum: start.count", "sum: start.a1"), source="s.yaml")
+    assert str(err.value).startswith("s.yaml:4:5:") and "start.a1: a1" in str(err.value), err.value
+
+
+def test_the_start_stores_its_values_after_its_key_and_the_end_takes_them(monkeypatch):
+    end = Slot(7, 3, parse_probe_text("f:c:a1,a2,start.a3 since(g:c:a2) sum(start.a4) "
+                                      "if start.a5 > 3 && start.a3 < 9"), 4)
+    start = Slot(9, 1, start_with_values(end.probe), -2, span_end=end)
+    assert start.probe.spec_text == "g:c:a2,a3,a4,a5"
+    plan = _plan(start, monkeypatch)
+    assert (plan.span_nkeys, plan.span_nvals, plan.fetch_before) == (1, 3, 0b1111)
+    monkeypatch.undo()
+    plan = _plan(end, monkeypatch)
+    fetches = [(plan.fetch[i].src, plan.fetch[i].reg) for i in range(plan.nfetch)]
+    # its own fetch of start.a3 (value 0), start.a4 for the sum (value 1): never before the lookup
+    assert fetches[2:] == [(abi.SRC_START, 0), (abi.SRC_START, 1)]
+    assert (plan.fetch_before & 0b1100, plan.fetch_agg, plan.fetch_after & 0b100, plan.agg_sum) == (0, 0b1000, 0b100, 3)
+    # the filter reads them where it runs, after the end took its start (start.a5: value 2)
+    assert [(c.lsrc, c.lreg) for c in plan.cmps[:plan.ncmps]] == [(abi.SRC_START, 2), (abi.SRC_START, 0)]
+    # a span with no start values: nothing stored but its key
+    monkeypatch.undo()
+    plain = Slot(5, 1, parse_probe_text("f:c:a1 since(g:c:a1)"), 6)
+    plan = _plan(Slot(6, 1, start_with_values(plain.probe), -3, span_end=plain), monkeypatch)
+    assert (plan.span_nkeys, plan.span_nvals) == (1, 0)
+
+
+def test_start_values_are_bound_as_the_start_reads_them_and_kept_by_a_recording():
+    from ktui.lang.bind import bind_probe, fetch_types, with_fetch_types
+    from ktui.lang.model import positional
+    from tests.unit.tracefs import FormatsKernel
+
+    probe = bind_probe(parse_probe_text(VALUES), FormatsKernel("6.12"), text=VALUES)
+    value = probe.fetches[1]
+    assert (value.name, value.effective_type, value.ctype) == ("start.count", "u64", "size_t")
+    assert probe.bindings["start.fd"].carried.effective_type == "u32"  # the filter's own value: unsigned int fd
+    # the start reads its values at its own record's offsets, after its key (none: the thread)
+    assert [str(positional(f.expr)) for f in start_with_values(probe).fetches] == ["+32(record)", "+16(record)"]
+    # a start's int is signed at the end: in its events, filter and sums, and in a replay
+    text = "syscalls/sys_exit_openat:t:ret,start.dfd since(syscalls/sys_enter_openat:t)"
+    opens = bind_probe(parse_probe_text(text), FormatsKernel("6.12"), text=text)
+    assert fetch_types(opens) == [[ "s64", "long"], ["s32", "int"]]
+    replayed = with_fetch_types(parse_probe_text(text), fetch_types(opens))
+    assert [f.effective_type for f in replayed.fetches] == ["s64", "s32"]
+    # text, known to be text once bound: refused in one line
+    with pytest.raises(SpecError) as err:
+        bind_probe(parse_probe_text("sched/sched_switch:t since(sched/sched_wakeup:t) count(start.args.comm)"),
+                   FormatsKernel("6.12"))
+    assert err.value.message.startswith("since: start.args.comm is text (char[16])"), err.value

@@ -67,6 +67,9 @@ SRC_FUNC = 13  # a wildcard's function: its place in the probe's members (its si
 # a return's or a span end's latency (ns; lang.latency): known before the
 # filter and the aggregations run, 0 in a hit that has none
 SRC_LATENCY = 14
+# a span end's value of its start (`start.X`, lang.spans): value `reg` of
+# those its start stored with it (ktui_span_start.v), taken with the start
+SRC_START = 15
 
 # what a fetch stores
 K_UINT = 0
@@ -109,6 +112,7 @@ GATE_THREADS = 16384  # threads inside some gate at once (ktui_gates)
 F_SPAN_START = 256
 F_SPAN_END = 512
 SPAN_KEYS = 4  # integers of a span's key (lang.spans.SPAN_KEYS_MAX)
+SPAN_VALS = 4  # integers a start stores for its end (lang.spans.SPAN_VALUES_MAX): a power of two
 SPAN_MAP = 16384  # starts waiting for their end, every span's (ktui_spans)
 
 # In-kernel aggregations (plan.agg: lang.aggregate's hist/count/sum/stack), kept
@@ -201,6 +205,9 @@ class Plan(ctypes.Structure):
         ("span", ctypes.c_uint32),
         ("span_gen", ctypes.c_uint32),
         ("span_nkeys", ctypes.c_uint32),
+        # a span's start: how many of its fetches, after the key, are values
+        # it stores for its end (`start.X`: SRC_START there)
+        ("span_nvals", ctypes.c_uint32),
         # bit i: fetch i runs before the filter (the filter reads it) ...
         ("fetch_before", ctypes.c_uint32),
         # ... after it, only for a hit that passed and is written out
@@ -329,12 +336,13 @@ def c_declarations() -> str:
         "SRC_TID": SRC_TID, "SRC_CPU": SRC_CPU, "SRC_RECORD": SRC_RECORD,
         "LOC_DATA": LOC_DATA, "LOC_REL": LOC_REL, "SRC_VAL": SRC_VAL, "SRC_CONST": SRC_CONST,
         "SRC_STRVAL": SRC_STRVAL, "SRC_COMM_STR": SRC_COMM_STR, "SRC_CGROUP": SRC_CGROUP, "SRC_FUNC": SRC_FUNC,
-        "SRC_LATENCY": SRC_LATENCY,
+        "SRC_LATENCY": SRC_LATENCY, "SRC_START": SRC_START,
         "K_UINT": K_UINT, "K_SINT": K_SINT, "K_KSTR": K_KSTR, "K_USTR": K_USTR,
         "K_HEADER": K_HEADER, "CMP_INT": CMP_INT, "CMP_STR": CMP_STR,
         "F_RETURN": F_RETURN, "F_EMITS": F_EMITS, "F_REGS": F_REGS, "F_ARGS": F_ARGS,
         "F_TIME": F_TIME, "F_CPU": F_CPU, "F_BARE": F_BARE, "F_GATE": F_GATE, "F_GATE_END": F_GATE_END, "KTUI_GATE_THREADS": GATE_THREADS,
         "F_SPAN_START": F_SPAN_START, "F_SPAN_END": F_SPAN_END, "KTUI_SPAN_KEYS": SPAN_KEYS,
+        "KTUI_SPAN_VALS": SPAN_VALS,
         "KTUI_SPAN_MAP": SPAN_MAP,
         "AGG_HIST": AGG_HIST, "AGG_COUNT": AGG_COUNT, "AGG_SUM": AGG_SUM, "AGG_KSTACK": AGG_KSTACK,
         "AGG_USTACK": AGG_USTACK, "AGG_SIGNED_HIST": AGG_SIGNED_HIST, "AGG_SIGNED_SUM": AGG_SIGNED_SUM,

@@ -323,8 +323,8 @@ class GenericEngine:
         if slot.gated_by >= 0:
             plan.gate = slot.gated_by + 1
             plan.flags &= ~abi.F_BARE  # the bare paths do not look at the gate
-        if slot.span_end is not None:
-            as_span_start(plan, slot.span_end.index, slot.span_end.gen)
+        if slot.span_end is not None:  # its key, then the values its end reads (lang.spans.start_with_values)
+            as_span_start(plan, slot.span_end.index, slot.span_end.gen, len(slot.span_end.probe.since.fetches))
         if slot.probe.since is not None:
             as_span_end(plan, slot.index, slot.gen, len(slot.probe.since.fetches))
         bpfsys.map_update(self._map("ktui_plans"), struct.pack("<I", slot.index), bytes(plan))

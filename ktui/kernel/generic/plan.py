@@ -19,6 +19,7 @@ from ktui.lang import filters
 from ktui.lang.aggregate import is_comm, is_signed
 from ktui.lang.cgroups import is_cgroup
 from ktui.lang.names import REGISTER_SPELLINGS
+from ktui.lang.spans import start_value_of, value_index, value_key
 from ktui.lang.model import (
     ARG_REGISTERS,
     Aggregate,
@@ -41,6 +42,7 @@ from ktui.lang.model import (
     Record,
     Reg,
     RetVal,
+    StartValue,
     StrLit,
     positional,
 )
@@ -89,10 +91,13 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False,
     user = probe.target.is_user  # a uprobe: its memory is the process's
     if probe.emits_events:
         flags |= abi.F_EMITS
+    # a span's end: the values of its start it reads (start.X), by their
+    # place in what the start stores (SRC_START)
+    starts = value_index(probe) if probe.since is not None else {}
     for i, slot in enumerate(layout.slots):
-        _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret, user)
+        _fill_fetch(plan.fetch[i], slot.fetch, slot.offset, slot.kind, ret, user, starts)
     plan.nfetch = len(layout.slots)
-    scratch = _Scratch(plan, layout, ret, user)
+    scratch = _Scratch(plan, layout, ret, user, starts)
     if probe.agg is not None:
         _fill_aggregate(plan, probe.agg, layout, scratch)
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
@@ -147,8 +152,9 @@ class _Scratch:
     only compared, a key only counted), each into payload words past the
     probe's record, scratch no record holds. One per value and type."""
 
-    def __init__(self, plan: abi.Plan, layout: ProbeLayout, ret: bool, user: bool) -> None:
-        self.plan, self.ret, self.user = plan, ret, user
+    def __init__(self, plan: abi.Plan, layout: ProbeLayout, ret: bool, user: bool,
+                 starts: dict | None = None) -> None:
+        self.plan, self.ret, self.user, self.starts = plan, ret, user, starts or {}
         self.dest = (layout.payload_size + 7) // 8 * 8
         self.own: dict[tuple, int] = {}
 
@@ -161,7 +167,7 @@ class _Scratch:
         i = self.plan.nfetch
         if i >= abi.MAX_FETCHES or self.dest > abi.PAYLOAD_MAX - abi.STRING_MAX:
             raise NotGeneric("the fetches, aggregations and filter hold more values than the generic program does")
-        _fill_fetch(self.plan.fetch[i], fetch, self.dest, kind, self.ret, self.user)
+        _fill_fetch(self.plan.fetch[i], fetch, self.dest, kind, self.ret, self.user, self.starts)
         self.dest += abi.STRING_MAX if kind == "str" else 8
         self.plan.nfetch = i + 1
         self.own[key] = i
@@ -269,11 +275,22 @@ def _source(expr, ret: bool) -> _Operand:
     raise AssertionError(expr)
 
 
-def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, user: bool = False) -> None:
+def _fill_fetch(f: abi.Fetch, fetch, offset: int, slot_kind: str, ret: bool, user: bool = False,
+                starts: dict | None = None) -> None:
     """Fill one abi.Fetch. `user`: a user-space probe's, whose pointers and
-    strings are all the probed process's memory (`:string` too)."""
+    strings are all the probed process's memory (`:string` too). `starts`:
+    a span end's values of its start (lang.spans.value_index)."""
     if slot_kind == "header":
         f.kind = abi.K_HEADER
+        return
+    if isinstance(fetch.expr, StartValue):
+        # read at the start, extended to 64 bits there: taken with it
+        if slot_kind not in ("uint", "sint"):
+            raise NotGeneric(f"{fetch.expr}: a span's start carries integers to its end")
+        f.src, f.reg, f.dest = abi.SRC_START, (starts or {})[value_key(fetch)], offset
+        f.kind = abi.K_SINT if slot_kind == "sint" else abi.K_UINT
+        ftype = fetch.effective_type
+        f.width = (64 if ftype == "symbol" else int(ftype[1:])) // 8
         return
     chain: list[int] = []  # dereference offsets, innermost first
     expr = positional(fetch.expr)  # a name reads what the kernel's BTF says it is
@@ -329,6 +346,7 @@ class _Names:
     def __init__(self, probe: Probe, layout: ProbeLayout, scratch: _Scratch, tracing: bool = False,
                  cgroup_id: Callable[[str], int] | None = None) -> None:
         self.probe = probe
+        self.starts = scratch.starts  # a span end's values of its start
         self.layout = layout
         self.scratch = scratch
         self.ret = probe.kind is Kind.RETURN or tracing  # arguments from st->args
@@ -359,6 +377,8 @@ class _Names:
             i, slot = found
             if slot.kind == "header":
                 return _source(slot.fetch.expr, self.ret)
+            if isinstance(slot.fetch.expr, StartValue):  # known once the end took its start: read there
+                return self._start(slot.fetch)
             if slot.kind == "str":
                 raise NotGeneric(f"{name} is a string")
             return _Operand(abi.SRC_VAL, i, signed=slot.kind == "sint")
@@ -368,6 +388,10 @@ class _Names:
             return _source(Builtin(name), self.ret)
         if name == "latency":  # read where it is compared: a span's end knows it only after its fetches
             return _Operand(abi.SRC_LATENCY)
+        value = start_value_of(name)
+        if value is not None:  # a value of the span's start (no fetch of the end has that name)
+            bound = (self.probe.bindings or {}).get(name)
+            return self._start(Fetch(bound if isinstance(bound, StartValue) else value))
         if self.probe.kind is Kind.USDT and name in (self.probe.bindings or {}):
             return self._bound(name)  # a USDT probe's aN: where its note places it, not a register
         if len(name) == 2 and name[0] == "a" and name[1] in "123456":
@@ -379,6 +403,13 @@ class _Names:
         if bound is not None and bound.binding is not None:
             return self._bound(name)
         raise NotGeneric(f"unknown name {name!r} in filter")
+
+    def _start(self, fetch: Fetch) -> _Operand:
+        """A span end's value of its start, as the start read it."""
+        key = value_key(fetch)
+        if key not in self.starts:
+            raise NotGeneric(f"{fetch.expr}: not a value this span's start reads")
+        return _Operand(abi.SRC_START, self.starts[key], signed=fetch.effective_type.startswith("s"))
 
     def _bound(self, name: str) -> _Operand:
         """A name the filter alone reads (lang.bind; a USDT probe's aN),
@@ -503,13 +534,20 @@ def _evaluate(node: FilterExpr, results: dict[Compare, bool]) -> bool:
     return results[node]
 
 
-def as_span_start(plan: abi.Plan, end_index: int, end_gen: int) -> None:
+def as_span_start(plan: abi.Plan, end_index: int, end_gen: int, nkeys: int | None = None) -> None:
     """`plan` (of a span's START probe) made the start of the span whose
-    end is slot `end_index` of generation `end_gen`: its fetches are the
-    key, all read before it is stored; it emits nothing."""
-    _span_keys(plan, plan.nfetch)
+    end is slot `end_index` of generation `end_gen`: its first `nkeys`
+    fetches are the key (None: all of them), the rest the values its end
+    reads of it (`start.X`, lang.spans.start_with_values), all read before
+    it is stored; it emits nothing."""
+    nkeys = plan.nfetch if nkeys is None else nkeys
+    _span_keys(plan, nkeys)
+    _span_keys(plan, plan.nfetch, abi.SPAN_KEYS + abi.SPAN_VALS)  # its values are integers too
+    if plan.nfetch - nkeys > abi.SPAN_VALS:
+        raise NotGeneric(f"a span's start carries at most {abi.SPAN_VALS} values to its end")
     plan.flags = (plan.flags | abi.F_SPAN_START) & ~(abi.F_BARE | abi.F_EMITS)
-    plan.span, plan.span_gen, plan.span_nkeys = end_index + 1, end_gen, plan.nfetch
+    plan.span, plan.span_gen, plan.span_nkeys = end_index + 1, end_gen, nkeys
+    plan.span_nvals = plan.nfetch - nkeys
     plan.fetch_before = (1 << plan.nfetch) - 1
     plan.fetch_agg = plan.fetch_after = 0
 
@@ -527,8 +565,10 @@ def as_span_end(plan: abi.Plan, index: int, gen: int, nkeys: int) -> None:
     plan.fetch_after &= ~keys
 
 
-def _span_keys(plan: abi.Plan, nkeys: int) -> None:
-    if nkeys > abi.SPAN_KEYS:
+def _span_keys(plan: abi.Plan, nkeys: int, limit: int = abi.SPAN_KEYS) -> None:
+    """The first `nkeys` fetches (a key, or a start's key and values): at
+    most `limit`, integers."""
+    if nkeys > limit:
         raise NotGeneric(f"a span's key holds at most {abi.SPAN_KEYS} values")
     for i in range(nkeys):
         if plan.fetch[i].kind not in (abi.K_UINT, abi.K_SINT):

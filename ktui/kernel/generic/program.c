@@ -67,9 +67,11 @@ struct ktui_who {
 
 /* Spans (`END since(START)`): each start that passed the set-wide filters
  * stores when and who under its key: the END's slot and generation, then
- * the key's values (START's fetches; the thread where it has none). An end
- * that finds its start takes it (pid, comm and cgroup are the start's: an
- * end often runs in an interrupt or a kworker) and counts the time since.
+ * the key's values (START's first fetches; the thread where it has none),
+ * with the values its END reads of it (`start.X`: its fetches after the
+ * key). An end that finds its start takes it (pid, comm and cgroup are the
+ * start's: an end often runs in an interrupt or a kworker; the values, for
+ * its filter, aggregations and event: SRC_START) and counts the time since.
  * Counted: starts not kept (the map full: the START slot's ktui_unstored),
  * starts that replaced one still waiting (a requeue; ktui_replaced), ends
  * with no start (ktui_unmatched: apart from a return end's own unpaired
@@ -86,6 +88,7 @@ struct ktui_span_start {
     u64 pid_tgid;
     u64 cgroup;
     char comm[16];
+    u64 v[KTUI_SPAN_VALS]; /* values the start read for its end (`start.X`: SRC_START there) */
 };
 
 /* everything one hit works on, per CPU */
@@ -112,6 +115,7 @@ struct ktui_state {
     u64 func; /* a wildcard's hit: which of its functions (SRC_FUNC) */
     u64 latency; /* a return's or a span end's latency (SRC_LATENCY), before its filter */
     struct ktui_span_key spkey; /* a span's key (too big for the BPF stack) */
+    u64 spanvals[KTUI_SPAN_VALS]; /* a span end's values of its start (SRC_START), taken with it */
     u64 busy; /* held by a hit (ktui_claim); 64 bits: the atomics bcc's target has */
 };
 
@@ -261,6 +265,8 @@ static __always_inline u64 ktui_source(struct ktui_state *st, u8 src, u32 reg)
         return st->func;
     case SRC_LATENCY:
         return st->latency;
+    case SRC_START:
+        return st->spanvals[reg & (KTUI_SPAN_VALS - 1)];
     }
     return 0;
 }
@@ -820,6 +826,16 @@ static __always_inline void ktui_span_begin(struct ktui_state *st, struct ktui_p
     v.pid_tgid = st->who.pid_tgid;
     v.cgroup = ktui_cgroup_of(&st->who);
     __builtin_memcpy(v.comm, ktui_comm(&st->who), sizeof(v.comm));
+    /* the values its end reads (`start.X`): the fetches after the key */
+    u32 nk = plan->span_nkeys, nv = plan->span_nvals;
+    if (nv > 0)
+        v.v[0] = st->vals[nk & (KTUI_MAX_FETCHES - 1)];
+    if (nv > 1)
+        v.v[1] = st->vals[(nk + 1) & (KTUI_MAX_FETCHES - 1)];
+    if (nv > 2)
+        v.v[2] = st->vals[(nk + 2) & (KTUI_MAX_FETCHES - 1)];
+    if (nv > 3)
+        v.v[3] = st->vals[(nk + 3) & (KTUI_MAX_FETCHES - 1)];
     v.ts = bpf_ktime_get_ns();
     if (ktui_spans.lookup(k))
         ktui_bump(ktui_replaced.lookup(&slot));
@@ -846,6 +862,7 @@ static __always_inline int ktui_span_end(struct ktui_state *st, struct ktui_plan
     st->who.have_cgroup = 1;
     __builtin_memcpy(st->who.comm, v->comm, sizeof(st->who.comm));
     st->who.have_comm = 1;
+    __builtin_memcpy(st->spanvals, v->v, sizeof(st->spanvals));
     /* read, then taken: of two ends racing for one start, the one whose
      * delete fails did not take it */
     if (ktui_spans.delete(k)) {

@@ -93,8 +93,11 @@ class EditsMixin:
             except KtuiError as exc:
                 raise KtuiError(f"since: {exc}") from None
             # the end keeps its since(...) while it is bound: its filter's
-            # `latency` is a span's (lang.latency)
-            return dataclasses.replace(self._bind_alone(probe), since=start)
+            # `latency` is a span's (lang.latency); the values it reads of
+            # its start (start.X) are bound as the start reads them
+            from ktui.lang.bind import bind_start_values
+
+            return bind_start_values(dataclasses.replace(self._bind_alone(probe), since=start), self._bind_alone)
         return self._bind_alone(probe)
 
     def _bind_alone(self, probe: Probe) -> Probe:

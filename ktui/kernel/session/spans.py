@@ -7,7 +7,8 @@ kernel (program.c, ktui_span_begin); the END's take that back and count
 the time between as a return probe counts its latency. The START goes
 as its kind goes (a kprobe, a tracepoint, a uprobe or a USDT probe),
 attached before the END: an END that comes first would only find no
-start. It is detached and removed with its END. Its counters (starts,
+start. It reads its key, then the values its END reads of it (`start.X`),
+which it stores with the time and the task. It is detached and removed with its END. Its counters (starts,
 not kept, replaced) are shown on the END's stats.
 """
 
@@ -17,6 +18,7 @@ import dataclasses
 
 from ktui.kernel.quiet import log_line
 from ktui.lang.model import Kind
+from ktui.lang.spans import start_with_values
 
 
 class SpansMixin:
@@ -25,7 +27,8 @@ class SpansMixin:
     def _add_span_start(self, pid_: int, end_slot) -> None:
         """The START of probe `pid_`'s span, a hidden slot of the engine
         joined to `end_slot` (NotGeneric as engine.add raises it)."""
-        slot = self._engine.add(end_slot.probe.since, self._hidden_id(), span_end=end_slot)
+        # the START with the values its end reads of it (start.X) after its key
+        slot = self._engine.add(start_with_values(end_slot.probe), self._hidden_id(), span_end=end_slot)
         self._span_starts[pid_] = slot
 
     def _attach_span_start(self, pid_: int) -> str:
