@@ -332,7 +332,8 @@ def _bind_aggregate(probe: Probe, binder: "Binder"):
         return _bind_fetch(fetch, FetchSpan(start=None), binder)  # type: ignore[arg-type]
 
     out = dataclasses.replace(agg, hist=bound(agg.hist), sum=bound(agg.sum),
-                              keys=tuple(bound(k) for k in agg.keys))
+                              keys=tuple(bound(k) for k in agg.keys),
+                              hist_keys=tuple(bound(k) for k in agg.hist_keys))
     # Always again: bindings do not count in equality, so `out == agg` even
     # where a name became text (a tracepoint's char array).
     from ktui.lang.aggregate import check_aggregate
