@@ -827,15 +827,18 @@ class GenericEngine:
                 if s.probe.agg.hist is not None:
                     out[i]["value_hist"] = self._hist(i, np, "ktui_vhist")
                     out[i]["value_hist_sum"] = int(hist_sums[i])
-        counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts}
+        counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts or mine[i].probe.agg.hist_keys}
         if counting:
-            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
-                                         self.cgroup_names)
+            entries, hists = read.agg_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
+                                              self.cgroup_names)
             lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
             losing = {t: i for t, i in counting.items() if dropped[i]}
             lost = read.lost_keys(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
             for tag, i in counting.items():
-                out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
+                if mine[i].probe.agg.counts:
+                    out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
+                if mine[i].probe.agg.hist_keys:
+                    out[i].update(read.hist_fields(hists.get(tag, {})))
                 if tag in losing:
                     out[i]["keys_dropped"] = lost.get(tag, 0)
                     out[i]["keys_dropped_unknown"] = int(lost_full[i])

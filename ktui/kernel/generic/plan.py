@@ -132,7 +132,7 @@ def _fetch_passes(plan: abi.Plan) -> None:
 def _aggregate_fetches(plan: abi.Plan) -> int:
     """The mask of fetches the aggregations read."""
     mask = 0
-    if plan.agg & abi.AGG_HIST:
+    if plan.agg & (abi.AGG_HIST | abi.AGG_KHIST):
         mask |= 1 << plan.agg_hist
     if plan.agg & abi.AGG_SUM:
         mask |= 1 << plan.agg_sum
@@ -171,7 +171,7 @@ class _Scratch:
 def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch: _Scratch) -> None:
     """The aggregations: which fetch each reads (an event fetch of the same
     value, or one of the scratch's), the count's keys, the cap."""
-    if agg.max_keys > abi.AGG_MAP_KEYS and agg.counts:
+    if agg.max_keys > abi.AGG_MAP_KEYS and (agg.counts or agg.hist_keys):
         raise NotGeneric(f"max_keys({agg.max_keys}) is more than the generic program's count map holds "
                          f"({abi.AGG_MAP_KEYS} keys of every probe)")
 
@@ -184,19 +184,21 @@ def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch
 
     flags = 0
     if agg.hist is not None:
-        flags |= abi.AGG_HIST
+        # keyed: its slots under each key in the count map, no histogram of all
+        flags |= abi.AGG_KHIST if agg.hist_keys else abi.AGG_HIST
         plan.agg_hist = index_of(agg.hist)
         if is_signed(agg.hist):
             plan.agg_signed |= abi.AGG_SIGNED_HIST
     if agg.counts:
         flags |= abi.AGG_COUNT
-        ints = [k for k in agg.keys if not is_comm(k)]
+    if agg.counts or agg.hist_keys:
+        ints = [k for k in agg.key_fetches if not is_comm(k)]
         if len(ints) > abi.AGG_KEYS:
             raise NotGeneric(f"more than {abi.AGG_KEYS} count keys")
         for j, key in enumerate(ints):
             plan.agg_key[j] = index_of(key)
         plan.agg_nkeys = len(ints)
-        plan.agg_comm = int(any(is_comm(k) for k in agg.keys))
+        plan.agg_comm = int(any(is_comm(k) for k in agg.key_fetches))
         plan.agg_max_keys = agg.max_keys
     if agg.sum is not None:
         flags |= abi.AGG_SUM
