@@ -138,7 +138,7 @@ def drill_down(probe_id: int, probe: Probe, pick: Pick) -> DrillDown:
         slot = int(pick.value)  # type: ignore[call-overload]
         return DrillDown(probe_id, name, f"lat {_range(slot, format_latency)}", (Test("latency", slot=slot),))
     agg = probe.agg
-    if pick.kind == BUCKET and agg is not None and agg.hist is not None:
+    if pick.kind == BUCKET and agg is not None and agg.hist is not None and not agg.hist_keys:
         slot = int(pick.value)  # type: ignore[call-overload]
         source = _source(probe, agg.hist, str(agg.hist.expr))
         test = Test(source, slot=slot, type=agg.hist.effective_type)
@@ -146,7 +146,7 @@ def drill_down(probe_id: int, probe: Probe, pick: Pick) -> DrillDown:
     if pick.kind == VALUE and agg is not None:
         key = tuple(pick.value)  # type: ignore[arg-type]
         tests, parts = [], []
-        for fetch, value in zip(agg.keys, key):
+        for fetch, value in zip(agg.key_fetches, key):
             source = _source(probe, fetch, str(fetch.expr))
             is_text = isinstance(value, str)
             tests.append(Test(source, value, type="" if is_text else fetch.effective_type))

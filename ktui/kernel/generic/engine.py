@@ -821,10 +821,11 @@ class GenericEngine:
         dropped = self._sum_counters(self._map("ktui_agg_drops"), count, np)
         out = {i: {"values_dropped": int(dropped[i])} for i in mine}
         tags = {s.tag: i for i, s in mine.items()}
-        if any(s.probe.agg.hist is not None for s in mine.values()):
+        plain = {i for i, s in mine.items() if s.probe.agg.hist is not None and not s.probe.agg.hist_keys}
+        if plain:  # (a keyed histogram is in the count map: read with the counts)
             hist_sums = self._sum_counters(self._map("ktui_vhist_sum"), count, np)
             for i, s in mine.items():
-                if s.probe.agg.hist is not None:
+                if i in plain:
                     out[i]["value_hist"] = self._hist(i, np, "ktui_vhist")
                     out[i]["value_hist_sum"] = int(hist_sums[i])
         counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts or mine[i].probe.agg.hist_keys}

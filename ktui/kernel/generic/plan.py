@@ -17,6 +17,7 @@ from ktui.kernel.generic import abi
 from ktui.kernel.returns import errno_check, errno_mode  # both engines' rule, kept importable from here
 from ktui.lang import filters
 from ktui.lang.aggregate import is_comm, is_signed
+from ktui.lang.bind import names_label
 from ktui.lang.cgroups import is_cgroup
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.model import (
@@ -175,10 +176,14 @@ def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch
         raise NotGeneric(f"max_keys({agg.max_keys}) is more than the generic program's count map holds "
                          f"({abi.AGG_MAP_KEYS} keys of every probe)")
 
+    labels = {slot.fetch.label for slot in layout.slots if slot.fetch.label is not None}
+
     def index_of(fetch) -> int:
+        label = names_label(fetch, labels)  # `count(dev)`: the fetch labelled dev
         for i, slot in enumerate(layout.slots):
-            if slot.kind in ("uint", "sint", "func", "cgroup") and slot.fetch.expr == fetch.expr \
-                    and slot.fetch.effective_type == fetch.effective_type:
+            if slot.kind in ("uint", "sint", "func", "cgroup") and (
+                    slot.fetch.label == label if label is not None else
+                    slot.fetch.expr == fetch.expr and slot.fetch.effective_type == fetch.effective_type):
                 return i
         return scratch.fetch(fetch, "sint" if is_signed(fetch) else "uint")
 
