@@ -237,3 +237,11 @@ def test_a_key_named_by_a_fetchs_label_reads_that_fetch():
     probe = parse_probe_text(f"{SPAN} hist(latency, dev) count(dev)")
     assert names_label(probe.agg.keys[0], {"dev"}) == "dev"
     assert names_label(probe.agg.hist, {"dev"}) is None
+
+
+def test_a_disks_key_drills_down_to_the_events_of_that_disk():
+    from ktui.pipeline.drilldown import VALUE, Pick, drill_down
+
+    probe = parse_probe_text(f"io={SPAN} hist(latency, dev)")
+    down = drill_down(1, probe, Pick(VALUE, (7340032,)))
+    assert (down.tests[0].field, down.tests[0].equals) == (1, 7340032)  # the event's dev (after rq)
