@@ -67,6 +67,8 @@ next_tests+=" tests/kernel/test_gates.py"
 # spans: the start's table and the end's take in each kernel's program
 # (fentry ends on 6.12's trampolines, a loop device's block requests)
 next_tests+=" tests/kernel/test_spans.py"
+# keyed histograms: (key, slot) entries of each kernel's count map, by kprobe and fentry, a span's per disk
+next_tests+=" tests/kernel/test_keyed_hist.py"
 # (test_latency_builtin.py runs on 6.1 alone: where the program keeps a
 # hit's latency for its filter is the same code on every kernel, and its
 # fexit and tracepoint paths are proven on 6.12 by the tests above)

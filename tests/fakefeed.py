@@ -94,7 +94,18 @@ def fake_aggregates(probe: Probe, hits: int) -> dict:
         return {}
     sizes = spread(hits, (2, 1, 1))
     out: dict = {"values_dropped": 0}
-    if agg.hist is not None:
+    if agg.hist is not None and agg.hist_keys:  # each size its comm's: one histogram per key
+        rows = []
+        for size, comm, n in zip((7, 4096, 100), COMMS, sizes):
+            key = tuple(comm if str(k) == "comm" else size for k in agg.hist_keys)
+            hist = [0] * 65
+            hist[size.bit_length()] += n
+            hist[(size // 2).bit_length()] += n // 3  # a second slot, a third as many
+            rows.append((key, tuple(hist), size * n + size // 2 * (n // 3)))
+        rows.sort(key=lambda r: -sum(r[1]))
+        out["key_hists"] = tuple(r for r in rows if sum(r[1]))
+        out["hist_keys"] = len(out["key_hists"])
+    elif agg.hist is not None:
         hist = [0] * 65
         for size, n in zip((7, 4096, 100), sizes):
             hist[size.bit_length()] += n

@@ -4,13 +4,15 @@ The short form follows the spec, each clause a word and a parenthesised
 list, separated by spaces (and before ` if FILTER` on the command line):
 
     vfs_read:c hist(a3)                         a log2 histogram of the size argument
+    vfs_read:c hist(a3, comm)                   ... one per process (keys as count's)
     vfs_read:r count(comm) sum(retval)          bytes read per process
     vfs_read:c count(a3) max_keys(64)           the read sizes seen, at most 64 of them
     vfs_read:c stack(kernel)                    who calls it: each kernel stack counted
     vfs_read:c stack(user)                      which code in which process: user stacks
     vfs_read:c stack(both)                      kernel and user frames as one stack
 
-In a probe set the same are keys: `hist: a3`, `count: [comm, a3]` (or one
+In a probe set the same are keys: `hist: a3` (keyed: `hist: [a3, comm]`
+or `hist: a3, comm`), `count: [comm, a3]` (or one
 string), `sum: retval`, `max_keys: 64`. A clause's argument is a fetch of
 the spec language (`a3`, `retval`, `+8(a1):u32`, `pid`...); `count` keys
 may also be `comm`. Names (`count`, `file->f_pos`) are taken as in a
@@ -62,6 +64,7 @@ def parse_clauses(text: str, kind: Kind | None = None, timed: bool | None = None
     from ktui.lang.numbers import parse_int  # numbers imports limits, limits model
 
     found: dict[str, object] = {}
+    at: dict[str, int] = {}
     pos = 0
     while True:
         while pos < len(text) and text[pos] in " \t":
@@ -70,7 +73,8 @@ def parse_clauses(text: str, kind: Kind | None = None, timed: bool | None = None
             break
         m = re.compile(r"([a-z_]+)\(").match(text, pos)
         if m is None or m.group(1) not in CLAUSES:
-            raise SpecError("expected hist(FETCH), count(FETCH,...), sum(FETCH) or max_keys(N)", col=pos + 1)
+            raise SpecError("expected hist(FETCH[,KEY...]), count(FETCH,...), sum(FETCH) or max_keys(N)",
+                            col=pos + 1)
         word = m.group(1)
         if word in found:
             raise SpecError(f"{word}(...) given twice", col=pos + 1)
@@ -87,15 +91,25 @@ def parse_clauses(text: str, kind: Kind | None = None, timed: bool | None = None
             found[word] = number
         else:
             fetches = tuple(_fetch(word, piece, inner_at + start, kind) for piece, start in split_fetches(inner))
-            if word != "count" and len(fetches) != 1:
+            if word == "sum" and len(fetches) != 1:
                 raise SpecError(f"{word}(...) takes one fetch", col=inner_at + 1)
             found[word] = fetches if word == "count" else fetches[0]
+            if word == "hist":
+                found["hist_keys"] = fetches[1:]
+                at[word] = m.start() + 1
         pos = close + 1
     agg = Aggregate(hist=found.get("hist"), keys=found.get("count", ()), sum=found.get("sum"),  # type: ignore[arg-type]
-                    stack=found.get("stack"))  # type: ignore[arg-type]
+                    stack=found.get("stack"), hist_keys=found.get("hist_keys", ()))  # type: ignore[arg-type]
     if "max_keys" in found:
         agg = dataclasses.replace(agg, max_keys=found["max_keys"])
-    check_aggregate(agg, kind, timed)
+    try:
+        check_aggregate(agg, kind, timed)
+    except SpecError as err:
+        # a keyed histogram's own errors point at its clause (the others
+        # have no column here: the caller's, as before)
+        if err.col is None and err.message.startswith("hist") and "hist" in at:
+            raise SpecError(err.message, col=at["hist"]) from None
+        raise
     return agg
 
 
@@ -128,6 +142,10 @@ def split_fetches(text: str) -> list[tuple[str, int]]:
             stripped = piece.lstrip()
             pieces.append((stripped.rstrip(), start + len(piece) - len(stripped)))
             start = index + 1
+    if start < len(text):  # an unclosed ( ran to the end: its piece is still parsed, to be refused
+        piece = text[start:]
+        stripped = piece.lstrip()
+        pieces.append((stripped.rstrip(), start + len(piece) - len(stripped)))
     return pieces
 
 
@@ -153,22 +171,35 @@ def check_aggregate(agg: Aggregate, kind: Kind | None, timed: bool | None = None
         if fetch is not None:
             _check_one(what, fetch, kind, text_ok=False)
     if agg.hist is not None and is_latency(agg.hist.expr):
-        raise SpecError(NOT_HIST)
+        if not agg.hist_keys:
+            raise SpecError(NOT_HIST)
+        if timed is False:
+            raise SpecError(f"hist: {NOT_TIMED}")
     if agg.sum is not None and is_latency(agg.sum.expr) and timed is False:
         raise SpecError(f"sum: {NOT_TIMED}")
-    if len(agg.keys) > AGG_KEYS_MAX:
-        raise SpecError(f"count: at most {AGG_KEYS_MAX} keys, got {len(agg.keys)}")
-    names = [str(k) for k in agg.keys]
-    for key in agg.keys:
-        if is_latency(key.expr):
-            raise SpecError(NOT_KEY)
-        _check_one("count", key, kind, text_ok=True)
-        if names.count(str(key)) > 1:
-            raise SpecError(f"count: {key} is given twice")
+    for what, keys in (("count", agg.keys), ("hist", agg.hist_keys)):
+        _check_keys(what, keys, kind)
+    if agg.keys and agg.hist_keys and [str(k) for k in agg.keys] != [str(k) for k in agg.hist_keys]:
+        raise SpecError(f"hist: keyed by {', '.join(str(k) for k in agg.hist_keys)} but count by "
+                        f"{', '.join(str(k) for k in agg.keys)}: a probe has one key; give hist(...) "
+                        "count's keys, or leave count out")
     if agg.stack is not None and agg.stack not in STACK_KINDS:
         raise SpecError(f"stack: unknown stack {agg.stack!r}; use kernel, user or both")
     if not AGG_MAX_KEYS_MIN <= agg.max_keys <= AGG_MAX_KEYS_MAX:
         raise SpecError(f"max_keys: must be {AGG_MAX_KEYS_MIN}..{AGG_MAX_KEYS_MAX}, got {agg.max_keys}")
+
+
+def _check_keys(what: str, keys: tuple[Fetch, ...], kind: Kind | None) -> None:
+    """count's keys, or a histogram's: bounded, integers or comm/cgroup/func, each once."""
+    if len(keys) > AGG_KEYS_MAX:
+        raise SpecError(f"{what}: at most {AGG_KEYS_MAX} keys, got {len(keys)}")
+    names = [str(k) for k in keys]
+    for key in keys:
+        if is_latency(key.expr):
+            raise SpecError(NOT_KEY if what == "count" else NOT_KEY.replace("count:", f"{what}:", 1))
+        _check_one(what, key, kind, text_ok=True)
+        if names.count(str(key)) > 1:
+            raise SpecError(f"{what}: {key} is given twice")
 
 
 def _check_one(what: str, fetch: Fetch, kind: Kind | None, *, text_ok: bool) -> None:

@@ -343,19 +343,34 @@ def _bind_aggregate(probe: Probe, binder: "Binder"):
     if agg is None:
         return None
 
+    labels = {f.label for f in probe.fetches if f.label is not None}
+
     def bound(fetch: Fetch | None) -> Fetch | None:
         if fetch is None:
             return None
+        if names_label(fetch, labels):
+            return fetch  # `count(dev)` of `dev=rq->part->bd_dev`: that fetch's value (kernel.generic.plan)
         return _bind_fetch(fetch, FetchSpan(start=None), binder)  # type: ignore[arg-type]
 
     out = dataclasses.replace(agg, hist=bound(agg.hist), sum=bound(agg.sum),
-                              keys=tuple(bound(k) for k in agg.keys))
+                              keys=tuple(bound(k) for k in agg.keys),
+                              hist_keys=tuple(bound(k) for k in agg.hist_keys))
     # Always again: bindings do not count in equality, so `out == agg` even
     # where a name became text (a tracepoint's char array).
     from ktui.lang.aggregate import check_aggregate
 
     check_aggregate(out, probe.kind)
     return out
+
+
+def names_label(fetch: Fetch, labels) -> str | None:
+    """The label of one of the probe's fetches an aggregated fetch names
+    (`dev` in `count(dev)` of a probe fetching `dev=rq->part->bd_dev`), as
+    a filter's name resolves to a fetch's label first (lang.names)."""
+    expr = fetch.expr
+    if isinstance(expr, Named) and not expr.steps and fetch.type is None and expr.param in labels:
+        return expr.param
+    return None
 
 
 def _bind_fetch(fetch: Fetch, span: FetchSpan, binder: "Binder") -> Fetch:

@@ -69,7 +69,8 @@ def bind_usdt_args(probe: Probe, sites: Sequence[Sequence[ArgSource]]) -> Probe:
             return None if fetch is None else binder.fetch(fetch, FetchSpan(start=None))  # type: ignore[arg-type]
 
         agg = dataclasses.replace(agg, hist=bound(agg.hist), sum=bound(agg.sum),
-                                  keys=tuple(bound(k) for k in agg.keys))  # type: ignore[misc]
+                                  keys=tuple(bound(k) for k in agg.keys),
+                                  hist_keys=tuple(bound(k) for k in agg.hist_keys))  # type: ignore[misc]
     bindings: dict = {}
     for name in _filter_arguments(probe):
         arg = binder.argument(int(name[1:]), None)

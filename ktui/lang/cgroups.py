@@ -26,7 +26,7 @@ def uses_cgroup(probe: Probe) -> bool:
     """Whether `probe` fetches, counts by or filters on its task's cgroup."""
     if any(is_cgroup(f.expr) for f in probe.fetches):
         return True
-    if probe.agg is not None and any(is_cgroup(k.expr) for k in probe.agg.keys):
+    if probe.agg is not None and any(is_cgroup(k.expr) for k in probe.agg.key_fetches):
         return True
     return bool(filter_paths(probe))
 

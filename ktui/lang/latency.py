@@ -10,7 +10,8 @@ its call; a span's end, since its start) has it:
 
 It is the value the latency histogram counts, known before the filter and
 the aggregations run (the generic program's return half and span end),
-so `hist(latency)` would be that histogram again: refused, with a hint.
+so `hist(latency)` would be that histogram again: refused, with a hint;
+`hist(latency, dev)` is one histogram per key (a disk's, as biolatency -D).
 Nor is it a count key (each hit's latency differs: the keys would be
 unbounded) or an event's fetch (every event of a timed probe carries it,
 `latency_ns`). Only the generic program reads it: a probe that uses it is
@@ -29,7 +30,7 @@ NOT_TIMED = ("latency exists only where a hit has one: a return probe (:r), sinc
 NOT_FETCHED = ("latency is not fetched: every event of a return probe or a span carries it already "
                "(latency_ns); use it in a filter (if latency > N) or in sum(latency)")
 NOT_HIST = ("hist: latency: a return probe's or a span's latency histogram is kept already "
-            "(the counters view, p50 and p99); hist(...) is for another value")
+            "(the counters view, p50 and p99); hist(latency, KEY) keeps one per key")
 NOT_KEY = ("count: latency is no key: every hit's latency differs, so its keys would be unbounded; "
            "count by another key and sum(latency)")
 

@@ -535,28 +535,39 @@ class Aggregate:
     histogram of an integer fetch (`hist`), hits counted by the fetched
     values (`keys`, the YAML `count:` list), and the total of an integer
     fetch per key (`sum`; one total when there are no keys). `max_keys`
-    bounds the count map; keys past it are dropped and counted."""
+    bounds the count map; keys past it are dropped and counted.
+    `hist_keys`: `hist(VALUE, KEY...)`, one histogram per key, kept in the
+    count map as one entry per (key, slot). A probe has one key: when
+    `count` names keys too they are the same (lang.aggregate checks it)."""
 
     hist: "Fetch | None" = None
     keys: tuple["Fetch", ...] = ()
     sum: "Fetch | None" = None
     max_keys: int = AGG_MAX_KEYS_DEFAULT
     stack: str | None = None  # "kernel", "user" or "both": each hit's call stack counted
+    hist_keys: tuple["Fetch", ...] = ()
 
     @property
     def counts(self) -> bool:
         """Whether the probe has a count map (keys, or a sum)."""
         return bool(self.keys) or self.sum is not None
 
+    @property
+    def key_fetches(self) -> tuple["Fetch", ...]:
+        """The probe's key: count's keys, else its histogram's (the same
+        when both name some): what a count, a sum and a keyed histogram
+        are kept by."""
+        return self.keys or self.hist_keys
+
     def fetches(self) -> tuple["Fetch", ...]:
         extra = tuple(f for f in (self.hist, self.sum) if f is not None)
-        return extra + self.keys
+        return extra + self.key_fetches
 
     def __str__(self) -> str:
         """The short form after a spec: `hist(a3) count(comm) sum(retval)`."""
         parts = []
         if self.hist is not None:
-            parts.append(f"hist({self.hist})")
+            parts.append(f"hist({','.join(str(f) for f in (self.hist,) + self.hist_keys)})")
         if self.keys:
             parts.append(f"count({','.join(str(k) for k in self.keys)})")
         if self.sum is not None:

@@ -560,9 +560,9 @@ class _SetReader(NodeReader):
             "maxactive": lambda node: self.maxactive(node, prefix),
             "attach": lambda node: self.attach_mode(node, prefix),
             "errno": lambda node: _errno_mode(self.switch(node, "errno", prefix)),
-            "hist": lambda node: self.agg_fetch(node, "hist", prefix, kind),
+            "hist": lambda node: self.agg_keys(node, prefix, kind, "hist"),
             "sum": lambda node: self.agg_fetch(node, "sum", prefix, kind),
-            "count": lambda node: self.agg_keys(node, prefix, kind),
+            "count": lambda node: self.agg_keys(node, prefix, kind, "count"),
             "max_keys": lambda node: self.integer(node, "max_keys", prefix, AGG_MAX_KEYS_MIN, AGG_MAX_KEYS_MAX),
             "stack": lambda node: self.scalar_string(node, "stack", prefix).value.strip(),
             "within": lambda node: self.gate(node, prefix),
@@ -680,35 +680,41 @@ class _SetReader(NodeReader):
         except SpecError as err:
             self.fail_inside(scalar, err, prefix + f"{key}: ")
 
-    def agg_keys(self, node: Node, prefix: str, kind: Kind | None = None) -> tuple:
-        """`count:` is a list of fetches, or one string of them split by commas."""
+    def agg_keys(self, node: Node, prefix: str, kind: Kind | None = None, key: str = "count") -> tuple:
+        """`count:` is a list of fetches, or one string of them split by
+        commas; so is `hist:`, its value first, then its keys (one fetch:
+        the histogram without keys, as always)."""
         if isinstance(node, ScalarNode):
-            scalar = self.scalar_string(node, "count", prefix)
-            pieces = split_fetches(scalar.value)
+            scalar = self.scalar_string(node, key, prefix)
+            pieces = [(piece, start, scalar) for piece, start in split_fetches(scalar.value)]
         else:
             self.check_tag(node, prefix)
             if not isinstance(node, SequenceNode) or node.tag != SEQ:
-                self.fail(node, f"count: expected a list of fetches, got {describe(node)}", prefix)
+                self.fail(node, f"{key}: expected a list of fetches, got {describe(node)}", prefix)
             pieces = []
             for item in node.value:
-                scalar = self.scalar_string(item, "count", prefix)
-                pieces.append((scalar.value, 0))
-        keys = []
-        for piece, start in pieces:
+                scalar = self.scalar_string(item, key, prefix)
+                pieces.append((scalar.value, 0, scalar))
+        if key == "hist" and not pieces:
+            self.fail(node, "hist: expected a fetch (a1, retval, ...), then its keys if any", prefix)
+        fetches = []
+        for piece, start, scalar in pieces:
             try:
-                keys.append(_agg_fetch(piece, kind))
+                fetches.append(_agg_fetch(piece, kind))
             except SpecError as err:
-                self.fail_inside(scalar, err, prefix + "count: ", start)
-        return tuple(keys)
+                self.fail_inside(scalar, err, prefix + f"{key}: ", start)
+        return tuple(fetches)
 
     def with_aggregate(self, probe: Probe, agg: dict, items: dict[str, tuple[Node, Node]],
                        prefix: str) -> Probe:
         """The probe with its hist/count/sum keys, checked against its kind;
         an error names the first aggregation key given."""
         base = probe.agg or Aggregate()
-        merged = Aggregate(hist=agg.get("hist", base.hist), keys=agg.get("count", base.keys),
+        hist = agg.get("hist")  # the value, then the keys (agg_keys)
+        merged = Aggregate(hist=hist[0] if hist else base.hist, keys=agg.get("count", base.keys),
                            sum=agg.get("sum", base.sum), max_keys=agg.get("max_keys", base.max_keys),
-                           stack=agg.get("stack", base.stack))
+                           stack=agg.get("stack", base.stack),
+                           hist_keys=tuple(hist[1:]) if hist else base.hist_keys)
         try:
             # a span's end has a latency too: its `since:` is read with the other keys
             check_aggregate(merged, probe.kind, probe.timed or "since" in items)

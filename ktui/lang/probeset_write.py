@@ -110,7 +110,8 @@ def aggregate_keys(probe) -> dict[str, object]:
         return {}
     out: dict[str, object] = {}
     if agg.hist is not None:
-        out["hist"] = str(agg.hist)
+        # keyed: the value, then its keys, as count's list (unkeyed: as always)
+        out["hist"] = [str(f) for f in (agg.hist,) + agg.hist_keys] if agg.hist_keys else str(agg.hist)
     if agg.keys:
         out["count"] = [str(k) for k in agg.keys]
     if agg.sum is not None:

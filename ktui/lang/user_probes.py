@@ -51,7 +51,7 @@ def check_user_options(probe: Probe) -> None:
 
 
 def check_user_aggregate(agg: Aggregate) -> None:
-    for what, fetches in (("hist", (agg.hist,)), ("sum", (agg.sum,)), ("count", agg.keys)):
+    for what, fetches in (("hist", (agg.hist,)), ("sum", (agg.sum,)), ("count", agg.keys), ("hist", agg.hist_keys)):
         for fetch in fetches:
             if fetch is not None and has_names(fetch.expr):
                 raise SpecError(f"{what}: {fetch}: {USER_NO_BTF}")

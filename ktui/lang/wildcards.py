@@ -55,14 +55,14 @@ def check_aggregate(probe: Probe, agg: Aggregate | None) -> None:
     if agg is None:
         return
     if not probe.target.is_wildcard and any(isinstance(k.expr, Builtin) and k.expr.name == "func"
-                                            for k in agg.keys):
+                                            for k in agg.key_fetches):
         from ktui.lang.names import FUNC_NOT_WILDCARD  # names imports this module
 
         raise SpecError(f"count: {FUNC_NOT_WILDCARD}")
     why = names_problem(probe)
     if not why:
         return
-    for what, fetches in (("hist", (agg.hist,)), ("sum", (agg.sum,)), ("count", agg.keys)):
+    for what, fetches in (("hist", (agg.hist,)), ("sum", (agg.sum,)), ("count", agg.keys), ("hist", agg.hist_keys)):
         for fetch in fetches:
             if fetch is not None and has_names(fetch.expr):
                 raise SpecError(f"{what}: {fetch}: {why}")

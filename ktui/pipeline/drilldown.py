@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ktui.lang.bind import names_label
 from ktui.lang.model import Builtin, Fetch, Probe, RetVal, positional
 from ktui.pipeline.format import errno_name, format_latency, printable
 from ktui.record.cgroups import short
@@ -138,7 +139,7 @@ def drill_down(probe_id: int, probe: Probe, pick: Pick) -> DrillDown:
         slot = int(pick.value)  # type: ignore[call-overload]
         return DrillDown(probe_id, name, f"lat {_range(slot, format_latency)}", (Test("latency", slot=slot),))
     agg = probe.agg
-    if pick.kind == BUCKET and agg is not None and agg.hist is not None:
+    if pick.kind == BUCKET and agg is not None and agg.hist is not None and not agg.hist_keys:
         slot = int(pick.value)  # type: ignore[call-overload]
         source = _source(probe, agg.hist, str(agg.hist.expr))
         test = Test(source, slot=slot, type=agg.hist.effective_type)
@@ -146,7 +147,7 @@ def drill_down(probe_id: int, probe: Probe, pick: Pick) -> DrillDown:
     if pick.kind == VALUE and agg is not None:
         key = tuple(pick.value)  # type: ignore[arg-type]
         tests, parts = [], []
-        for fetch, value in zip(agg.keys, key):
+        for fetch, value in zip(agg.key_fetches, key):
             source = _source(probe, fetch, str(fetch.expr))
             is_text = isinstance(value, str)
             tests.append(Test(source, value, type="" if is_text else fetch.effective_type))
@@ -176,6 +177,9 @@ def _source(probe: Probe, fetch: Fetch, what: str) -> str | int:
     expr = fetch.expr
     if isinstance(expr, Builtin) and expr.name in EVENT_FIELDS:
         return expr.name
+    label = names_label(fetch, {own.label for own in probe.fetches if own.label is not None})
+    if label is not None:  # a key naming a fetch's label (`count(dev)` of `dev=rq->part->bd_dev`): that fetch
+        return next(index for index, own in enumerate(probe.fetches) if own.label == label)
     wanted = width(fetch.effective_type)
     narrower = None
     for index, own in enumerate(probe.fetches):

@@ -89,7 +89,11 @@ Schema, version 2 (every object has "v": 2 and a "type"):
   first: by sum when the probe sums, else by count), each
   {"key":{FETCH: VALUE},"count":N,"sum":N} ("key" is {} for a sum without
   keys; "sum" is 0 without sum:; with sum(latency) it is nanoseconds,
-  and the stats also say "sum_unit":"ns"). With stack: kernel, "stack_count"
+  and the stats also say "sum_unit":"ns"). With hist(VALUE, KEY...),
+  in place of "value_hist": "hist_keys" (distinct keys) and "key_hists"
+  (at most 10, most hits first), each {"key":{FETCH: VALUE},"count":N,
+  "hist":[65 slots],"sum":N} ("sum": the exact sum of the key's values;
+  with hist(latency, ...) nanoseconds, and "hist_unit":"ns"). With stack: kernel, "stack_count"
   (distinct stacks), "stacks_dropped" (hits whose stack was not counted:
   the map was full or the kernel could not take it) and "stacks" (at most
   10, most first: {"frames":["vfs_read+0x5","ksys_read+0x6b",...],"count":N},
@@ -121,7 +125,7 @@ from __future__ import annotations
 import json
 from typing import Callable, TextIO
 
-from ktui.lang.latency import sums_latency
+from ktui.lang.latency import is_latency, sums_latency
 from ktui.lang.model import Kind
 from ktui.pipeline import members
 from ktui.pipeline.format import errno_name
@@ -281,7 +285,7 @@ def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
     """A probe's hist/count/sum/stack as stats keys (only for a probe with them)."""
     agg = probe.agg
     out: dict = {"values_dropped": stats.values_dropped}
-    if agg.counts:
+    if agg.counts or agg.hist_keys:
         out["keys_dropped"] = stats.keys_dropped
         out["keys_dropped_unknown"] = stats.keys_dropped_unknown
     if agg.stack is not None:
@@ -294,11 +298,18 @@ def aggregate_fields(probe, stats: ProbeStats, symbolize=None) -> dict:
         else:
             out["stacks"] = [{"frames": list(frames), "count": count}
                              for frames, count in merged(probe, stats.stacks, symbolize)[:TOP_STACKS]]
-    if agg.hist is not None:
+    names = [str(k) for k in agg.key_fetches]
+    if agg.hist is not None and agg.hist_keys:
+        # one histogram per key: each key's 65 slots and its values' exact sum
+        out["hist_keys"] = stats.hist_keys
+        out["key_hists"] = [{"key": dict(zip(names, key)), "count": sum(slots), "hist": list(slots), "sum": total}
+                            for key, slots, total in stats.key_hists]
+        if is_latency(agg.hist.expr):
+            out["hist_unit"] = "ns"
+    elif agg.hist is not None:
         out["value_hist"] = list(stats.value_hist)
         out["value_hist_sum"] = stats.value_hist_sum
     if agg.counts:
-        names = [str(k) for k in agg.keys]
         out["value_keys"] = stats.value_keys
         out["top_values"] = [{"key": dict(zip(names, key)), "count": count, "sum": total}
                              for key, count, total in stats.top_values]

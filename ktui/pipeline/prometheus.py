@@ -90,7 +90,7 @@ from typing import Callable, Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ktui.lang.latency import sums_latency
+from ktui.lang.latency import is_latency, sums_latency
 from ktui.pipeline.format import errno_name
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS, fit, slot_bounds
@@ -115,6 +115,10 @@ class ProbeView:
     value_keys: tuple[str, ...] | None = None
     value_sum: bool = False
     value_sum_latency: bool = False  # its `sum` is sum(latency): seconds (lang.latency)
+    # hist(VALUE, KEY...): the label names of its histogram's keys (None:
+    # no keyed histogram), and whether its value is latency (seconds)
+    hist_keys: tuple[str, ...] | None = None
+    hist_latency: bool = False
     # what it is doing (ProbeStatus: probe_state): one of PROBE_STATES
     state: str = "attached"
     # its hits have a latency: a return probe's, or a span's (since its start)
@@ -150,7 +154,10 @@ def value_shape(probe) -> dict:
     agg = probe.agg
     if agg is None:
         return {}
-    out: dict = {"value_hist": agg.hist is not None}
+    out: dict = {"value_hist": agg.hist is not None and not agg.hist_keys}
+    if agg.hist is not None and agg.hist_keys:
+        out["hist_keys"] = key_labels([k.name for k in agg.hist_keys])
+        out["hist_latency"] = is_latency(agg.hist.expr)
     if agg.counts:
         out["value_keys"] = key_labels([k.name for k in agg.keys])
         out["value_sum"] = agg.sum is not None
@@ -338,12 +345,15 @@ def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) ->
     added one by one, each with its own label set."""
     labels = ["set", "probe"]
     hist = HistogramMetricFamily("ktui_probe_value", "A probe's hist(FETCH): log2 buckets of the value, the "
-                                 "exact in-kernel sum.", labels=labels)
+                                 "exact in-kernel sum; hist(FETCH, KEYS): one per top key, with its keys' "
+                                 "labels.", labels=labels)
     count = Metric("ktui_probe_key_hits", "A probe's count(KEYS): hits by key, its top keys.", "counter")
     sums = Metric("ktui_probe_key_sum", "A probe's sum(FETCH) by key (negative values, errnos, are not "
                   "summed).", "counter")
     seconds = Metric("ktui_probe_key_latency_seconds", "A probe's sum(latency) by key: the time of its "
                      "hits (returns since their calls, or spans since their starts).", "counter")
+    latency = Metric("ktui_probe_latency_by_key_seconds", "A probe's hist(latency, KEYS): the time of its "
+                     "hits by key (log2 buckets, exact sum), its top keys.", "histogram")
     keys = GaugeMetricFamily("ktui_probe_keys", "Distinct keys a probe's count(KEYS) counted.", labels=labels)
     omitted = GaugeMetricFamily("ktui_probe_keys_omitted", f"Keys past the {top_values} series a probe exports.",
                                 labels=labels)
@@ -352,11 +362,23 @@ def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) ->
     for p in probes:
         key = [p.set, p.name]
         s = p.stats
+        base = {"set": p.set, "probe": p.name}
         if p.value_hist:
             hist.add_metric(key, latency_buckets(s.value_hist, VALUE_BOUNDS), s.value_hist_sum)
+        if p.hist_keys is not None:
+            # a keyed hist(VALUE, KEYS): hist(VALUE)'s family and buckets, one series per
+            # top key (a latency's in seconds, as ktui_probe_latency_seconds)
+            family = latency if p.hist_latency else hist
+            for values, slots, total in s.key_hists[:top_values]:
+                series = {**base, **{name: str(v) for name, v in zip(p.hist_keys, values)}}
+                _add_histogram(family, series, slots, total,
+                               BUCKET_BOUNDS if p.hist_latency else VALUE_BOUNDS, 1e9 if p.hist_latency else 1)
+            if p.value_keys is None:  # its keys' numbers, when no count gives them
+                keys.add_metric(key, s.hist_keys)
+                omitted.add_metric(key, max(0, s.hist_keys - len(s.key_hists[:top_values])))
+                dropped.add_metric(key, s.values_dropped)
         if p.value_keys is None:
             continue
-        base = {"set": p.set, "probe": p.name}
         top = s.top_values[:top_values]
         for values, n, total in top:
             series = {**base, **{name: str(v) for name, v in zip(p.value_keys, values)}}
@@ -369,7 +391,19 @@ def value_families(probes: Sequence[ProbeView], top_values: int = TOP_VALUES) ->
         omitted.add_metric(key, max(0, s.value_keys - len(top)))
         dropped.add_metric(key, s.values_dropped)
     # only those some probe has: a set without aggregations exposes none of them
-    return [f for f in (hist, count, sums, seconds, keys, omitted, dropped) if f.samples]
+    return [f for f in (hist, latency, count, sums, seconds, keys, omitted, dropped) if f.samples]
+
+
+def _add_histogram(family: Metric, labels: dict[str, str], slots: Sequence[int], total: int,
+                   bounds: Sequence[str], per_unit: float) -> None:
+    """One histogram series of log2 `slots` (its `le` bounds exact, as
+    hist(FETCH)'s), its _sum (`total` / `per_unit`) and _count, into a
+    family whose series differ in their labels."""
+    buckets = latency_buckets(slots, bounds)
+    for le, n in buckets:
+        family.add_sample(f"{family.name}_bucket", {**labels, "le": le}, n)
+    family.add_sample(f"{family.name}_sum", labels, total / per_unit if per_unit != 1 else total)
+    family.add_sample(f"{family.name}_count", labels, buckets[-1][1])
 
 
 class ExporterHealth:

@@ -297,6 +297,8 @@ def aggregates_from_json(v: dict) -> dict:
         "value_hist": fit(v.get("value_hist", ())),
         "value_hist_sum": int(v.get("value_hist_sum", 0)),  # 0 in recordings made before it
         "top_values": tuple((tuple(k), int(c), int(s)) for k, c, s in v.get("top_values", ())),
+        "key_hists": tuple((tuple(k), fit(h), int(s)) for k, h, s in v.get("key_hists", ())),
+        "hist_keys": int(v.get("hist_keys", 0)),
         "value_keys": int(v.get("value_keys", 0)), "values_dropped": int(v.get("values_dropped", 0)),
         "value_sum": int(v.get("value_sum", 0)),
         "keys_dropped": int(v.get("keys_dropped", 0)),

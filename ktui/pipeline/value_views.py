@@ -11,7 +11,7 @@ errno, a top comm, a top value, a histogram bucket."""
 from __future__ import annotations
 
 from ktui.lang.cgroups import is_cgroup
-from ktui.lang.latency import sums_latency
+from ktui.lang.latency import is_latency, sums_latency
 from ktui.lang.model import Kind, Probe
 from ktui.pipeline import members
 from ktui.pipeline.accounting import comms_heading, errno_guessed, errno_unchecked
@@ -87,7 +87,7 @@ def view_lines(view: str, probe: Probe, stats: ProbeStats | None, bar_width: int
     if stats is None:
         return [("no counts yet", "dim")]
     if view == VALUES:
-        return value_hist_lines(probe, stats, bar_width)
+        return value_hist_lines(probe, stats, bar_width, room)
     if view == TOP:
         return top_value_lines(probe, stats, room)
     if view == STACKS:
@@ -101,6 +101,8 @@ def view_title(view: str, probe: Probe) -> str:
     """A view's name in the view bar: a tracepoint pattern's members are events."""
     if view == MEMBERS:
         return f"by {members.member_word(probe.kind is Kind.TRACEPOINT)}"
+    if view == VALUES and probe.agg is not None and probe.agg.hist_keys:
+        return "hist by key"
     return TITLES[view]
 
 
@@ -141,8 +143,76 @@ def member_lines(probe: Probe, stats: ProbeStats, limit: int, room: int | None =
     return out
 
 
-def value_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int) -> list[Line]:
+KEY_HISTS_SHOWN = 5  # keys whose histogram the pane shows (NDJSON and the exporter have 10)
+
+
+def key_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int, room: int | None = None) -> list[Line]:
+    """hist(VALUE, KEY...): the top keys by hits, each a line `KEY  hits
+    p50 p99` (a duration for latency) choosing which drills down to that
+    key's events, then its histogram's used slots (bcc's log2 text,
+    indented, a narrower bar: several fit on a 24-line screen)."""
     agg = probe.agg
+    keys = ", ".join(str(k) for k in agg.hist_keys)
+    durations = is_latency(agg.hist.expr)
+    shown = format_latency if durations else (lambda v: format_count(int(v)))
+    total = sum(sum(slots) for _, slots, _ in stats.key_hists)
+    out: list[Line] = [(f"hist({agg.hist}) by {keys}: {format_count(stats.hist_keys)} "
+                        f"{'key' if stats.hist_keys == 1 else 'keys'}" + (", slots in ns" if durations else ""),
+                        "bold")]
+    if not stats.key_hists:
+        return out + [("  none yet", "dim")]
+    rows = [(key_text(key, agg.hist_keys), format_count(sum(slots)), shown(percentile(slots, 50)),
+             shown(percentile(slots, 99)), key, slots) for key, slots, _ in stats.key_hists[:KEY_HISTS_SHOWN]]
+    hits_w = max(len(r[1]) for r in rows)
+    fixed = 2 + 1 + hits_w + len(" hits  p50 ") + max(len(r[2]) for r in rows) + len("  p99 ") + max(
+        len(r[3]) for r in rows)
+    wanted = max(KEY_WIDTH_MIN, min(KEY_WIDTH_MAX, max(len(r[0]) for r in rows)))
+    key_w = wanted if room is None else max(KEY_WIDTH_MIN, min(wanted, room - fixed))
+    for text, hits, p50, p99, key, slots in rows:
+        out.append((f"{_cut(text, key_w):<{key_w}} {hits:>{hits_w}} hits  p50 {p50}  p99 {p99}", "bold",
+                    Pick(VALUE, tuple(key))))
+        bar = bar_width
+        if room is not None:  # the slot text of this key's bounds, then the bar in what is left
+            bar = max(4, min(bar_width, room - 2 - (len(hist_lines(slots, bar_width=1)[1]) - 1)))
+        out += _compact(slots, hist_lines(slots, bar_width=bar)[1:])
+    more = stats.hist_keys - len(rows)
+    if more > 0:
+        out.append((f"{format_count(more)} more {'key' if more == 1 else 'keys'}", "dim"))
+    if agg.hist.effective_type.startswith("s"):
+        out.append(("negative values (errors) are not in the histograms", "dim"))
+    out += _dropped_lines(agg, stats)
+    return out
+
+
+def _compact(slots, lines: list[str]) -> list[Line]:
+    """A key's slot lines (from its first used slot), a run of empty
+    slots between used ones as one `...` line: a latency's spread of a few
+    slots apart must not push the other keys off the screen."""
+    first = next(k for k, count in enumerate(slots) if count)
+    out: list[Line] = []
+    for i, line in enumerate(lines):
+        if slots[first + i]:
+            out.append((f"  {line}", ""))
+        elif not out or out[-1][0] != "  ...":
+            out.append(("  ...", "dim"))
+    return out
+
+
+def _dropped_lines(agg, stats: ProbeStats) -> list[Line]:
+    """Hits a full count map did not take, and their distinct keys."""
+    if not stats.values_dropped:
+        return []
+    more = "at least " if stats.keys_dropped_unknown else ""
+    return [(f"{format_count(stats.values_dropped)} hits not counted: the map is full "
+             f"(max_keys {agg.max_keys})", "yellow bold"),
+            (f"  {more}{format_count(stats.keys_dropped)} distinct "
+             f"{'key' if stats.keys_dropped == 1 and not more else 'keys'} not counted", "yellow")]
+
+
+def value_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int, room: int | None = None) -> list[Line]:
+    agg = probe.agg
+    if agg is not None and agg.hist is not None and agg.hist_keys:
+        return key_hist_lines(probe, stats, bar_width, room)
     title = f"hist({agg.hist})" if agg is not None and agg.hist is not None else "hist"
     out: list[Line] = [(f"{title}: {format_count(sum(stats.value_hist))} values", "bold")]
     lines = hist_lines(stats.value_hist, bar_width=bar_width, unit="value")
@@ -210,13 +280,7 @@ def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) ->
     if stats.value_keys > len(stats.top_values):
         out.append((f"  {stats.value_keys - len(stats.top_values)} more keys "
                     f"({format_count(stats.hits - total)} hits)", "dim"))
-    if stats.values_dropped:
-        out.append((f"{format_count(stats.values_dropped)} hits not counted: the map is full "
-                    f"(max_keys {agg.max_keys})", "yellow bold"))
-        more = "at least " if stats.keys_dropped_unknown else ""
-        out.append((f"  {more}{format_count(stats.keys_dropped)} distinct "
-                    f"{'key' if stats.keys_dropped == 1 and not more else 'keys'} not counted", "yellow"))
-    return out
+    return out + _dropped_lines(agg, stats)
 
 
 def _sum_text(summed: int, count: int, durations: bool) -> str:

@@ -202,6 +202,10 @@ class ProbeStats:
     # the probe sums, else by count; a key's values in `count:` order
     # (ints, comm and a wildcard's func as str); () as the key of a sum without keys
     top_values: tuple[tuple[tuple, int, int], ...] = ()
+    # hist(VALUE, KEY...): the top keys' histograms by hits, most first, as
+    # (key values, log2 slots, the exact sum of the values); how many keys
+    key_hists: tuple[tuple[tuple, tuple[int, ...], int], ...] = ()
+    hist_keys: int = 0
     value_keys: int = 0  # distinct keys in the count map (shown or not)
     value_sum: int = 0  # with sum: the sum over every key (shown or not): a key's share of it
     # hits not counted under their key because the count map was full ...

@@ -43,8 +43,8 @@ def test_a_bad_gate_is_refused_at_its_column(text, col, words):
 def test_a_clause_after_the_gate_is_refused_at_its_own_column():
     # the gate's clause is blanked, not cut, so what follows keeps its columns
     with pytest.raises(SpecError) as err:
-        parse_probe_text("vfs_read:c within(ksys_read) hist(a1,a2)")
-    assert (err.value.col, err.value.message) == (35, "hist(...) takes one fetch")
+        parse_probe_text("vfs_read:c within(ksys_read) sum(a1,a2)")
+    assert (err.value.col, err.value.message) == (34, "sum(...) takes one fetch")
 
 
 def test_the_yaml_key_saves_and_loads_back_and_is_located_when_bad():

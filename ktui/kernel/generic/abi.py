@@ -124,6 +124,10 @@ AGG_COUNT = 2  # hits counted by key (ktui_aggs): agg_key's integers, and comm i
 AGG_SUM = 4  # ... and fetch agg_sum added up per key
 AGG_KSTACK = 8  # each hit's kernel stack counted (ktui_stacks; with AGG_USTACK: ktui_ustacks)
 AGG_USTACK = 16  # ... its user stack, under its process (ktui_ustacks)
+# hist(VALUE, KEY...): fetch agg_hist's log2 slot counted (and the value
+# summed) under agg_key's key with AggKey.bucket = slot + 1, in ktui_aggs:
+# each (key, slot) one of the probe's max_keys, its drops counted as a count's
+AGG_KHIST = 32
 AGG_SIGNED_HIST = 1  # plan.agg_signed: a negative value (an errno) is left out of ...
 AGG_SIGNED_SUM = 2  # ... the histogram, the sum
 AGG_KEYS = 4  # integer keys of a count (lang.model.AGG_KEYS_MAX)
@@ -234,11 +238,12 @@ class Plan(ctypes.Structure):
 class AggKey(ctypes.Structure):
     """A count map key: the probe's tag, its integer keys (in the order of
     its `count:` list, integers only), and comm (NUL and stale bytes after
-    it: the reader adds up by name)."""
+    it: the reader adds up by name). `bucket`: 0 for a count's entry, a
+    keyed histogram's slot plus 1 for its entries (AGG_KHIST)."""
 
     _fields_ = [
         ("tag", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
+        ("bucket", ctypes.c_uint32),
         ("k", ctypes.c_uint64 * AGG_KEYS),
         ("comm", ctypes.c_char * 16),
     ]
@@ -346,6 +351,7 @@ def c_declarations() -> str:
         "KTUI_SPAN_MAP": SPAN_MAP,
         "AGG_HIST": AGG_HIST, "AGG_COUNT": AGG_COUNT, "AGG_SUM": AGG_SUM, "AGG_KSTACK": AGG_KSTACK,
         "AGG_USTACK": AGG_USTACK, "AGG_SIGNED_HIST": AGG_SIGNED_HIST, "AGG_SIGNED_SUM": AGG_SIGNED_SUM,
+        "AGG_KHIST": AGG_KHIST,
         "KTUI_AGG_KEYS": AGG_KEYS, "KTUI_AGG_MAP_KEYS": AGG_MAP_KEYS, "KTUI_STACK_DEPTH": STACK_DEPTH,
         "KTUI_USTACK_DEPTH": USTACK_DEPTH, "KTUI_STACK_MAP": STACK_MAP, "KTUI_USTACK_MAP": USTACK_MAP,
         "KTUI_COMM_EXACT": COMM_EXACT, "KTUI_COMM_KEYS": COMM_KEYS, "KTUI_COMM_EVERY": COMM_EVERY, "KTUI_MAX_ERRNO": MAX_ERRNO,

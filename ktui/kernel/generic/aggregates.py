@@ -10,12 +10,13 @@ import ctypes
 
 from ktui.kernel.generic import abi
 from ktui.kernel.maps import bpfsys
-from ktui.kernel.maps.aggmaps import STACKS_KEPT, add_stack, most_first, top_entries
+from ktui.kernel.maps.aggmaps import STACKS_KEPT, add_stack, most_first, top_entries, top_hists
 from ktui.lang.aggregate import is_comm
 from ktui.lang.cgroups import is_cgroup
 from ktui.lang.model import Builtin, Probe
 from ktui.record.cgroups import CgroupName, names_of
 from ktui.record.decode import member_names
+from ktui.record.histogram import HIST_SLOTS
 
 _AGG_KEY = ctypes.sizeof(abi.AggKey)
 
@@ -24,10 +25,11 @@ def key_values(probe: Probe, key: abi.AggKey, cgroup_name: CgroupName | None = N
     """A key as the values it was made of, in `count:` order (integers
     are in the key in that order, comm apart; a wildcard's func as its
     function's name; a cgroup id as its path, by `cgroup_name`: without
-    one as `cgroup:<id>`, still one key per id)."""
+    one as `cgroup:<id>`, still one key per id). A keyed histogram's key
+    is the same: the probe has one (Aggregate.key_fetches)."""
     out = []
     ints = iter(key.k)
-    for fetch in probe.agg.keys:
+    for fetch in probe.agg.key_fetches:
         if is_comm(fetch):
             out.append(key.comm.split(b"\0", 1)[0].decode("utf-8", "replace"))
             continue
@@ -44,27 +46,51 @@ def key_values(probe: Probe, key: abi.AggKey, cgroup_name: CgroupName | None = N
     return tuple(out)
 
 
-def count_entries(fd: int, probes: dict[int, Probe],
-                  cgroup_name: CgroupName | None = None) -> dict[int, dict[tuple, tuple[int, int]]]:
-    """tag -> {key values: (count, sum)} for the probes of `probes` (by tag);
-    cgroup ids named by `cgroup_name`."""
-    out: dict[int, dict[tuple, tuple[int, int]]] = {}
+Counts = dict[int, dict[tuple, tuple[int, int]]]  # tag -> {key values: (count, sum)}
+Hists = dict[int, dict[tuple, tuple[list[int], int]]]  # tag -> {key values: (log2 slots, sum)}
+
+
+def agg_entries(fd: int, probes: dict[int, Probe], cgroup_name: CgroupName | None = None) -> tuple[Counts, Hists]:
+    """One pass over the count map: the count entries (bucket 0) and the
+    keyed histograms' (bucket: slot + 1) of the probes of `probes` (by
+    tag); cgroup ids named by `cgroup_name`."""
+    counts: Counts = {}
+    hists: Hists = {}
     for raw, value in bpfsys.hash_items(fd, _AGG_KEY, ctypes.sizeof(abi.AggVal)):
         key = abi.AggKey.from_buffer_copy(raw)
         probe = probes.get(key.tag)
         if probe is None:
             continue
         val = abi.AggVal.from_buffer_copy(value)
-        per = out.setdefault(key.tag, {})
         values = key_values(probe, key, cgroup_name)
+        if key.bucket:
+            slots, total = hists.setdefault(key.tag, {}).setdefault(values, ([0] * HIST_SLOTS, 0))
+            if key.bucket <= HIST_SLOTS:
+                slots[key.bucket - 1] += int(val.count)
+            hists[key.tag][values] = (slots, total + int(val.sum))
+            continue
+        per = counts.setdefault(key.tag, {})
         count, total = per.get(values, (0, 0))  # a comm's stale tail: merged by name
         per[values] = (count + int(val.count), total + int(val.sum))
-    return out
+    return counts, hists
+
+
+def count_entries(fd: int, probes: dict[int, Probe],
+                  cgroup_name: CgroupName | None = None) -> Counts:
+    """tag -> {key values: (count, sum)} for the probes of `probes` (by tag);
+    cgroup ids named by `cgroup_name`."""
+    return agg_entries(fd, probes, cgroup_name)[0]
+
+
+def hist_fields(entries: dict[tuple, tuple[list[int], int]]) -> dict:
+    """ProbeStats fields of a keyed histogram: its top keys by hits."""
+    return {"key_hists": top_hists(entries), "hist_keys": len(entries)}
 
 
 def lost_keys(fd: int, probes: dict[int, Probe]) -> dict[int, int]:
     """tag -> distinct keys a full count map could not take (a cgroup's id
-    unnamed: only how many there are is asked)."""
+    unnamed: only how many there are is asked; a keyed histogram's slots
+    of one key are one key)."""
     seen: dict[int, set] = {}
     if not probes:
         return {}

@@ -821,21 +821,25 @@ class GenericEngine:
         dropped = self._sum_counters(self._map("ktui_agg_drops"), count, np)
         out = {i: {"values_dropped": int(dropped[i])} for i in mine}
         tags = {s.tag: i for i, s in mine.items()}
-        if any(s.probe.agg.hist is not None for s in mine.values()):
+        plain = {i for i, s in mine.items() if s.probe.agg.hist is not None and not s.probe.agg.hist_keys}
+        if plain:  # (a keyed histogram is in the count map: read with the counts)
             hist_sums = self._sum_counters(self._map("ktui_vhist_sum"), count, np)
             for i, s in mine.items():
-                if s.probe.agg.hist is not None:
+                if i in plain:
                     out[i]["value_hist"] = self._hist(i, np, "ktui_vhist")
                     out[i]["value_hist_sum"] = int(hist_sums[i])
-        counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts}
+        counting = {t: i for t, i in tags.items() if mine[i].probe.agg.counts or mine[i].probe.agg.hist_keys}
         if counting:
-            entries = read.count_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
-                                         self.cgroup_names)
+            entries, hists = read.agg_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
+                                              self.cgroup_names)
             lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
             losing = {t: i for t, i in counting.items() if dropped[i]}
             lost = read.lost_keys(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
             for tag, i in counting.items():
-                out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
+                if mine[i].probe.agg.counts:
+                    out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
+                if mine[i].probe.agg.hist_keys:
+                    out[i].update(read.hist_fields(hists.get(tag, {})))
                 if tag in losing:
                     out[i]["keys_dropped"] = lost.get(tag, 0)
                     out[i]["keys_dropped_unknown"] = int(lost_full[i])

@@ -17,6 +17,7 @@ from ktui.kernel.generic import abi
 from ktui.kernel.returns import errno_check, errno_mode  # both engines' rule, kept importable from here
 from ktui.lang import filters
 from ktui.lang.aggregate import is_comm, is_signed
+from ktui.lang.bind import names_label
 from ktui.lang.cgroups import is_cgroup
 from ktui.lang.names import REGISTER_SPELLINGS
 from ktui.lang.spans import start_value_of, value_index, value_key
@@ -137,7 +138,7 @@ def _fetch_passes(plan: abi.Plan) -> None:
 def _aggregate_fetches(plan: abi.Plan) -> int:
     """The mask of fetches the aggregations read."""
     mask = 0
-    if plan.agg & abi.AGG_HIST:
+    if plan.agg & (abi.AGG_HIST | abi.AGG_KHIST):
         mask |= 1 << plan.agg_hist
     if plan.agg & abi.AGG_SUM:
         mask |= 1 << plan.agg_sum
@@ -177,32 +178,38 @@ class _Scratch:
 def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch: _Scratch) -> None:
     """The aggregations: which fetch each reads (an event fetch of the same
     value, or one of the scratch's), the count's keys, the cap."""
-    if agg.max_keys > abi.AGG_MAP_KEYS and agg.counts:
+    if agg.max_keys > abi.AGG_MAP_KEYS and (agg.counts or agg.hist_keys):
         raise NotGeneric(f"max_keys({agg.max_keys}) is more than the generic program's count map holds "
                          f"({abi.AGG_MAP_KEYS} keys of every probe)")
 
+    labels = {slot.fetch.label for slot in layout.slots if slot.fetch.label is not None}
+
     def index_of(fetch) -> int:
+        label = names_label(fetch, labels)  # `count(dev)`: the fetch labelled dev
         for i, slot in enumerate(layout.slots):
-            if slot.kind in ("uint", "sint", "func", "cgroup") and slot.fetch.expr == fetch.expr \
-                    and slot.fetch.effective_type == fetch.effective_type:
+            if slot.kind in ("uint", "sint", "func", "cgroup") and (
+                    slot.fetch.label == label if label is not None else
+                    slot.fetch.expr == fetch.expr and slot.fetch.effective_type == fetch.effective_type):
                 return i
         return scratch.fetch(fetch, "sint" if is_signed(fetch) else "uint")
 
     flags = 0
     if agg.hist is not None:
-        flags |= abi.AGG_HIST
+        # keyed: its slots under each key in the count map, no histogram of all
+        flags |= abi.AGG_KHIST if agg.hist_keys else abi.AGG_HIST
         plan.agg_hist = index_of(agg.hist)
         if is_signed(agg.hist):
             plan.agg_signed |= abi.AGG_SIGNED_HIST
     if agg.counts:
         flags |= abi.AGG_COUNT
-        ints = [k for k in agg.keys if not is_comm(k)]
+    if agg.counts or agg.hist_keys:
+        ints = [k for k in agg.key_fetches if not is_comm(k)]
         if len(ints) > abi.AGG_KEYS:
             raise NotGeneric(f"more than {abi.AGG_KEYS} count keys")
         for j, key in enumerate(ints):
             plan.agg_key[j] = index_of(key)
         plan.agg_nkeys = len(ints)
-        plan.agg_comm = int(any(is_comm(k) for k in agg.keys))
+        plan.agg_comm = int(any(is_comm(k) for k in agg.key_fetches))
         plan.agg_max_keys = agg.max_keys
     if agg.sum is not None:
         flags |= abi.AGG_SUM

@@ -167,7 +167,8 @@ BPF_PERCPU_ARRAY(ktui_replaced, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_matched, u64, KTUI_MAX_PROBES);
 BPF_PERCPU_ARRAY(ktui_unmatched, u64, KTUI_MAX_PROBES);
 /* In-kernel aggregations (plan.agg), every probe's in the same maps, keyed
- * by its tag: a value histogram per slot; hits (and a sum) by key, a
+ * by its tag: a value histogram per slot; hits (and a sum) by key, and a
+ * keyed histogram's slots by (key, slot) (AggKey.bucket), a
  * probe's keys held to its own max_keys by ktui_agg_nkeys; a hit whose new
  * key found no room counted in ktui_agg_drops, and its key remembered in
  * ktui_agg_lost (or, that full too, counted in ktui_lost_full: the
@@ -664,12 +665,9 @@ static __always_inline void ktui_user_stack(void *ctx, struct ktui_state *st, u3
         ktui_bump(ktui_stack_drop.lookup(&slot));
 }
 
-/* Count the hit under its key (and add its value to the key's sum). A key
- * not seen before takes one of the probe's max_keys first (claimed
- * atomically, given back if the insert fails: another hit inserted the
- * same key, or the shared map is full); a hit whose key finds no room is
- * counted, and its key remembered, never dropped silently. */
-static __always_inline void ktui_count_key(struct ktui_state *st, struct ktui_plan *plan, u32 slot, u32 tag)
+/* The probe's key of this hit (agg_key's values, comm), bucket 0: a
+ * count's entry; a keyed histogram's sets the bucket after. */
+static __always_inline void ktui_agg_key(struct ktui_state *st, struct ktui_plan *plan, u32 tag)
 {
     struct ktui_aggkey *k = &st->akey;
     __builtin_memset(k, 0, sizeof(*k));
@@ -685,6 +683,17 @@ static __always_inline void ktui_count_key(struct ktui_state *st, struct ktui_pl
         k->k[3] = ktui_val(st, plan->agg_key[3]);
     if (plan->agg_comm)
         __builtin_memcpy(k->comm, ktui_comm(&st->who), sizeof(k->comm));
+}
+
+/* The entry of st->akey in ktui_aggs. A key not seen before takes one of
+ * the probe's max_keys first (claimed atomically, given back if the insert
+ * fails: another hit inserted the same key, or the shared map is full).
+ * 0: no room; the key is remembered in ktui_agg_lost (*unkept set when
+ * that map is full too), and the caller counts the hit as dropped. */
+static __always_inline struct ktui_aggval *ktui_agg_entry(struct ktui_state *st, struct ktui_plan *plan,
+                                                          u32 slot, u32 *unkept)
+{
+    struct ktui_aggkey *k = &st->akey;
     struct ktui_aggval *v = ktui_aggs.lookup(k);
     if (!v) {
         u64 *used = ktui_agg_nkeys.lookup(&slot);
@@ -700,19 +709,55 @@ static __always_inline void ktui_count_key(struct ktui_state *st, struct ktui_pl
         }
     }
     if (!v) {
-        ktui_bump(ktui_agg_drops.lookup(&slot));
         u8 none = 0;
         if (!ktui_agg_lost.lookup_or_try_init(k, &none))
-            ktui_bump(ktui_lost_full.lookup(&slot));
-        return;
+            *unkept = 1;
     }
-    __sync_fetch_and_add(&v->count, 1);
-    if (plan->agg & AGG_SUM) {
-        u64 add = ktui_val(st, plan->agg_sum);
-        if ((plan->agg_signed & AGG_SIGNED_SUM) && (s64)add < 0)
-            add = 0; /* an errno: counted under its key, not summed ("bytes read" must not shrink) */
-        __sync_fetch_and_add(&v->sum, add);
+    return v;
+}
+
+/* Count the hit under its key (and add its value to the key's sum), and
+ * its value's slot under (key, slot) for hist(VALUE, KEY...); a hit that
+ * found no room for either is counted once in ktui_agg_drops (and once in
+ * ktui_lost_full if a lost key could not be remembered): never dropped
+ * silently. */
+static __always_inline void ktui_count_key(struct ktui_state *st, struct ktui_plan *plan, u32 slot, u32 tag)
+{
+    u32 dropped = 0, unkept = 0;
+    ktui_agg_key(st, plan, tag);
+    if (plan->agg & AGG_COUNT) {
+        struct ktui_aggval *v = ktui_agg_entry(st, plan, slot, &unkept);
+        if (v) {
+            __sync_fetch_and_add(&v->count, 1);
+            if (plan->agg & AGG_SUM) {
+                u64 add = ktui_val(st, plan->agg_sum);
+                if ((plan->agg_signed & AGG_SIGNED_SUM) && (s64)add < 0)
+                    add = 0; /* an errno: counted under its key, not summed ("bytes read" must not shrink) */
+                __sync_fetch_and_add(&v->sum, add);
+            }
+        } else {
+            dropped = 1;
+        }
     }
+    if (plan->agg & AGG_KHIST) {
+        u64 val = ktui_val(st, plan->agg_hist);
+        u32 s = ktui_log2_slot(val);
+        /* a negative value of a signed fetch (an errno) is in no histogram */
+        if (!((plan->agg_signed & AGG_SIGNED_HIST) && (s64)val < 0) && s < KTUI_HIST_SLOTS) {
+            st->akey.bucket = s + 1;
+            struct ktui_aggval *v = ktui_agg_entry(st, plan, slot, &unkept);
+            if (v) {
+                __sync_fetch_and_add(&v->count, 1);
+                __sync_fetch_and_add(&v->sum, val); /* the key's exact _sum */
+            } else {
+                dropped = 1;
+            }
+        }
+    }
+    if (dropped)
+        ktui_bump(ktui_agg_drops.lookup(&slot));
+    if (unkept)
+        ktui_bump(ktui_lost_full.lookup(&slot));
 }
 
 /* A hit that passed the filter, into its probe's aggregations. */
@@ -733,7 +778,7 @@ static __always_inline void ktui_aggregate(void *ctx, struct ktui_state *st, str
             }
         }
     }
-    if (agg & AGG_COUNT)
+    if (agg & (AGG_COUNT | AGG_KHIST))
         ktui_count_key(st, plan, slot, tag);
     if (agg & AGG_USTACK)
         ktui_user_stack(ctx, st, slot, tag, agg & AGG_KSTACK);

@@ -38,6 +38,12 @@ def top_entries(probe: Probe, entries: dict[tuple, tuple[int, int]]) -> tuple[tu
     return tuple((k, c, s) for k, (c, s) in ranked[:TOP_VALUES])
 
 
+def top_hists(entries: dict[tuple, tuple[list[int], int]]) -> tuple[tuple[tuple, tuple[int, ...], int], ...]:
+    """A keyed histogram's TOP_VALUES keys by hits, most first: (key, slots, sum)."""
+    ranked = sorted(entries.items(), key=lambda kv: (-sum(kv[1][0]), repr(kv[0])))
+    return tuple((k, tuple(slots), total) for k, (slots, total) in ranked[:TOP_VALUES])
+
+
 def read_aggregates(bpf, probe: Probe, local: int) -> dict:
     """ProbeStats fields for one probe's aggregations ({} without any)."""
     agg = probe.agg

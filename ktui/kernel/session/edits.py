@@ -39,6 +39,8 @@ def generic_only(probe: Probe) -> str:
         return f"a probe that reads cgroup {GENERIC_ONLY}"
     if uses_latency(probe):
         return f"a probe that reads latency {GENERIC_ONLY}"
+    if probe.agg is not None and probe.agg.hist_keys:
+        return f"a histogram by key (hist(VALUE, KEY)) {GENERIC_ONLY}"
     return ""
 
 
