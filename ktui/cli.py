@@ -291,8 +291,9 @@ _buffer_option = click.option(
 
 _spec_option = click.option("-e", "--spec", "specs", multiple=True, metavar="SPEC",
                             help="A probe in the compact form (repeatable): `[LABEL=]SPEC [AGGREGATIONS] "
-                                 "[if FILTER]`; AGGREGATIONS count in the kernel: hist(a3) count(comm) "
-                                 "sum(retval) max_keys(N) stack(kernel|user|both).")
+                                 "[if FILTER]`; AGGREGATIONS count in the kernel: hist(a3) hist(latency, comm) "
+                                 "count(comm) sum(retval) max_keys(N) stack(kernel|user|both); since(START) makes "
+                                 "it a span from START, within(FUNC) counts it only inside FUNC.")
 
 _common_probe_options = [
     _spec_option,
@@ -790,9 +791,10 @@ def _leave(code: int) -> None:
 
 STREAM_EPILOG = """\b
 Aggregations are counted in the kernel and come in the stats lines
-("top_values", "value_hist", "stacks"), not as one event each:
+("top_values", "value_hist", "key_hists", "stacks"), not as one event each:
   ktui stream -e 'vfs_read:r count(comm) sum(retval)'   bytes read per process
   ktui stream -e 'vfs_read:c hist(a3)'                  read sizes, a log2 histogram
+  ktui stream -e 'vfs_read:r hist(latency, comm)'       a latency histogram per process
   ktui stream -e 'vfs_read:c stack(kernel)' --folded vfs.folded   who calls it
   ktui stream -e 'vfs_read:c count(a3) max_keys(64)'    the sizes seen, at most 64
 A probe with aggregations and no fetches streams no events: only its counts.
