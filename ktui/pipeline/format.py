@@ -103,6 +103,20 @@ def format_value(value: int | str | bytes, ftype: str, symbolize: Symbolize | No
     return str(to_unsigned(value, bits))
 
 
+def is_dev_t(fetch: Fetch) -> bool:
+    """A kernel `dev_t` by its C type (BTF's or a tracepoint format's): a
+    disk's (`rq->part->bd_dev`), a file system's (`s_dev`), a device
+    file's (`i_rdev`)."""
+    return fetch.ctype == "dev_t"
+
+
+def dev_text(value: int) -> str:
+    """A kernel dev_t as `ls -l`, /proc/partitions and lsblk name a device,
+    `MAJOR:MINOR` (`7340032` -> `7:0`): inside the kernel a dev_t is
+    MAJOR << 20 | MINOR (include/linux/kdev_t.h), not glibc's makedev."""
+    return f"{value >> 20}:{value & 0xFFFFF}"
+
+
 def format_fetch(fetch: Fetch, value: int | str | bytes, symbolize: Symbolize | None = None) -> str:
     """A value as its fetch says, with the errno name when a return value is
     an error (`-9 (EBADF)`), which is what a kernel developer looks for; a
@@ -110,6 +124,8 @@ def format_fetch(fetch: Fetch, value: int | str | bytes, symbolize: Symbolize | 
     raw column keeps the path)."""
     if is_cgroup(fetch.expr) and isinstance(value, str):
         value = cgroup_short(value)  # what the path says (a container's scope as runtime:id)
+    if isinstance(value, int) and is_dev_t(fetch):
+        return dev_text(value)
     text = format_value(value, fetch.effective_type, symbolize)
     if isinstance(fetch.expr, RetVal) and isinstance(value, int):
         code = as_errno(value)

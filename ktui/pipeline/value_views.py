@@ -10,13 +10,14 @@ errno, a top comm, a top value, a histogram bucket."""
 
 from __future__ import annotations
 
+from ktui.lang.bind import names_label
 from ktui.lang.cgroups import is_cgroup
 from ktui.lang.latency import is_latency, sums_latency
 from ktui.lang.model import Kind, Probe
 from ktui.pipeline import members
 from ktui.pipeline.accounting import comms_heading, errno_guessed, errno_unchecked
 from ktui.pipeline.drilldown import BUCKET, COMM, ERRNO, LATENCY, VALUE, Pick
-from ktui.pipeline.format import errno_name, format_count, format_latency, printable
+from ktui.pipeline.format import dev_text, errno_name, format_count, format_latency, is_dev_t, printable
 from ktui.pipeline.rates import error_count, hist_lines, percentile
 from ktui.pipeline.stacks import Symbolize, is_partial, merged, split_merged, wants_user
 from ktui.pipeline.top_cgroups import cgroup_lines
@@ -161,7 +162,7 @@ def key_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int, room: int | 
                         "bold")]
     if not stats.key_hists:
         return out + [("  none yet", "dim")]
-    rows = [(key_text(key, agg.hist_keys), format_count(sum(slots)), shown(percentile(slots, 50)),
+    rows = [(key_text(key, key_fetches(probe, agg.hist_keys)), format_count(sum(slots)), shown(percentile(slots, 50)),
              shown(percentile(slots, 99)), key, slots) for key, slots, _ in stats.key_hists[:KEY_HISTS_SHOWN]]
     hits_w = max(len(r[1]) for r in rows)
     fixed = 2 + 1 + hits_w + len(" hits  p50 ") + max(len(r[2]) for r in rows) + len("  p99 ") + max(
@@ -226,10 +227,23 @@ def value_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int, room: int 
 
 def key_text(key: tuple, fetches: tuple = ()) -> str:
     """A count key's values as the pane shows them (`fetches`: the keys'
-    fetches, in order: a cgroup's path shortened as in the event pane)."""
-    shown = [cgroup_short(v) if i < len(fetches) and is_cgroup(fetches[i].expr) and isinstance(v, str) else v
-             for i, v in enumerate(key)]
-    return ", ".join(printable(v) if isinstance(v, str) else str(v) for v in shown) or "all"
+    fetches, in order, as key_fetches gives them: a cgroup's path shortened
+    as in the event pane, a dev_t as MAJOR:MINOR)."""
+    def shown(i: int, v) -> str:
+        fetch = fetches[i] if i < len(fetches) else None
+        if isinstance(v, str):
+            return printable(cgroup_short(v) if fetch is not None and is_cgroup(fetch.expr) else v)
+        return dev_text(v) if fetch is not None and is_dev_t(fetch) else str(v)
+
+    return ", ".join(shown(i, v) for i, v in enumerate(key)) or "all"
+
+
+def key_fetches(probe: Probe, keys: tuple) -> tuple:
+    """The fetch each key reads: a key naming one of the probe's fetch
+    labels (`dev` in `count(dev)` of `dev=rq->part->bd_dev`) reads that
+    fetch, and is shown as its type says."""
+    labels = {f.label: f for f in probe.fetches if f.label}
+    return tuple(labels[name] if (name := names_label(k, labels)) is not None else k for k in keys)
 
 
 KEY_WIDTH_MAX = 24  # a key column no wider, however wide the pane
@@ -253,7 +267,7 @@ def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) ->
                         + (", its mean" if durations else ""), "bold")]
     out.append((f"ranked by sum({agg.sum}); % of the sum" if sums else "ranked by hits; % of the hits", "dim"))
     total = sum(c for _, c, _ in stats.top_values)
-    rows = [(key_text(key, agg.keys), format_count(count), _sum_text(summed, count, durations) if sums else "",
+    rows = [(key_text(key, key_fetches(probe, agg.keys)), format_count(count), _sum_text(summed, count, durations) if sums else "",
              _share(count, summed, stats, sums), key) for key, count, summed in stats.top_values]
     calls_w = max([len("hits")] + [len(r[1]) for r in rows])
     sum_head = f"sum({agg.sum})" if sums else ""

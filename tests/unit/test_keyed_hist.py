@@ -245,3 +245,20 @@ def test_a_disks_key_drills_down_to_the_events_of_that_disk():
     probe = parse_probe_text(f"io={SPAN} hist(latency, dev)")
     down = drill_down(1, probe, Pick(VALUE, (7340032,)))
     assert (down.tests[0].field, down.tests[0].equals) == (1, 7340032)  # the event's dev (after rq)
+
+
+def test_a_dev_t_key_or_value_shows_as_major_minor():
+    """biolatency -D names disks; ktui's panes name them as lsblk does
+    (MAJOR:MINOR), not as the kernel's MKDEV number 7340032."""
+    from ktui.lang.bind import with_fetch_types
+    from ktui.lang.spec import parse_probe_text
+    from ktui.pipeline.format import format_fetch
+    from ktui.pipeline.value_views import key_fetches, key_text
+
+    disk = with_fetch_types(parse_probe_text("blk_mq_end_request:c:rq,dev=rq->part->bd_dev count(dev)"),
+                            [["x64", "struct request *"], ["u32", "dev_t"]])
+    assert key_text((7340032,), key_fetches(disk, disk.agg.keys)) == "7:0"  # by the fetch its label names
+    assert format_fetch(disk.fetches[1], 265289728) == "253:0"
+    assert format_fetch(disk.fetches[0], 5) == "0x5"  # the request pointer as before
+    size = with_fetch_types(parse_probe_text("vfs_read:c:count count(count)"), [["u64", "size_t"]])
+    assert key_text((7340032,), key_fetches(size, size.agg.keys)) == "7340032"  # not a dev_t: a number
