@@ -203,6 +203,15 @@ class Exporter:
         # runs, scrapes get the set as it was when the reload began.
         self._lock = threading.Lock()
         self._frozen = None  # those views, while a reload runs
+        self._stopped = False  # the session is closing: scrapes read nothing more
+
+    def stop(self) -> None:
+        """Before the session closes: wait for a scrape reading its maps
+        (scrapes run in their own threads, which the server's shutdown
+        does not wait for; a SIGINT mid-scrape closed the maps under it),
+        and let none read them after."""
+        with self._lock:
+            self._stopped = True
 
     def emits(self) -> bool:
         """Whether a probe of the running set writes events (it has fetches):
@@ -211,6 +220,8 @@ class Exporter:
 
     def views(self):
         with self._lock:
+            if self._stopped:
+                return []
             return self._frozen if self._frozen is not None else self._read_views()
 
     def _read_views(self):
@@ -319,6 +330,7 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
         session = (open_feed or _open_session_or_status)(loaded[0], options)
         if isinstance(session, int):
             return session
+        exporter = None
         try:
             with _Signals() as signals:
                 exporter = Exporter(session, loaded, load)
@@ -349,6 +361,8 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
         except KeyboardInterrupt:  # a signal in the instant before our handlers
             pass
         finally:
+            if exporter is not None:
+                exporter.stop()
             session.close()
         print("ktui: probes detached", file=sys.stderr, flush=True)
         return EXIT_OK

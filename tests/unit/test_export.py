@@ -500,3 +500,60 @@ def test_key_label_names():
     assert key_labels(["comm", "a3"]) == ("comm", "a3")
     assert key_labels(["+0(a4):s64", "size", "probe", "__x", "comm", "comm"]) == (
         "key1", "size", "key3", "key4", "comm", "key6")
+
+
+def test_a_signal_during_a_scrape_closes_the_session_only_after_it(tmp_path, capfd):
+    """Scrapes run in the server's threads, which its shutdown does not
+    wait for: a SIGINT in the middle of a scrape closed the maps it was
+    reading (`a scrape could not read the maps: ... Bad file descriptor`,
+    the hour-long run). The session closes once the scrape is done."""
+    ps = ProbeSet(name="t", probes=(parse_spec("vfs_read:c"),))
+    order: list[str] = []
+    reading, release = threading.Event(), threading.Event()
+
+    def open_feed(probeset, options):
+        session = Session(probeset, SessionOptions(log_path=tmp_path / "ktui.log"), loader=FakeLoader())
+        session.open()
+        stats, close = session.stats, session.close
+
+        def slow_stats():
+            if not reading.is_set():
+                reading.set()
+                release.wait(30)  # the scrape is reading the maps
+            snap = stats()
+            order.append("read")
+            return snap
+
+        def closing():
+            order.append("close")
+            return close()
+
+        session.stats, session.close = slow_stats, closing
+        return session
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def scrape_then_signal():
+        scrape = threading.Thread(target=lambda: urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/metrics", timeout=30).read(), daemon=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the server is up once the port answers
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        scrape.start()
+        assert reading.wait(30)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # the main loop has seen the signal and stops: the scrape still reads
+        release.set()
+
+    threading.Thread(target=scrape_then_signal, daemon=True).start()
+    code = run_export((ps, {}), lambda: (ps, {}), SessionOptions(), Listen("127.0.0.1", port, socket.AF_INET),
+                      open_feed=open_feed)
+    assert code == EXIT_OK
+    assert order[:2] == ["read", "close"], order
+    assert "could not read the maps" not in capfd.readouterr().err
