@@ -135,3 +135,27 @@ def test_user_stacks_are_named_by_their_process_after_the_kernel_frames(monkeypa
 
     got = aggregates.stacks(1, 2, {4: 0}, {"both"}, Names())
     assert got == {4: [((0x100, "77:4000", "77:5000"), 3)]}
+
+
+def test_lost_keys_are_listed_in_batches_and_decoded_once(monkeypatch):
+    """A full count map's lost keys, counted by value (a comm's stale tail
+    is one key) at every read; a key seen at the last read is not decoded
+    again (a scrape under churning keys decoded 16,384 a second), and a
+    tag whose probe changed is decoded for the new probe."""
+    lost = {agg_key(7, [], b"cat\0xyz"): b"\0", agg_key(7, [], b"cat"): b"\0", agg_key(7, [], b"dd"): b"\0",
+            agg_key(9, [4096]): b"\0"}
+    monkeypatch.setattr(aggregates.bpfsys, "hash_items", lambda fd, ks, vs: list(lost.items()))
+    decoded = []
+    real = aggregates.key_values
+    monkeypatch.setattr(aggregates, "key_values", lambda probe, key, *a: decoded.append(key.tag) or real(probe, key, *a))
+    by_comm, by_size = parse_probe_text("vfs_read:c count(comm)"), parse_probe_text("vfs_read:c count(a3)")
+    reader = aggregates.LostKeys()
+    assert reader.read(5, {7: by_comm, 9: by_size}) == {7: 2, 9: 1}
+    assert len(decoded) == 4
+    lost[agg_key(7, [], b"ls")] = b"\0"
+    assert reader.read(5, {7: by_comm, 9: by_size}) == {7: 3, 9: 1}
+    assert len(decoded) == 5  # only the new key
+    assert reader.read(5, {7: by_comm}) == {7: 3}  # tag 9 not losing (any more): not counted
+    by_pid = parse_probe_text("vfs_read:c count(pid)")
+    assert reader.read(5, {7: by_comm, 9: by_pid}) == {7: 3, 9: 1}
+    assert decoded[-1] == 9  # a new probe on tag 9: its key decoded for it

@@ -87,18 +87,38 @@ def hist_fields(entries: dict[tuple, tuple[list[int], int]]) -> dict:
     return {"key_hists": top_hists(entries), "hist_keys": len(entries)}
 
 
-def lost_keys(fd: int, probes: dict[int, Probe]) -> dict[int, int]:
+class LostKeys:
     """tag -> distinct keys a full count map could not take (a cgroup's id
     unnamed: only how many there are is asked; a keyed histogram's slots
-    of one key are one key)."""
-    seen: dict[int, set] = {}
-    if not probes:
-        return {}
-    for raw in bpfsys.map_keys(fd, _AGG_KEY):
-        key = abi.AggKey.from_buffer_copy(raw)
-        if key.tag in probes:
-            seen.setdefault(key.tag, set()).add(key_values(probes[key.tag], key))
-    return {tag: len(keys) for tag, keys in seen.items()}
+    of one key are one key), read at every stats read.
+
+    The lost-keys map is listed in batches (a syscall per 256 keys: listed
+    key by key it took one per key, 16,384 a scrape once churning keys had
+    filled it, seconds of an emulated CPU per scrape in run 11b), and only
+    keys not seen at the last read are decoded: a lost key stays until its
+    probe is removed, so once the map stops growing a read decodes none."""
+
+    def __init__(self) -> None:
+        self._known: dict[bytes, tuple] = {}  # raw key -> its values, as decoded for _probes[tag]
+        self._probes: dict[int, Probe] = {}  # the probe each tag's known keys were decoded for
+
+    def read(self, fd: int, probes: dict[int, Probe]) -> dict[int, int]:
+        if not probes:
+            return {}
+        known: dict[bytes, tuple] = {}
+        seen: dict[int, set] = {}
+        for raw, _ in bpfsys.hash_items(fd, _AGG_KEY, 1):  # (the value: a u8, unused)
+            tag = int.from_bytes(raw[:4], "little")  # AggKey.tag
+            probe = probes.get(tag)
+            if probe is None:
+                continue  # a probe not losing keys, or a removed one's (deleted later)
+            values = self._known.get(raw) if self._probes.get(tag) is probe else None
+            if values is None:
+                values = key_values(probe, abi.AggKey.from_buffer_copy(raw))
+            known[raw] = values
+            seen.setdefault(tag, set()).add(values)
+        self._known, self._probes = known, dict(probes)  # what is no longer listed is forgotten
+        return {tag: len(keys) for tag, keys in seen.items()}
 
 
 def count_fields(probe: Probe, entries: dict[tuple, tuple[int, int]]) -> dict:

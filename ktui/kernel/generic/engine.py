@@ -195,6 +195,7 @@ class GenericEngine:
         self.tracing = None  # the tracing variant's CompiledProgram, once loaded (fentry slots)
         self.tracepoint = None  # the tracepoint variant's CompiledProgram, once loaded (tracepoint slots)
         self.slots: dict[int, Slot] = {}
+        self._lost_keys = None  # aggregates.LostKeys, made at the first read of a probe losing keys
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
         # sites held by wildcards; site 0 means "not a wildcard"
         self._sites_used = bytearray(abi.MAX_SITES)
@@ -834,7 +835,9 @@ class GenericEngine:
                                               self.cgroup_names)
             lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
             losing = {t: i for t, i in counting.items() if dropped[i]}
-            lost = read.lost_keys(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
+            if self._lost_keys is None:
+                self._lost_keys = read.LostKeys()
+            lost = self._lost_keys.read(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
             for tag, i in counting.items():
                 if mine[i].probe.agg.counts:
                     out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
