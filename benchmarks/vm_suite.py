@@ -36,7 +36,8 @@ count maps fill within minutes and then drop; every --export-hour-every s
 the exporter's RSS and peak, the series of the last scrape, its keys and
 dropped hits, and that interval's scrape durations and errors:
 
-    --parts warm_up,export_hour [--export-hour-seconds 3600] [--export-hour-rate 5]
+    --parts export_hour [--export-hour-seconds 3600] [--export-hour-rate 5]  (no warm_up: the
+    set runs in the shipped generic program, nothing to compile)
 """
 
 from __future__ import annotations
