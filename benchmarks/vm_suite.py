@@ -27,6 +27,17 @@ against a bpftrace tracepoint pair (each tool launched --span-cycles times,
 in turned order, untraced rounds after each):
 
     --parts warm_up,spans [--span-n 5000] [--n 100000] [--span-cycles 3] [--span-tools ...]
+
+`export_hour` (not in the default parts: it takes the hour) is issue 33's
+"memory stays flat over an hour of scrapes with keys churning": `ktui
+export` of CHURN_SET, scraped every second over HTTP, while `workload
+churn` starts short-lived processes (a new pid and task name each) so its
+count maps fill within minutes and then drop; every --export-hour-every s
+the exporter's RSS and peak, the series of the last scrape, its keys and
+dropped hits, and that interval's scrape durations and errors:
+
+    --parts export_hour [--export-hour-seconds 3600] [--export-hour-rate 5]  (no warm_up: the
+    set runs in the shipped generic program, nothing to compile)
 """
 
 from __future__ import annotations
@@ -87,15 +98,86 @@ SAMPLE_MAX = 2**32 - 1
 # before it attaches: past 150 s under emulation on a loaded host
 SPAN_LIVE_TIMEOUT = 400.0
 HITS_METRIC = re.compile(r"^ktui_probe_hits_total\{[^}]*\} ([0-9.e+]+)$", re.M)
+MAP_READ_METRIC = re.compile(r"^ktui_exporter_scrape_duration_seconds ([0-9.e+-]+)$", re.M)
+SAMPLE_LINE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$", re.M)
+PROBE_LABEL = re.compile(r'(?:^|,)probe="([^"]*)"')
+# The exporter's hour (issue 33): keys that never stop coming (each process
+# of `workload churn` has a pid and a task name never seen before), with
+# max_keys small enough that the count maps fill within minutes at a few
+# forks a second, so the full-map policy (dropped and counted) and the
+# series cap (the top 10 keys exported) are what the hour exercises.
+CHURN_SET = """\
+name: churn
+probes:
+  - spec: vfs_read:r
+    label: read_by_pid
+    count: [pid]
+    sum: retval
+    max_keys: 1024
+  - spec: vfs_read:c
+    label: read_by_comm
+    count: [comm]
+    max_keys: 512
+  - spec: vfs_read:c
+    label: read_size
+    hist: a3
+"""
+
+
+def status_kb(pid: int, *fields: str) -> dict[str, int | None]:
+    """Fields of /proc/PID/status in KiB (VmRSS, VmHWM, RssAnon...), or
+    counts (Threads); None for each when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return dict.fromkeys(fields)
+    out: dict[str, int | None] = {}
+    for field in fields:
+        m = re.search(rf"^{field}:\s+(\d+)", text, re.M)
+        out[field] = int(m.group(1)) if m else None
+    return out
 
 
 def rss_kb(pid: int) -> int | None:
     """The process's resident set now (VmRSS), in KiB."""
+    return status_kb(pid, "VmRSS")["VmRSS"]
+
+
+def forks_since_boot() -> int:
+    """Processes made since boot (/proc/stat's `processes`)."""
+    m = re.search(r"^processes (\d+)$", Path("/proc/stat").read_text(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def metric_by_probe(body: str, name: str) -> dict[str, float]:
+    """A metric's value by its `probe` label in a scrape's text."""
+    out = {}
+    for m in SAMPLE_LINE.finditer(body):
+        if m.group(1) == name:
+            probe = PROBE_LABEL.search(m.group(2) or "")
+            out[probe.group(1) if probe else ""] = float(m.group(3))
+    return out
+
+
+def probes_attached(url: str) -> int:
+    """The probes a scrape says are attached (0 when nothing answers yet):
+    how the exporter's hour sees it live, from what it serves."""
+    import urllib.request
     try:
-        m = re.search(r"^VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            body = resp.read().decode()
     except OSError:
-        return None
-    return int(m.group(1)) if m else None
+        return 0
+    return sum(1 for m in SAMPLE_LINE.finditer(body) if m.group(1) == "ktui_probe_state"
+               and 'state="attached"' in (m.group(2) or "") and float(m.group(3)) == 1)
+
+
+def quantiles(values: list[float]) -> dict[str, float | None]:
+    """Median and p99 (nearest rank: of 60 values, the slowest)."""
+    v = sorted(values)
+    if not v:
+        return {"median": None, "p99": None}
+    return {"median": v[len(v) // 2], "p99": v[min(len(v) - 1, -(-99 * len(v) // 100) - 1)]}
 
 
 def folded_total(path: str) -> int | None:
@@ -139,14 +221,17 @@ def _picked_rows(picked: str | None, known, flag: str) -> list[str]:
 class Scraper:
     """Scrapes a /metrics URL once a second from a thread (as Prometheus
     would, with its own connection each time) and keeps the last
-    ktui_probe_hits_total, each scrape's duration and size, and errors."""
+    ktui_probe_hits_total and body, each scrape's duration (and the map
+    read's, as the exporter says it) and size, and errors."""
 
     def __init__(self, url: str, every: float = 1.0) -> None:
         self.url, self.every = url, every
         self.hits: float | None = None
         self.durations: list[float] = []
         self.sizes: list[int] = []
+        self.map_reads: list[float] = []
         self.errors: list[str] = []
+        self.last_body = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-scraper", daemon=True)
 
@@ -162,6 +247,10 @@ class Scraper:
                     body = resp.read().decode()
                 self.durations.append(time.monotonic() - t0)
                 self.sizes.append(len(body))
+                self.last_body = body
+                read = MAP_READ_METRIC.search(body)
+                if read:
+                    self.map_reads.append(float(read.group(1)))
                 hits = HITS_METRIC.findall(body)
                 if hits:
                     self.hits = sum(float(h) for h in hits)
@@ -941,6 +1030,80 @@ class Suite:
         return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * self.args.n,
                 "hits_served": scraper.hits, "samples": samples}
 
+    # ---------------------------------------------------------------- 9
+    def export_hour(self) -> None:
+        """Issue 33: the exporter's memory over --export-hour-seconds of
+        scrapes (one a second, over HTTP) while the keys churn (CHURN_SET,
+        `workload churn RATE`), sampled every --export-hour-every s."""
+        secs, every, rate = self.args.export_hour_seconds, self.args.export_hour_every, self.args.export_hour_rate
+        work = Path(tempfile.mkdtemp(prefix="ktui-bench-hour-"))
+        setfile = work / "churn.yaml"
+        setfile.write_text(CHURN_SET)
+        url = f"http://127.0.0.1:{self.args.export_port}/metrics"
+        out = self.results["export_hour"] = {"set": CHURN_SET, "seconds": secs, "every_s": every,
+                                             "forks_per_s": rate, "samples": []}
+        t = Tool("ktui_export_hour", [KTUI, "export", str(setfile), "--log", self.log_path,
+                                      "--listen", f"127.0.0.1:{self.args.export_port}"],
+                 CHURN_SET.count("- spec:"), count=lambda: probes_attached(url))
+        churn = scraper = None
+        try:
+            live = out["live_s"] = t.wait_live()
+            if live is None:
+                out["error"] = "never live"
+                return
+            self.note(f"exporter live in {live:.1f} s; {secs} s of scrapes, {rate} forks/s")
+            churn = Workload(self.wl, "churn", str(rate))
+            scraper = Scraper(url)
+            scraper.start()
+            t0, forks0, seen = time.monotonic(), forks_since_boot(), (0, 0, 0)
+            for k in range(1, secs // every + 1):
+                while time.monotonic() < t0 + k * every:
+                    # a heartbeat for the watchdog: this thread is waiting, not stuck
+                    self.last_note = time.monotonic()
+                    time.sleep(min(10.0, max(0.0, t0 + k * every - time.monotonic())))
+                sample, seen = self._hour_sample(t, scraper, seen, time.monotonic() - t0, forks0)
+                out["samples"].append(sample)
+                self.note(f"hour {sample['t_s']:.0f} s: rss {sample['rss_kb']} kB (peak {sample['hwm_kb']}), "
+                          f"{sample['series']} series, keys {sample['keys']}, dropped {sample['dropped']}, "
+                          f"scrape {sample['scrapes']}x median {sample['scrape_s']['median']}, "
+                          f"errors {sample['errors']}")
+                Path(self.args.out).write_text(json.dumps(self.results, indent=1))  # an hour: keep what we have
+        finally:
+            if scraper is not None:
+                scraper.stop()
+                out["scrapes"] = scraper.summary()
+            if churn is not None:
+                churn.stop()
+            out.update(t.stop())
+
+    @staticmethod
+    def _hour_sample(t: Tool, scraper: Scraper, seen: tuple[int, int, int], elapsed: float,
+                     forks0: int) -> tuple[dict, tuple[int, int, int]]:
+        """One sample of the exporter's hour, and the scraper's counts so
+        far (the next sample's interval starts there)."""
+        durations, reads, errors = scraper.durations[:], scraper.map_reads[:], scraper.errors[:]
+        body = scraper.last_body
+        mem = status_kb(t.proc.pid, "VmRSS", "VmHWM", "RssAnon", "Threads")
+        try:
+            fds = len(os.listdir(f"/proc/{t.proc.pid}/fd"))
+        except OSError:
+            fds = None
+        sample = {
+            "t_s": round(elapsed, 1), "rss_kb": mem["VmRSS"], "hwm_kb": mem["VmHWM"], "anon_kb": mem["RssAnon"],
+            "threads": mem["Threads"], "fds": fds, "cpu_s": round(t.cpu_seconds(), 2),
+            "forks": forks_since_boot() - forks0,
+            "series": sum(1 for line in body.splitlines() if line and not line.startswith("#")), "bytes": len(body),
+            "keys": metric_by_probe(body, "ktui_probe_keys"),
+            "omitted": metric_by_probe(body, "ktui_probe_keys_omitted"),
+            "dropped": metric_by_probe(body, "ktui_probe_key_hits_dropped_total"),
+            "hits": metric_by_probe(body, "ktui_probe_hits_total"),
+            "map_read_errors": metric_by_probe(body, "ktui_exporter_map_read_errors_total").get(""),
+            "scrapes": len(durations) - seen[0],
+            "scrape_s": quantiles(durations[seen[0]:]), "map_read_s": quantiles(reads[seen[1]:]),
+            "errors": len(errors) - seen[2], "first_error": errors[seen[2]] if len(errors) > seen[2] else None,
+        }
+        return sample, (len(durations), len(reads), len(errors))
+
     # ---------------------------------------------------------------- 8
     def spans(self) -> None:
         """Issue 32: what a span costs per pair, against bcc's biolatency and
@@ -1146,6 +1309,8 @@ class Suite:
         for part in self.args.parts.split(","):
             part_alarm = part != "startup"  # startup guards each case itself
             limit = timeouts.get(part, PART_TIMEOUT)
+            if part == "export_hour":  # as long as asked, and the exporter's start and stop
+                limit = self.args.export_hour_seconds + PART_TIMEOUT
             if part_alarm:
                 signal.signal(signal.SIGALRM, _alarm)
                 signal.alarm(limit)
@@ -1188,6 +1353,11 @@ def main() -> int:
                     help="compare: kernel.bpf_stats_enabled=1 and each program's ns per run from bpftool "
                          "(slows every program: for the why, not the slowdowns)")
     ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
+    ap.add_argument("--export-hour-seconds", type=int, default=3600,
+                    help="export_hour: how long the exporter is scraped while the keys churn")
+    ap.add_argument("--export-hour-every", type=int, default=60, help="export_hour: seconds between samples")
+    ap.add_argument("--export-hour-rate", type=int, default=5,
+                    help="export_hour: short-lived processes a second (each a new pid and task name)")
     ap.add_argument("--span-rows", default="", help=f"spans: rows to run (default all: {','.join(SPAN_ROWS)})")
     ap.add_argument("--span-tools", default="", help="spans: only these tools, e.g. ktui_span_rq,biolatency")
     ap.add_argument("--span-n", type=int, default=5000, help="spans/block: O_DIRECT reads per round")

@@ -10,6 +10,11 @@
  *                         aligned buffer, at offsets 0, 4096, ... wrapping at
  *                         the device's end: past the page cache, one block
  *                         request each (the spans benchmark: one pair each)
+ *   workload churn RATE   print "ready", then RATE short-lived processes a
+ *                         second until killed, each with a pid and a task name
+ *                         (`churnN`) never seen before, doing 4 reads of
+ *                         1..4096 bytes of /dev/zero (the exporter's hour: keys
+ *                         that keep coming, so its count maps fill)
  *
  * It waits with sigwait/sigtimedwait (no read(2)), and reports with write(2),
  * so the traced pid does exactly the reads counted here and nothing else: a
@@ -22,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +70,29 @@ static int direct(const char *path, long n, long rounds, sigset_t *usr1)
     return 0;
 }
 
+static int churn(long rate, int zero)
+{
+    static char buf[BLOCK];
+    struct timespec gap = {0, 1000000000L / rate};
+
+    say("ready\n");
+    for (long i = 0;; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char name[32];  /* the kernel keeps the first 15 bytes */
+            snprintf(name, sizeof name, "churn%ld", i);
+            prctl(PR_SET_NAME, name);
+            for (long k = 0; k < 4; k++)  /* sizes spread over the log2 slots */
+                if (read(zero, buf, 1 + (i * 37 + k * 1021) % BLOCK) < 0)
+                    _exit(4);
+            _exit(0);
+        }
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+        nanosleep(&gap, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     char byte, line[64];
@@ -102,5 +132,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "direct") == 0 && argc == 5)
         return direct(argv[2], atol(argv[3]), atol(argv[4]), &usr1);
+    if (strcmp(argv[1], "churn") == 0 && argc == 3 && atol(argv[2]) > 0)
+        return churn(atol(argv[2]), zero);
     return 2;
 }
