@@ -337,7 +337,8 @@ def with_bound_values(end: Probe, bound: tuple[Fetch, ...]) -> Probe:
     agg = end.agg
     if agg is not None:
         agg = dataclasses.replace(agg, hist=carried(agg.hist), sum=carried(agg.sum),
-                                  keys=tuple(carried(k) for k in agg.keys))
+                                  keys=tuple(carried(k) for k in agg.keys),
+                                  hist_keys=tuple(carried(k) for k in agg.hist_keys))
     bindings = dict(end.bindings or {})
     for name in _filter_names(end):
         expr = start_value_of(name)

@@ -239,3 +239,14 @@ def test_start_values_are_bound_as_the_start_reads_them_and_kept_by_a_recording(
         bind_probe(parse_probe_text("sched/sched_switch:t since(sched/sched_wakeup:t) count(start.args.comm)"),
                    FormatsKernel("6.12"))
     assert err.value.message.startswith("since: start.args.comm is text (char[16])"), err.value
+
+
+def test_a_keyed_histograms_start_value_key_is_bound_as_the_start_reads_it():
+    """hist(VALUE, start.X): its key is typed as the start reads X (a
+    signed int stays signed), as count's keys are."""
+    from ktui.lang.bind import bind_probe
+    from tests.unit.tracefs import FormatsKernel
+
+    text = "syscalls/sys_exit_openat:t since(syscalls/sys_enter_openat:t) hist(latency, start.dfd)"
+    probe = bind_probe(parse_probe_text(text), FormatsKernel("6.12"), text=text)
+    assert probe.agg.hist_keys[0].effective_type == "s32"
