@@ -363,6 +363,14 @@ def _bind_aggregate(probe: Probe, binder: "Binder"):
     return out
 
 
+def labelled_fetch(probe: Probe, fetch: Fetch) -> Fetch | None:
+    """The probe's own fetch an aggregated fetch names by its label (`dev`
+    in `count(dev)` of `dev=rq->part->bd_dev`: that fetch), or None."""
+    labels = {own.label: own for own in probe.fetches if own.label is not None}
+    label = names_label(fetch, labels)
+    return labels[label] if label is not None else None
+
+
 def names_label(fetch: Fetch, labels) -> str | None:
     """The label of one of the probe's fetches an aggregated fetch names
     (`dev` in `count(dev)` of a probe fetching `dev=rq->part->bd_dev`), as

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ktui.lang.bind import names_label
+from ktui.lang.bind import labelled_fetch
 from ktui.lang.model import Builtin, Fetch, Probe, RetVal, positional
 from ktui.pipeline.format import errno_name, format_latency, printable
 from ktui.record.cgroups import short
@@ -177,9 +177,9 @@ def _source(probe: Probe, fetch: Fetch, what: str) -> str | int:
     expr = fetch.expr
     if isinstance(expr, Builtin) and expr.name in EVENT_FIELDS:
         return expr.name
-    label = names_label(fetch, {own.label for own in probe.fetches if own.label is not None})
-    if label is not None:  # a key naming a fetch's label (`count(dev)` of `dev=rq->part->bd_dev`): that fetch
-        return next(index for index, own in enumerate(probe.fetches) if own.label == label)
+    named = labelled_fetch(probe, fetch)
+    if named is not None:  # a key naming a fetch's label (`count(dev)` of `dev=rq->part->bd_dev`): that fetch
+        return next(index for index, own in enumerate(probe.fetches) if own is named)
     wanted = width(fetch.effective_type)
     narrower = None
     for index, own in enumerate(probe.fetches):

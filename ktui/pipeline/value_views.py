@@ -10,7 +10,7 @@ errno, a top comm, a top value, a histogram bucket."""
 
 from __future__ import annotations
 
-from ktui.lang.bind import names_label
+from ktui.lang.bind import labelled_fetch
 from ktui.lang.cgroups import is_cgroup
 from ktui.lang.latency import is_latency, sums_latency
 from ktui.lang.model import Kind, Probe
@@ -162,7 +162,8 @@ def key_hist_lines(probe: Probe, stats: ProbeStats, bar_width: int, room: int | 
                         "bold")]
     if not stats.key_hists:
         return out + [("  none yet", "dim")]
-    rows = [(key_text(key, key_fetches(probe, agg.hist_keys)), format_count(sum(slots)), shown(percentile(slots, 50)),
+    fetches = key_fetches(probe, agg.hist_keys)
+    rows = [(key_text(key, fetches), format_count(sum(slots)), shown(percentile(slots, 50)),
              shown(percentile(slots, 99)), key, slots) for key, slots, _ in stats.key_hists[:KEY_HISTS_SHOWN]]
     hits_w = max(len(r[1]) for r in rows)
     fixed = 2 + 1 + hits_w + len(" hits  p50 ") + max(len(r[2]) for r in rows) + len("  p99 ") + max(
@@ -242,8 +243,7 @@ def key_fetches(probe: Probe, keys: tuple) -> tuple:
     """The fetch each key reads: a key naming one of the probe's fetch
     labels (`dev` in `count(dev)` of `dev=rq->part->bd_dev`) reads that
     fetch, and is shown as its type says."""
-    labels = {f.label: f for f in probe.fetches if f.label}
-    return tuple(labels[name] if (name := names_label(k, labels)) is not None else k for k in keys)
+    return tuple(labelled_fetch(probe, k) or k for k in keys)
 
 
 KEY_WIDTH_MAX = 24  # a key column no wider, however wide the pane
@@ -267,7 +267,8 @@ def top_value_lines(probe: Probe, stats: ProbeStats, room: int | None = None) ->
                         + (", its mean" if durations else ""), "bold")]
     out.append((f"ranked by sum({agg.sum}); % of the sum" if sums else "ranked by hits; % of the hits", "dim"))
     total = sum(c for _, c, _ in stats.top_values)
-    rows = [(key_text(key, key_fetches(probe, agg.keys)), format_count(count), _sum_text(summed, count, durations) if sums else "",
+    fetches = key_fetches(probe, agg.keys)
+    rows = [(key_text(key, fetches), format_count(count), _sum_text(summed, count, durations) if sums else "",
              _share(count, summed, stats, sums), key) for key, count, summed in stats.top_values]
     calls_w = max([len("hits")] + [len(r[1]) for r in rows])
     sum_head = f"sum({agg.sum})" if sums else ""
