@@ -151,8 +151,9 @@ def parse_probe_text(text: str) -> Probe:
     itself, the filter's part included (a filter error says `filter:`)."""
     head, sep, tail = text.partition(" if ")
     probe = parse_spec_clauses(head)
-    if spans.start_value_problem(probe):
-        raise SpecError(spans.start_value_problem(probe), col=_start_value_col(head))
+    problem = spans.start_value_problem(probe)
+    if problem:
+        raise SpecError(problem, col=_start_value_col(head))
     if not sep:
         return probe
     filter_at = len(head) + len(sep)
@@ -265,8 +266,9 @@ def validate_probe(probe: Probe, *, filter_text: str | None = None) -> None:
             raise SpecError(f"fetch is not in canonical form: {mine!r}", col=fetch_col(span, index))
     if len(probe.fetches) != len(reparsed.fetches):
         raise SpecError("fetches are not in canonical form", col=None)
-    if spans.start_value_problem(probe):
-        raise SpecError(spans.start_value_problem(probe))
+    problem = spans.start_value_problem(probe)
+    if problem:
+        raise SpecError(problem)
     check_probe(probe, span, filter_text)
     if probe.agg is not None:
         check_aggregate(probe.agg, probe.kind, probe.timed)

@@ -549,9 +549,9 @@ def as_span_start(plan: abi.Plan, end_index: int, end_gen: int, nkeys: int | Non
     it is stored; it emits nothing."""
     nkeys = plan.nfetch if nkeys is None else nkeys
     _span_keys(plan, nkeys)
-    _span_keys(plan, plan.nfetch, abi.SPAN_KEYS + abi.SPAN_VALS)  # its values are integers too
-    if plan.nfetch - nkeys > abi.SPAN_VALS:
+    if plan.nfetch - nkeys > abi.SPAN_VALS:  # (before the values are checked as keys: this is what is wrong)
         raise NotGeneric(f"a span's start carries at most {abi.SPAN_VALS} values to its end")
+    _span_keys(plan, plan.nfetch, abi.SPAN_KEYS + abi.SPAN_VALS)  # its values are integers too
     plan.flags = (plan.flags | abi.F_SPAN_START) & ~(abi.F_BARE | abi.F_EMITS)
     plan.span, plan.span_gen, plan.span_nkeys = end_index + 1, end_gen, nkeys
     plan.span_nvals = plan.nfetch - nkeys
