@@ -8,6 +8,7 @@ import io
 import time
 
 import pytest
+import textual._wait
 from rich.console import Console
 from textual.message import Message
 from textual.notifications import Notify
@@ -17,6 +18,17 @@ from ktui.lang.model import ProbeSet
 from ktui.lang.spec import parse_spec
 from ktui.screens.browse_model import FunctionIndex
 from tests.fakefeed import FakeFeed
+
+# Pilot.pause() and press() wait for the app to go idle in steps of
+# textual._wait.SLEEP_GRANULARITY (1/50 s by default), idle meaning less than
+# SLEEP_IDLE of CPU used in a step. Each pause/press waits at least one step:
+# the 20 ms steps were ~40% of this suite's wall time. 5 ms steps, idle at a
+# twentieth of one, as Textual's own ratio. Private names of a pinned Textual:
+# tests/ui/test_textual_pins.py checks they are still read at call time. A
+# test that needs a state after a pause waits for it (`settles`): a shorter
+# step only makes a pause that was never enough fail more often.
+textual._wait.SLEEP_GRANULARITY = 1 / 200
+textual._wait.SLEEP_IDLE = textual._wait.SLEEP_GRANULARITY / 20
 
 SIZE = (140, 40)
 FAILING = {"ext4_file_write_iter": "no such symbol (is ext4 loaded?)"}

@@ -12,6 +12,13 @@ screen below's compositor (`Screen._compositor`, `Compositor._get_renders`,
 (`BackgroundScreen.process_segments`), because `Screen.render` returns a
 `BackgroundScreen` for it: checked against the same version
 (tests/ui/test_modal_background.py compares it with Textual's own drawing).
+
+tests/ui/conftest.py shortens the step in which Pilot.pause()/press() wait
+for the app to go idle (`textual._wait.SLEEP_GRANULARITY`, `SLEEP_IDLE`,
+module globals that `wait_for_idle` reads each time it sleeps): the default
+1/50 s steps were ~40% of the UI suite's wall time. If a new Textual renames
+them or binds them at definition time, the setting silently does nothing:
+checked below.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import textual._wait
 from textual._compositor import Compositor
 from textual.app import App
 from textual.renderables.background_screen import BackgroundScreen
@@ -51,3 +59,11 @@ def test_what_the_modal_background_uses_is_still_there():
     assert list(inspect.signature(Compositor._get_renders).parameters) == ["self", "crop"]
     assert list(inspect.signature(Compositor.render_strips).parameters) == ["self", "size"]
     assert list(inspect.signature(BackgroundScreen.process_segments).parameters) == ["segments", "color"]
+
+
+def test_the_idle_wait_step_the_ui_tests_shorten_is_still_read_at_call_time():
+    assert textual._wait.SLEEP_GRANULARITY == 1 / 200  # conftest.py's setting took
+    assert textual._wait.SLEEP_IDLE == textual._wait.SLEEP_GRANULARITY / 20
+    source = inspect.getsource(textual._wait.wait_for_idle)
+    assert "sleep(SLEEP_GRANULARITY)" in source and "< SLEEP_IDLE" in source
+    assert list(inspect.signature(textual._wait.wait_for_idle).parameters) == ["min_sleep", "max_sleep"]
