@@ -19,7 +19,7 @@ from ktui.pipeline.replay import ReplayFeed
 from ktui.record.histogram import HIST_SLOTS
 from ktui.widgets.status_line import StatusLine
 
-from .conftest import make_app
+from .conftest import make_app, settles
 
 FORMAT1 = Path(__file__).parent.parent / "fixtures" / "format1.ktrec"
 
@@ -65,6 +65,10 @@ def test_an_unknown_format_is_refused_in_one_line(tmp_path):
 
 def header(app) -> str:
     return app.main.query_one(StatusLine)._shown.plain
+
+
+def footer_descriptions(app) -> set[str]:
+    return {k.description for k in app.screen.query("FooterKey")}
 
 
 async def test_header_says_where_and_when_and_the_keys_drive_the_playback():
@@ -130,6 +134,8 @@ async def test_a_replay_hides_the_keys_that_cannot_work_there():
         app.poll(read_stats=True)
         await pilot.pause()
         assert app.main.selected is not None  # edit/delete would apply to it, live
+        # the footer recomposes after a refresh: wait for it, then look
+        await settles(pilot, lambda: not hidden & footer(app) and kept <= footer(app), "the replay's footer")
         shown = footer(app)
         assert not hidden & shown and kept <= shown, shown
         for key in sorted(hidden):
@@ -140,6 +146,7 @@ async def test_a_replay_hides_the_keys_that_cannot_work_there():
     live = make_app()
     async with live.run_test(size=(200, 40)) as pilot:
         await pilot.pause()
+        await settles(pilot, lambda: hidden | kept <= footer(live), "the live footer")
         assert hidden | kept <= footer(live)
 
 
@@ -167,7 +174,8 @@ async def test_a_paused_replay_offers_play_not_follow_in_its_footer_and_event_pa
         await pilot.pause()
         await pilot.press("p")
         await pilot.pause()
-        described = {k.description for k in app.screen.query("FooterKey")}
+        await settles(pilot, lambda: "Play" in footer_descriptions(app), "Play in the paused footer")
+        described = footer_descriptions(app)
         assert "Play" in described and "Follow" not in described, described
         # pausing a replay stops the playback itself: nothing arrives to be
         # "not shown" (the pane's title said "0 not shown (p: follow)")
@@ -269,7 +277,8 @@ async def test_switching_a_replayed_probe_says_its_events_are_hidden():
     async with app.run_test(size=(120, 40), message_hook=notes) as pilot:
         app.poll(read_stats=True)
         await pilot.pause()
-        assert "Show/hide" in {k.description for k in app.screen.query("FooterKey")}
+        await settles(pilot, lambda: "Show/hide" in footer_descriptions(app), "Show/hide in the footer")
+        assert "Show/hide" in footer_descriptions(app)
         await pilot.click(ProbeTable, offset=(2, 2))  # the first probe's mark
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -291,7 +300,8 @@ async def test_at_the_end_the_playback_keys_leave_the_footer():
     async with app.run_test(size=(120, 40)) as pilot:
         app.poll(read_stats=True)
         await pilot.pause()
-        playing = {k.description for k in app.screen.query("FooterKey")}
+        await settles(pilot, lambda: {"To end", "Pause", "Faster"} <= footer_descriptions(app), "playback keys")
+        playing = footer_descriptions(app)
         assert {"To end", "Pause", "Faster"} <= playing
         await pilot.press("E")
         for _ in range(5):
@@ -299,7 +309,9 @@ async def test_at_the_end_the_playback_keys_leave_the_footer():
         await pilot.pause()
         await pilot.pause()
         assert feed.playback().ended
-        ended = {k.description for k in app.screen.query("FooterKey")}
+        await settles(pilot, lambda: not {"To end", "Pause", "Play", "Faster", "Slower"} & footer_descriptions(app),
+                      "the playback keys gone from the footer")
+        ended = footer_descriptions(app)
         assert not {"To end", "Pause", "Play", "Faster", "Slower"} & ended, ended
         assert "Quit" in ended
 
