@@ -16,7 +16,7 @@ from ktui.widgets.status_line import StatusLine
 
 from tests.fakefeed import CGROUPS
 
-from .conftest import Notes, make_app, make_feed, polls
+from .conftest import Notes, make_app, make_feed, polls, settles
 from .test_navigation import focus
 
 SET = """name: drill
@@ -181,9 +181,12 @@ async def test_the_keys_are_in_the_footer_and_help():
         def footer() -> dict[str, str]:
             return {k.key: k.description for k in app.screen.query("FooterKey")}
 
+        # the footer recomposes after a refresh: wait for what it should show, then look
+        await settles(pilot, lambda: footer().get("enter") == "Drill down", "Drill down in the footer")
         assert footer().get("enter") == "Drill down" and "escape" not in footer()
         await pilot.press("enter")
         await pilot.pause()
+        await settles(pilot, lambda: footer().get("escape") == "All events", "All events in the footer")
         assert footer().get("escape") == "All events"
         await pilot.press("question_mark")
         await pilot.pause()

@@ -6,7 +6,7 @@ import gc
 
 from ktui.screens.help import HelpScreen
 
-from .conftest import SIZE, polls
+from .conftest import SIZE, polls, settles
 
 
 def live_footer_keys() -> tuple[int, int]:
@@ -52,14 +52,20 @@ async def test_the_footer_is_rebuilt_only_when_its_keys_change(app):
     async with app.run_test(size=SIZE) as pilot:
         polls(app, 2)
         await pilot.pause()
+        # the footer is composed after a refresh: a pause may end before it
+        # has any key. Wait for the dashboard's keys (a probe selected: on/off)
+        await settles(pilot, lambda: {"space", "p"} <= {k.key for k in footer_keys(app)}, "the dashboard's keys")
         before = footer_keys(app)
         await pilot.press("question_mark")
         await pilot.press("escape")
         await pilot.pause()
+        await settles(pilot, lambda: [k.key for k in footer_keys(app)] == [k.key for k in before],
+                      "the same keys back in the footer")
         after = footer_keys(app)
         assert after and all(a is b for a, b in zip(before, after, strict=True))
         await pilot.press("p")  # pause: "Follow" takes the place of "Pause"
         await pilot.pause()
+        await settles(pilot, lambda: "Follow" in [k.description for k in footer_keys(app)], "Follow in the footer")
         paused = footer_keys(app)
         assert "Follow" in [k.description for k in paused] and "Pause" not in [k.description for k in paused]
 

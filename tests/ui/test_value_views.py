@@ -12,7 +12,7 @@ from ktui.lang.spec import parse_probe_text
 from ktui.widgets.stats_pane import StatsPane
 from textual.geometry import Region
 
-from .conftest import SIZE, make_app, make_feed, polls
+from .conftest import SIZE, make_app, make_feed, polls, settles
 
 SET = """name: agg
 probes:
@@ -71,8 +71,13 @@ async def test_the_view_key_is_in_the_footer():
         shown = {key for key, active in app.active_bindings.items()
                  if active.binding.show and active.enabled}
         assert "v" in shown
-        footer = [o for o in app.screen.query("FooterKey")]
-        assert any(k.key == "v" and k.description == "View" for k in footer)
+
+        def footer():
+            return [o for o in app.screen.query("FooterKey")]
+
+        # the footer recomposes after a refresh: wait for it, then look
+        await settles(pilot, lambda: any(k.key == "v" for k in footer()), "v in the footer")
+        assert any(k.key == "v" and k.description == "View" for k in footer())
         await pilot.press("question_mark")
         await pilot.pause()
         from .conftest import plain
