@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 
+from rich.cells import cell_len
 from textual.widgets import Static
 
 from ktui.widgets.static_update import update_static
+from ktui.widgets.stats_pane import StatsPane
 
-from .conftest import SIZE, make_app, make_feed, polls
+from .conftest import SIZE, make_app, make_feed, polls, settles
 
 
 async def test_only_a_change_that_may_change_the_height_lays_out(app, monkeypatch):
@@ -23,7 +25,18 @@ async def test_only_a_change_that_may_change_the_height_lays_out(app, monkeypatc
         polls(app, 2)
         await pilot.pause()
         label = app.main.query_one("#rate-label", Static)
+        # what the calls below are judged against: the label showing its one
+        # line of rate, laid out at least that wide. A pause may end before
+        # the stats pane shows its probe or lays out (width 0: every update
+        # "may change the height"), so wait for that, then spy
+        await settles(pilot, lambda: str(label.content).startswith("rate/s, last")
+                      and 0 < cell_len(str(label.content)) <= label.content_region.width, "the rate label laid out")
         monkeypatch.setattr(Static, "update", spy)
+        # The pane draws its label again on every Resize, and the wrapped
+        # line's layout sends it one (its virtual size grew): the label went
+        # back to its rate line, one row, before a look could see the rows
+        # the layout gave. The pane keeps still while the label is measured
+        monkeypatch.setattr(StatsPane, "_render_view", lambda self: None)
         update_static(label, "rate/s, last 2 s")
         update_static(label, "rate/s, last 2 s")  # the same: not set again
         update_static(label, "rate/s, last 3 s")  # one line that fits: no layout
