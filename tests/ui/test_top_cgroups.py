@@ -10,7 +10,7 @@ import pytest
 
 from ktui.widgets.stats_pane import StatsPane
 
-from .conftest import make_app, plain, polls
+from .conftest import make_app, plain, polls, settles
 from .test_navigation import focus
 
 SESSION = "user.slice/user-1000.slice/user@1000.service/app.slice/session-3.scope"
@@ -40,7 +40,9 @@ async def test_top_cgroups_are_under_the_top_comms_one_row_each(size):
         assert body.virtual_region.height == len(pane._lines)
         await pilot.press("end")
         await pilot.pause()
-        # the last cgroup row is on screen
+        # the last cgroup row is on screen (once the pane has scrolled)
         last = body.virtual_region.y + len(pane._lines) - 1
+        await settles(pilot, lambda: pane.scroll_y <= last < pane.scroll_y + pane.scrollable_content_region.height,
+                      "the last row scrolled into view")
         assert pane.scroll_y <= last < pane.scroll_y + pane.scrollable_content_region.height
         assert pane._lines[-1][0].split()[0] == "/"

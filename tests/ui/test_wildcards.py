@@ -9,7 +9,7 @@ from __future__ import annotations
 from ktui.lang.probeset import loads_probeset
 from ktui.widgets.stats_pane import StatsPane
 
-from .conftest import make_app, make_feed, polls
+from .conftest import make_app, make_feed, polls, settles
 
 SET = """name: wild
 probes:
@@ -39,6 +39,15 @@ async def _check(size):
             await pilot.press("s")  # a narrow window folds the stats pane away: `s` shows it
             await pilot.pause()
         pane = app.main.query_one(StatsPane)
+
+        def fitted() -> bool:
+            lines = text(pane, "#stats-body").splitlines()
+            width = pane.scrollable_content_region.width
+            return bool(lines) and lines[0].startswith("by function") and all(len(line) <= width for line in lines)
+
+        # the body is laid out again once the scrollbar its length brings
+        # has come (call_after_refresh): wait for that, then look
+        await settles(pilot, fitted, "the breakdown fitted to the pane")
         body = text(pane, "#stats-body")
         lines = body.splitlines()
         assert lines[0] == "by function: 37 of 120 hit", body
