@@ -27,6 +27,10 @@ async def test_top_cgroups_are_under_the_top_comms_one_row_each(size):
         await focus(pilot, StatsPane)
         pane = app.main.query_one(StatsPane)
         body = pane.query_one("#stats-body")
+        # the body is laid out again for the scrollbar its length brings
+        # (call_after_refresh): wait until its rows fit the pane, then look
+        await settles(pilot, lambda: body.virtual_region.height == len(pane._lines) and all(
+            len(line[0]) <= pane.scrollable_content_region.width for line in pane._lines), "the rows fitted")
         text = plain(body)
         assert text.index("top comms") < text.index("top cgroups (exact)")
         assert "docker:0123456789ab" in text and "system.slice/sshd.service" in text
