@@ -20,7 +20,13 @@ from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
 SIZE = 13  # the workload's read size: every one of its events says so
-SECONDS = 20.0
+# The reader reads for at least MIN_SECONDS (about 2,000 ticks on its CPU,
+# each a chance to land inside a hit), and on until its reads and the
+# tick's hits on its CPU are enough to judge (a loaded host runs the VM
+# slower): 20 s every time was 12 s more than a quiet run needs.
+MIN_SECONDS = 8.0
+MAX_SECONDS = 120.0
+ENOUGH_READS = 1000
 
 # A process reading in a loop on CPU 0, its program made long (several
 # fetches, a string) so the timer's hits land inside it often; hits of the
@@ -51,6 +57,12 @@ probes:
 """
 
 
+def enough(events, ids: dict) -> bool:
+    """More than ENOUGH_READS of the reader's reads, and a tick on its CPU."""
+    reads = sum(1 for e in events if e.probe_id == ids["reads"])
+    return reads > ENOUGH_READS and any(e.probe_id == ids["tick"] and e.values[-1] == 0 for e in events)
+
+
 def test_hits_nested_in_a_hit_on_one_cpu_keep_their_own_values(warm_cache):
     reader = subprocess.Popen([sys.executable, "-c", READER], stdout=subprocess.PIPE)
     try:
@@ -66,9 +78,11 @@ def test_hits_nested_in_a_hit_on_one_cpu_keep_their_own_values(warm_cache):
             assert "tick" in attached and ({"timers", "rcu"} & attached), statuses
             os.kill(reader.pid, signal.SIGUSR1)
             events = []
-            end = time.monotonic() + SECONDS
-            while time.monotonic() < end:
+            started = time.monotonic()
+            while time.monotonic() < started + MAX_SECONDS:
                 events += s.drain().events()
+                if time.monotonic() >= started + MIN_SECONDS and enough(events, ids):
+                    break
                 time.sleep(0.05)
             reader.kill()
             reader.wait()
