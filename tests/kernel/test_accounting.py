@@ -142,7 +142,7 @@ def test_a_recording_of_a_probe_that_emits_nothing_replays_its_hits(reader, tmp_
     out = tmp_path / "bare.ktrec"
     before = len(kprobe_entries())
     p = start(["record", "--pid", str(reader), "-e", "vfs_read:c", "--interval", "0.2",
-               "--duration", "4", "-o", str(out)])
+               "--duration", "2", "-o", str(out)])
     _, err = p.communicate(timeout=300)
     err = err.decode()
     assert p.returncode == 0, err

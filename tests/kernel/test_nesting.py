@@ -20,11 +20,11 @@ from ktui.kernel.session import Session, SessionOptions
 from ktui.lang.probeset import loads_probeset
 
 SIZE = 13  # the workload's read size: every one of its events says so
-# The reader reads for at least MIN_SECONDS (about 2,000 ticks on its CPU,
+# The reader reads for at least MIN_SECONDS (about 1,250 ticks on its CPU,
 # each a chance to land inside a hit), and on until its reads and the
 # tick's hits on its CPU are enough to judge (a loaded host runs the VM
-# slower): 20 s every time was 12 s more than a quiet run needs.
-MIN_SECONDS = 8.0
+# slower): 20 s every time was 15 s more than a quiet run needs.
+MIN_SECONDS = 5.0
 MAX_SECONDS = 120.0
 ENOUGH_READS = 1000
 
