@@ -46,6 +46,11 @@ DRAIN_INTERVAL = 0.1  # seconds: events of probes with fetches are dropped this 
 # signal. This bound is only a safety net (a wake-up lost in some corner of
 # the platform costs at most this long a wait for SIGTERM or SIGHUP).
 IDLE_WAKE = 5.0
+# Prometheus keeps its scrape connection open (HTTP/1.1 keep-alive): each
+# scrape on it then costs no new connection, no thread and, over TLS, no
+# handshake. A connection idle this long is closed (its thread ends); the
+# scraper opens another. Longer than any usual scrape interval.
+KEEP_ALIVE_IDLE = 300.0
 
 # (the probe set, probe name -> the name of the set it came from)
 Loaded = tuple[ProbeSet, dict[str, str]]
@@ -95,6 +100,9 @@ def parse_listen(text: str) -> Listen:
 
 def _handler(render: Callable[[], tuple[bytes, str]]):
     class MetricsHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: every reply says its Content-Length
+        timeout = KEEP_ALIVE_IDLE  # an idle connection's read ends, quietly (log_message)
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             web = self.server.web  # the running web config: a reload applies from the next request
             if web is not None and not web.authorized(self.headers.get("Authorization")):

@@ -395,6 +395,48 @@ def test_export_drains_only_sets_that_emit_and_a_signal_ends_the_wait(tmp_path, 
     assert waited < exporter_mod.IDLE_WAKE / 2, f"SIGTERM took {waited:.1f} s to end the loop"
 
 
+def test_scrapes_share_a_kept_alive_connection_that_an_idle_spell_closes(monkeypatch, capfd):
+    """Prometheus keeps its scrape connection open: a scrape on it needs no
+    new connection, no thread, no TLS handshake. One connection answers
+    scrape after scrape (and a 404 between them); left idle past
+    KEEP_ALIVE_IDLE, the server closes it, quietly."""
+    import http.client
+
+    from ktui import exporter
+
+    monkeypatch.setattr(exporter, "KEEP_ALIVE_IDLE", 0.5)
+    scrapes = []
+
+    def render():
+        scrapes.append(threading.get_ident())
+        return b"ktui_up 1\n", "text/plain"
+
+    server = open_server(Listen("127.0.0.1", 0, socket.AF_INET), render)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        first_socket = None
+        for path, status in (("/metrics", 200), ("/nothing", 404), ("/metrics", 200)):
+            conn.request("GET", path)
+            reply = conn.getresponse()
+            body = reply.read()
+            assert reply.status == status and reply.version == 11, (path, reply.status, reply.version)
+            assert reply.getheader("Connection") != "close"
+            first_socket = first_socket or conn.sock
+            assert conn.sock is first_socket  # not reconnected
+        assert body == b"ktui_up 1\n"
+        assert len(scrapes) == 2 and len(set(scrapes)) == 1  # one connection, one thread
+        sock = conn.sock
+        sock.settimeout(10)
+        assert sock.recv(1) == b""  # closed by the server once idle
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_scraper_that_gives_up_or_a_failing_read_is_no_traceback(capfd, fails):
     """Prometheus closes a scrape at its scrape_timeout (seen in the VM while a
