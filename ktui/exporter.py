@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import select
 import signal
 import socket
 import ssl
@@ -291,15 +292,27 @@ class Exporter:
 
 
 class _Signals:
-    """Flags only: the main loop acts on them (no lock is taken in a handler)."""
+    """Flags only: the main loop acts on them (no lock is taken in a handler).
+
+    The main loop sleeps in select() on a socket that the interpreter's C
+    signal handler writes to (signal.set_wakeup_fd), whichever thread the
+    kernel hands the signal to. Sleeping in threading.Event.wait, a SIGHUP
+    or SIGTERM sometimes waited the whole IDLE_WAKE (5 s) before the
+    Python handler ran (seen in most runs of the export tests on a busy
+    host)."""
 
     def __init__(self) -> None:
         self.stop = False
         self.reload = False
-        self.wake = threading.Event()  # set by every signal: ends the main loop's wait
         self._old: dict = {}
+        self._old_wakeup = -1
+        self._wake_r = self._wake_w = None
 
     def __enter__(self) -> "_Signals":
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._old_wakeup = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, self._on_signal)
         return self
@@ -307,13 +320,25 @@ class _Signals:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
+        signal.set_wakeup_fd(self._old_wakeup)
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def sleep(self, seconds: float) -> None:
+        """Until a signal (its handler has run when this returns: the main
+        thread's next bytecode runs it) or `seconds`."""
+        select.select([self._wake_r], [], [], seconds)
+        try:
+            while self._wake_r.recv(256):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
 
     def _on_signal(self, signum, frame) -> None:
         if signum == signal.SIGHUP:
             self.reload = True
         else:
             self.stop = True
-        self.wake.set()
 
 
 def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: Listen, *,
@@ -348,7 +373,6 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
                 settings = f" ({web.summary})" if web is not None else ""
                 print(f"ktui: serving metrics on {scheme}://{listen}/metrics{settings}", file=sys.stderr, flush=True)
                 while True:
-                    signals.wake.clear()  # before the flags: a signal from here on ends the wait
                     if signals.stop:
                         break
                     if signals.reload:
@@ -360,11 +384,11 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
                         exporter.health.reloaded(web_ok and sets_ok)
                     if exporter.emits():
                         session.drain()  # events of probes with fetches: not exported
-                        signals.wake.wait(DRAIN_INTERVAL)
+                        signals.sleep(DRAIN_INTERVAL)
                     else:
                         # Nothing to drain: no wake-ups that would take CPU from
                         # the traced workload (scrapes are served by their thread).
-                        signals.wake.wait(IDLE_WAKE)
+                        signals.sleep(IDLE_WAKE)
                 server.shutdown()
         except KeyboardInterrupt:  # a signal in the instant before our handlers
             pass
