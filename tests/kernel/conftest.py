@@ -258,11 +258,12 @@ def ktui_for_anyone():
 ASKING_SHARE = 0.2
 
 
-def wait_for(cond, what: str, timeout: float = 120, every: float = 0.1):
+def wait_for(cond, what: str, timeout: float = 120, every: float = 0.05):
     """COND's first true value, asked every EVERY s at least (longer when
-    asking takes long: ASKING_SHARE); the test fails, naming WHAT, once
-    TIMEOUT s have passed (a bound for a slow, shared VM: never a measure
-    of how fast)."""
+    asking takes long: ASKING_SHARE; a cheap look every 50 ms is seen 25 ms
+    late on average, and a run has hundreds of waits); the test fails,
+    naming WHAT, once TIMEOUT s have passed (a bound for a slow, shared VM:
+    never a measure of how fast)."""
     deadline = time.monotonic() + timeout
     while True:
         asked = time.monotonic()
