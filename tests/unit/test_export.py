@@ -364,7 +364,6 @@ def test_export_drains_only_sets_that_emit_and_a_signal_ends_the_wait(tmp_path, 
 
     ps = ProbeSet(name="t", probes=(parse_spec(spec),))
     calls = {"drain": 0}
-    sent: dict[str, float] = {}
 
     def open_feed(probeset, options):
         session = Session(probeset, SessionOptions(log_path=tmp_path / "ktui.log"), loader=FakeLoader())
@@ -378,10 +377,22 @@ def test_export_drains_only_sets_that_emit_and_a_signal_ends_the_wait(tmp_path, 
         session.drain = drain
         return session
 
+    code, waited = export_until_sigterm(ps, open_feed, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert code == EXIT_OK
+    assert (calls["drain"] >= 3) if drains else (calls["drain"] == 0), calls
+    assert waited < exporter_mod.IDLE_WAKE / 2, f"SIGTERM took {waited:.1f} s to end the loop"
+
+
+def export_until_sigterm(ps, open_feed, send) -> tuple[int, float]:
+    """run_export of `ps` on a free port; 0.6 s in (its main loop asleep by
+    then: a later signal only ends it sooner), `send()` from another thread.
+    (run_export's status, seconds from the send to its return)."""
+    sent: dict[str, float] = {}
+
     def stop_later():
         time.sleep(0.6)
         sent["at"] = time.monotonic()
-        os.kill(os.getpid(), signal.SIGTERM)
+        send()
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -389,10 +400,7 @@ def test_export_drains_only_sets_that_emit_and_a_signal_ends_the_wait(tmp_path, 
     threading.Thread(target=stop_later, daemon=True).start()
     code = run_export((ps, {}), lambda: (ps, {}), SessionOptions(), Listen("127.0.0.1", port, socket.AF_INET),
                       open_feed=open_feed)
-    waited = time.monotonic() - sent["at"]
-    assert code == EXIT_OK
-    assert (calls["drain"] >= 3) if drains else (calls["drain"] == 0), calls
-    assert waited < exporter_mod.IDLE_WAKE / 2, f"SIGTERM took {waited:.1f} s to end the loop"
+    return code, time.monotonic() - sent["at"]
 
 
 def test_a_signal_another_thread_takes_still_ends_the_wait_at_once(tmp_path):
@@ -404,25 +412,15 @@ def test_a_signal_another_thread_takes_still_ends_the_wait_at_once(tmp_path):
     import ktui.exporter as exporter_mod
 
     ps = ProbeSet(name="t", probes=(parse_spec("vfs_read:c"),))
-    sent: dict[str, float] = {}
 
     def open_feed(probeset, options):
         session = Session(probeset, SessionOptions(log_path=tmp_path / "ktui.log"), loader=FakeLoader())
         session.open()
         return session
 
-    def stop_later():
-        time.sleep(0.6)  # the main loop asleep by now (a later signal only ends it sooner)
-        sent["at"] = time.monotonic()
-        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    threading.Thread(target=stop_later, daemon=True).start()
-    code = run_export((ps, {}), lambda: (ps, {}), SessionOptions(), Listen("127.0.0.1", port, socket.AF_INET),
-                      open_feed=open_feed)
-    waited = time.monotonic() - sent["at"]
+    # to the sending thread itself: never the main one
+    code, waited = export_until_sigterm(ps, open_feed,
+                                        lambda: signal.pthread_kill(threading.get_ident(), signal.SIGTERM))
     assert code == EXIT_OK
     assert waited < exporter_mod.IDLE_WAKE / 2, f"SIGTERM took {waited:.1f} s to end the loop"
 
