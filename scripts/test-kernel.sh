@@ -44,8 +44,8 @@ python=.venv/bin/python
 # still ends.
 export KTUI_VM_TIMEOUT="${KTUI_VM_TIMEOUT:-4800}"
 # The host suite's plugins the kernel tests never use (property tests, the
-# snapshot tests and Textual, which it imports): 15 s of the guest's start
-# each under emulation.
+# snapshot tests and Textual, which it imports): 12 s of each guest's start
+# under emulation (boot to tests collected, 57 s against 45 s).
 pytest="$python -m pytest -q -p no:cacheprovider -p no:hypothesispytest -p no:textual-snapshot -p no:syrupy"
 pytest+=" -W ignore::DeprecationWarning"
 next_tests="tests/kernel/test_pipeline.py tests/kernel/test_generic.py tests/kernel/test_missed_returns.py"

@@ -238,10 +238,7 @@ def refused_copy(root: Path) -> Path:
     their first instruction an exit, before r0 is set (the rest is then
     unreachable). Well-formed otherwise: the loader takes them for today's."""
     copy = root / "ktui"
-    # with its compiled modules (still valid: copytree keeps the sources'
-    # times); without them the copy's start compiled every module it
-    # imports, seconds under emulation
-    shutil.copytree(ROOT / "ktui", copy)
+    shutil.copytree(ROOT / "ktui", copy, ignore=shutil.ignore_patterns("__pycache__"))
     for name, kind, helpers in VARIANTS:
         if kind != KPROBE:
             continue
