@@ -103,17 +103,13 @@ for t in "${next_skip[@]}"; do next_deselect+=" --deselect '$t'"; done
 # Run once, on 6.12 when there is one: tests of ktui's own code that take
 # minutes under emulation, moved from 6.1's longer list to even the two VMs
 # out (the whole kernel part takes as long as the longer one): the
-# dashboard's browser (its data, BTF names and prototypes, read the same
-# way on both) and three of the ways a stream or recording ends but
-# gracefully (test_accounting's, and a stream into a closed pipe, on 6.1:
-# as many seconds as even the two out).
+# dashboard's (its counts, a toggle, the browser: its data, BTF names and
+# prototypes, read the same way on both; one start of the dashboard) and a
+# stream into a closed pipe (a way a stream ends but gracefully; 6.1 runs
+# the SIGKILLed stream and recording: as many seconds as even the two out).
 moved=(
-    "tests/kernel/test_dashboard_e2e.py::test_find_a_function_and_add_a_probe_by_picking_its_names"
-    "tests/kernel/test_exit_paths.py::test_stream_ended_by_sigkill"
-    "tests/kernel/test_exit_paths.py::test_record_ended_by_sigkill"
+    "tests/kernel/test_dashboard_e2e.py::test_dashboard_counts_toggles_finds_and_adds_a_probe_and_quits_clean"
     "tests/kernel/test_exit_paths.py::test_silent_stream_into_a_closed_pipe"
-    # a bare probe's recording names it (ktui's recorder, the same on any kernel)
-    "tests/kernel/test_accounting.py::test_a_recording_of_a_probe_that_emits_nothing_replays_its_hits"
 )
 if [[ -n "$next" ]]; then
     for t in "${moved[@]}"; do main_deselect+=" --deselect '$t'"; next_tests+=" $t"; done

@@ -2,8 +2,9 @@
 
 Starts `ktui` on a probe set filtered to a workload of known shape, reads the
 screen with capture-pane, checks the probe table's counts and the events
-shown, presses space to switch a probe off (its count must stop), and
-presses q (no probe may remain attached).
+shown, presses space to switch a probe off (its count must stop), finds a
+function in the browser and adds a probe by picking its arguments' names,
+and presses q (no probe may remain attached).
 """
 
 from __future__ import annotations
@@ -40,10 +41,13 @@ def wait_for(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
+        asked = time.monotonic()
         last = predicate()
         if last:
             return last
-        time.sleep(0.5)
+        # a look is a tmux capture (a process under emulation): at most a
+        # fifth of the guest's time goes to looking, as conftest.wait_for
+        time.sleep(max(0.1, 4 * (time.monotonic() - asked)))
     raise AssertionError(f"timed out waiting for {what}; screen:\n{screen()}")
 
 
@@ -64,9 +68,23 @@ def hits(label: str) -> int | None:
     return None
 
 
-def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path):
+def test_dashboard_counts_toggles_finds_and_adds_a_probe_and_quits_clean(workload, tmp_path, warm_cache):
+    """One dashboard, as a user has it (one start: importing Textual alone
+    takes 20 s under emulation). Its probe table counts a workload's reads
+    exactly and its event pane shows them; space switches a probe off (its
+    kprobe goes, its count stops). Then issue 12's "done when": knowing
+    only "something in the VFS read path", find vfs_read in the browser,
+    see its arguments, pick file->f_pos and count, add the probe, and watch
+    the right values arrive. q: no probe and no program of ktui's left.
+    ktui finds the generic programs in the run's cache (warm_cache, through
+    tmux's environment): a variant compiled behind the dashboard would
+    share the guest's one busy CPU with it."""
+    from ktui.screens.browse_model import Functions, running_kernel_catalog
+
     n1, n2 = 300, 200
-    w = workload([[["read", 7, n1]], [["read", 7, n2]]])
+    path, size, times = "/tmp/ktui-e2e-picked", 100, 5
+    Path(path).write_bytes(b"y" * 4096)
+    w = workload([[["read", 7, n1]], [["read", 7, n2]], [["fileread", path, size, times]]])
     probeset = tmp_path / "e2e.yaml"
     probeset.write_text(
         "name: e2e\n"
@@ -76,6 +94,19 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
         "  - spec: vfs_read:c:a3\n    label: e2e_read\n"
         "  - spec: vfs_read:r:retval\n    label: e2e_ret\n"
     )
+    # What the browser will list for vfs_read on this kernel: every row in
+    # order, those that cannot be ticked too (the cursor stops on each, issue
+    # #29): file, then file's members once expanded, buf, count, pos, *pos;
+    # from vfs_read's catalog entry alone (the dashboard lists all 55,000)
+    catalog = running_kernel_catalog()
+    functions = Functions(catalog.list(["vfs_read"]), catalog, (), catalog.btf_problem())
+    detail = functions.detail("vfs_read")
+    file_param = detail.params[0]
+    refs = [file_param.ref] + [m.ref for m in functions.members(detail, file_param)]
+    for param in detail.params[1:]:
+        refs += [param.ref] + ([param.pointee.ref] if param.pointee is not None else [])
+    assert "file->f_pos" in refs and "count" in refs and "+0(pos)" in refs, refs
+
     baseline = len(kprobe_entries())
     tmux("new-session", "-d", "-s", SESSION, "-x", "180", "-y", "50",
          # the VM's console sets COLUMNS/LINES to its own size: not ours
@@ -101,71 +132,6 @@ def test_dashboard_shows_real_counts_toggles_and_quits_clean(workload, tmp_path)
         wait_for(lambda: hits("e2e_ret") == n1 + n2, BOUND, "the second phase's returns")
         assert hits("e2e_read") == n1
 
-        tmux("send-keys", "-t", SESSION, "q")
-        wait_for(lambda: len(kprobe_entries()) == baseline, BOUND, "every probe to detach")
-        wait_for(lambda: ktui_bpf_programs() == [], BOUND, "every ktui program to go")
-    finally:
-        subprocess.run(["tmux", "kill-server"], capture_output=True)
-
-
-def keys(*names: str) -> None:
-    """Keys whose effect the next one needs (Enter moves the focus, which a
-    Right then acts on): one at a time, with a pause for the slow VM."""
-    for name in names:
-        tmux("send-keys", "-t", SESSION, name)
-        time.sleep(0.4)
-
-
-def keys_at_once(*names: str) -> None:
-    """Keys one focused widget takes in order (characters into the search,
-    a list's cursor moves then a tick): sent in one go. Textual queues
-    every key and drops none, and a list moves one row per key however
-    fast they come. The test then waits for the screen they lead to: a key
-    lost, or taken by another widget, ticks another row, and that wait
-    fails. (Paced at 0.4 s a key, the test below slept about 15 s.)"""
-    tmux("send-keys", "-t", SESSION, *names)
-
-
-def downs_to(refs: list[str], start: str, target: str) -> int:
-    """Down presses from `start` to `target` in the browser's choices (one
-    press per row: the cursor stops on rows that cannot be ticked too)."""
-    return refs.index(target) - refs.index(start)
-
-
-def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path, warm_cache):
-    """Issue 12's "done when": knowing only "something in the VFS read path",
-    find vfs_read in the browser, see its arguments, pick file->f_pos and
-    count, add the probe, and watch the right values arrive. ktui finds
-    both generic programs in the run's cache (warm_cache, through tmux's
-    environment): a variant compiled behind the dashboard would share the
-    guest's one busy CPU with it."""
-    from ktui.screens.browse_model import Functions, running_kernel_catalog
-
-    path, size, times = "/tmp/ktui-e2e-picked", 100, 5
-    Path(path).write_bytes(b"y" * 4096)
-    w = workload([[["fileread", path, size, times]]])
-    probeset = tmp_path / "pick.yaml"
-    probeset.write_text("name: pick\n"
-                        f"filter:\n  pid: {w.pid}\n"
-                        "probes:\n  - spec: vfs_write:c\n    label: writes\n")
-    # What the browser will list for vfs_read on this kernel: every row in
-    # order, those that cannot be ticked too (the cursor stops on each, issue
-    # #29): file, then file's members once expanded, buf, count, pos, *pos;
-    # from vfs_read's catalog entry alone (the dashboard lists all 55,000)
-    catalog = running_kernel_catalog()
-    functions = Functions(catalog.list(["vfs_read"]), catalog, (), catalog.btf_problem())
-    detail = functions.detail("vfs_read")
-    file_param = detail.params[0]
-    refs = [file_param.ref] + [m.ref for m in functions.members(detail, file_param)]
-    for param in detail.params[1:]:
-        refs += [param.ref] + ([param.pointee.ref] if param.pointee is not None else [])
-    assert "file->f_pos" in refs and "count" in refs and "+0(pos)" in refs, refs
-
-    baseline = len(kprobe_entries())
-    tmux("new-session", "-d", "-s", SESSION, "-x", "180", "-y", "50",
-         f"env -u COLUMNS -u LINES {KTUI} {probeset} --log {tmp_path / 'ktui.log'}; sleep 600")
-    try:
-        wait_for(lambda: row("writes"), BOUND, "the probe table")
         keys("b")
         # the whole index, not its first part: the whole one arriving re-runs the
         # search, which must not happen while the cursor moves below
@@ -190,10 +156,35 @@ def test_find_a_function_and_add_a_probe_by_picking_its_names(workload, tmp_path
         for i in range(times):
             wait_for(lambda i=i: re.search(rf"file->f_pos={i * size}\b", screen()) and
                      re.search(rf"count={size}\b", screen()), BOUND, f"the read at offset {i * size}")
+
         tmux("send-keys", "-t", SESSION, "q")
         wait_for(lambda: len(kprobe_entries()) == baseline, BOUND, "every probe to detach")
-        # the added probe may go by fentry (auto): no kprobe to wait for above, so
+        # the added probe may go by fentry: no kprobe to wait for above, so
         # wait for ktui's programs, which go when its process has ended
         wait_for(lambda: ktui_bpf_programs() == [], BOUND, "every ktui program to go")
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True)
+
+
+def keys(*names: str) -> None:
+    """Keys whose effect the next one needs (Enter moves the focus, which a
+    Right then acts on): one at a time, with a pause for the slow VM."""
+    for name in names:
+        tmux("send-keys", "-t", SESSION, name)
+        time.sleep(0.4)
+
+
+def keys_at_once(*names: str) -> None:
+    """Keys one focused widget takes in order (characters into the search,
+    a list's cursor moves then a tick): sent in one go. Textual queues
+    every key and drops none, and a list moves one row per key however
+    fast they come. The test then waits for the screen they lead to: a key
+    lost, or taken by another widget, ticks another row, and that wait
+    fails. (Paced at 0.4 s a key, the browser's part slept about 15 s.)"""
+    tmux("send-keys", "-t", SESSION, *names)
+
+
+def downs_to(refs: list[str], start: str, target: str) -> int:
+    """Down presses from `start` to `target` in the browser's choices (one
+    press per row: the cursor stops on rows that cannot be ticked too)."""
+    return refs.index(target) - refs.index(start)
