@@ -186,6 +186,10 @@ def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]],
     class Server(ThreadingHTTPServer):
         address_family = listen.family
         daemon_threads = True
+        # The kernel's queue of connections not accepted yet (socketserver's
+        # is 5): past it a burst's SYNs are dropped and retried a second
+        # later. The accept loop takes them quickly, served or refused.
+        request_queue_size = 128
         web: "WebConfig | None" = None
 
         def __init__(self, *args, **kwargs) -> None:
