@@ -18,6 +18,10 @@ connection's own thread, and basic auth on every path. SIGHUP reads that
 file again too (certificate rotation): new connections get the new
 certificate, every request after it the new users; a file that does not
 load keeps the running config and logs one line.
+
+Connections are kept alive, each in its own thread; at most MAX_CONNECTIONS
+at once (a new one past it closes the longest idle one, or is refused if
+none is idle), counted in the exporter's health metrics.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
 from ktui.lang.model import Kind, KtuiError, ProbeSet
@@ -52,6 +57,13 @@ IDLE_WAKE = 5.0
 # handshake. A connection idle this long is closed (its thread ends); the
 # scraper opens another. Longer than any usual scrape interval.
 KEEP_ALIVE_IDLE = 300.0
+# Connections served at once (each holds a thread while open): Prometheus
+# keeps one per scrape target, a few people run curl; 64 is generous for
+# that, and bounds the threads a client that opens connections and never
+# closes them (or a crowd of scrapers) can make in a process under systemd.
+# At the cap a new connection first closes the longest idle one (the
+# scraper reconnects); if every one is busy it is closed at once.
+MAX_CONNECTIONS = 64
 
 # (the probe set, probe name -> the name of the set it came from)
 Loaded = tuple[ProbeSet, dict[str, str]]
@@ -99,10 +111,36 @@ def parse_listen(text: str) -> Listen:
     return Listen(str(address), int(port_text), family)
 
 
+class Connections(NamedTuple):
+    """The server's connections: open now (idle of them), and counted since
+    it started: refused at the cap, idle ones closed to make room."""
+
+    open: int
+    idle: int
+    refused: int
+    closed_idle: int
+
+
 def _handler(render: Callable[[], tuple[bytes, str]]):
     class MetricsHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: every reply says its Content-Length
-        timeout = KEEP_ALIVE_IDLE  # an idle connection's read ends, quietly (log_message)
+        timeout = KEEP_ALIVE_IDLE  # an idle connection's read ends, quietly
+
+        def handle_one_request(self) -> None:
+            # Idle until the next request's first byte (a peek: the request
+            # line is still read whole below); from it to the reply, busy:
+            # a connection at the cap may then no longer be closed for room.
+            try:
+                started = self.rfile.peek(1)
+            except OSError:  # idle past KEEP_ALIVE_IDLE, a reset
+                started = b""
+            if not started or not self.server.busy(self.request):  # closed, or closed for room
+                self.close_connection = True
+                return
+            try:
+                super().handle_one_request()
+            finally:
+                self.server.idle(self.request)
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             web = self.server.web  # the running web config: a reload applies from the next request
@@ -148,21 +186,105 @@ def open_server(listen: Listen, render: Callable[[], tuple[bytes, str]],
     class Server(ThreadingHTTPServer):
         address_family = listen.family
         daemon_threads = True
+        # The kernel's queue of connections not accepted yet (socketserver's
+        # is 5): past it a burst's SYNs are dropped and retried a second
+        # later. The accept loop takes them quickly, served or refused.
+        request_queue_size = 128
         web: "WebConfig | None" = None
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            # Every open connection's socket (the TLS one once handed over):
+            # since when it is idle (monotonic), None while busy (a request,
+            # a TLS handshake). A socket is removed, under the lock, before
+            # it is closed: one shut down for room is never a closed one.
+            self._conns_lock = threading.Lock()
+            self._conns: dict[socket.socket, float | None] = {}
+            # Closed for room, their threads not ended yet: they are threads
+            # too, so a flood faster than they end is refused, not evicting.
+            self._closing: set[socket.socket] = set()
+            self._refused = self._closed_idle = 0
+
+        def connections(self) -> Connections:
+            with self._conns_lock:
+                idle = sum(1 for since in self._conns.values() if since is not None)
+                return Connections(len(self._conns), idle, self._refused, self._closed_idle)
+
+        def process_request(self, request, client_address) -> None:
+            # The accept loop: it decides at once and never waits on a client.
+            if not self._admit(request):
+                self.shutdown_request(request)  # closed at once: the client sees it end
+                return
+            try:
+                super().process_request(request, client_address)  # its thread
+            except BaseException:
+                self._forget(request)
+                raise
+
+        def _admit(self, request) -> bool:
+            with self._conns_lock:
+                if len(self._conns) >= MAX_CONNECTIONS:
+                    idle = [(since, sock) for sock, since in self._conns.items() if since is not None]
+                    if not idle or len(self._closing) >= MAX_CONNECTIONS:
+                        self._refused += 1
+                        return False
+                    oldest = min(idle, key=lambda pair: pair[0])[1]
+                    del self._conns[oldest]
+                    self._closing.add(oldest)
+                    self._closed_idle += 1
+                    try:
+                        # Its thread's blocked read ends (EOF) and the thread
+                        # with it. socket.socket's shutdown, not SSLSocket's,
+                        # which also drops the TLS object that thread reads with.
+                        socket.socket.shutdown(oldest, socket.SHUT_RDWR)
+                    except OSError:
+                        pass  # the client closed it first
+                # A new connection is idle until its first byte: a client that
+                # connects and says nothing may be closed to make room. TLS:
+                # busy through the handshake (finish_request).
+                self._conns[request] = time.monotonic()
+                return True
+
+        def busy(self, sock) -> bool:
+            """Mark a request begun; False if `sock` was closed to make room."""
+            with self._conns_lock:
+                if sock not in self._conns:
+                    return False
+                self._conns[sock] = None
+                return True
+
+        def idle(self, sock) -> None:
+            with self._conns_lock:
+                if sock in self._conns:
+                    self._conns[sock] = time.monotonic()
+
+        def _forget(self, sock) -> None:
+            with self._conns_lock:
+                self._conns.pop(sock, None)
+                self._closing.discard(sock)
 
         def finish_request(self, request, client_address) -> None:
             # In the connection's own thread (ThreadingMixIn): the TLS
             # handshake here never holds the accept loop.
-            web = self.web  # the config this connection came under
-            if web is None or web.tls is None:
-                return super().finish_request(request, client_address)
-            conn = web.handshake(request, client_address[0])
-            if conn is None:
-                return
             try:
-                super().finish_request(conn, client_address)
+                web = self.web  # the config this connection came under
+                if web is None or web.tls is None:
+                    return super().finish_request(request, client_address)
+                if not self.busy(request):
+                    return  # closed to make room before its thread began
+                conn = web.handshake(request, client_address[0])
+                if conn is None:
+                    return
+                with self._conns_lock:  # the same connection, now the TLS socket
+                    del self._conns[request]
+                    self._conns[conn] = time.monotonic()
+                try:
+                    super().finish_request(conn, client_address)
+                finally:
+                    self._forget(conn)
+                    self.shutdown_request(conn)  # the raw socket was handed over to conn
             finally:
-                self.shutdown_request(conn)  # the raw socket was handed over to conn
+                self._forget(request)  # before process_request_thread closes it
 
         def handle_error(self, request, client_address) -> None:
             # socketserver prints a traceback to stderr; an exporter under
@@ -367,6 +489,7 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
         try:
             with _Signals() as signals:
                 exporter = Exporter(session, loaded, load)
+                exporter.health.connections = server.connections
                 registry.register(ProbeCollector(exporter.views, health=exporter.health))
                 threading.Thread(target=server.serve_forever, name="ktui-metrics", daemon=True).start()
                 scheme = web.scheme if web is not None else "http"

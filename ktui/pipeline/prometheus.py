@@ -40,6 +40,11 @@ The exporter's own health (no `set` or `probe` label):
   ktui_exporter_reloads_total{result}    counter  SIGHUP reloads: result success or failure (a file that
                                                   did not load; the running set and web config stay)
   ktui_exporter_last_reload_successful   gauge    0 after a reload that failed, until one succeeds
+  ktui_exporter_connections_open         gauge    connections open now, idle or busy (the exporter's
+                                                  MAX_CONNECTIONS at most)
+  ktui_exporter_connections_refused_total  counter  connections closed at once: at the cap, none idle
+  ktui_exporter_connections_closed_idle_total  counter  idle connections closed to make room at the cap
+  (these three only with a server's counts: ExporterHealth.connections)
 
 A probe's in-kernel aggregations (lang.aggregate), for the probes that have
 them:
@@ -85,7 +90,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -407,10 +412,14 @@ def _add_histogram(family: Metric, labels: dict[str, str], slots: Sequence[int],
 
 
 class ExporterHealth:
-    """The exporter's own numbers: map reads that failed, reloads. Shared by
-    the scrape threads and the main loop (a reload)."""
+    """The exporter's own numbers: map reads that failed, reloads, and its
+    server's connections. Shared by the scrape threads and the main loop (a
+    reload)."""
 
     def __init__(self, log: Callable[[str], None] | None = None) -> None:
+        # The server's counts when there is one (exporter.Connections: open,
+        # refused, closed_idle); it keeps them under its own lock.
+        self.connections: Callable[[], Any] | None = None
         self._lock = threading.Lock()
         self.read_errors = 0
         self.reloads = {"success": 0, "failure": 0}
@@ -449,7 +458,21 @@ class ExporterHealth:
             reload_count.add_metric([result], reloads[result])
         last = GaugeMetricFamily("ktui_exporter_last_reload_successful", "0 after a reload whose file did not "
                                  "load (the running set stays), until one succeeds.", value=1 if last_ok else 0)
-        return [ok, duration, failed, reload_count, last]
+        return [ok, duration, failed, reload_count, last, *self._connection_families()]
+
+    def _connection_families(self) -> list:
+        if self.connections is None:
+            return []
+        conns = self.connections()
+        return [
+            GaugeMetricFamily("ktui_exporter_connections_open", "Connections open now, idle or not.",
+                              value=conns.open),
+            CounterMetricFamily("ktui_exporter_connections_refused", "Connections closed at once: the "
+                                "connection cap reached and none of them idle.", value=conns.refused),
+            CounterMetricFamily("ktui_exporter_connections_closed_idle", "Idle keep-alive connections "
+                                "closed to make room for a new one at the connection cap.",
+                                value=conns.closed_idle),
+        ]
 
 
 class ProbeCollector(Collector):

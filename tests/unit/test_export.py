@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -258,6 +259,10 @@ def test_run_export_scrapes_reloads_on_sighup_and_stops_on_sigterm(tmp_path, cap
     assert 'ktui_exporter_reloads_total{result="success"} 1.0' in seen["after_bad"]
     assert "ktui_exporter_last_reload_successful 0.0" in seen["after_bad"]
     assert "ktui_exporter_scrape_success 1.0" in seen["after_bad"]
+    # the server's connections: the scrape's own open, none refused or closed for room
+    assert "ktui_exporter_connections_open 1.0" in seen["first"]
+    assert "ktui_exporter_connections_refused_total 0.0" in seen["first"]
+    assert "ktui_exporter_connections_closed_idle_total 0.0" in seen["first"]
     assert loader.attached == {}  # every probe detached
 
 
@@ -465,6 +470,174 @@ def test_scrapes_share_a_kept_alive_connection_that_an_idle_spell_closes(monkeyp
         server.server_close()
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def wait_for(cond, what: str, timeout: float = 20.0) -> None:
+    """Until cond() is true, or fail saying `what` never came."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out: {what}")
+        time.sleep(0.02)
+
+
+@contextmanager
+def serving_health():
+    """An open_server whose pages are the exporter's health, its connection
+    counts included (as run_export wires them), serving in a thread."""
+    from ktui.pipeline.prometheus import ExporterHealth
+
+    health = ExporterHealth()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ProbeCollector(lambda: [], health=health, clock=lambda: 0.0))
+    server = open_server(Listen("127.0.0.1", 0, socket.AF_INET),
+                         lambda: (generate_latest(registry), "text/plain"))
+    health.connections = server.connections
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # its shutdown waits one poll
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def get_page(conn) -> str:
+    """One GET /metrics on an http.client connection (kept alive)."""
+    conn.request("GET", "/metrics")
+    reply = conn.getresponse()
+    body = reply.read().decode()
+    assert reply.status == 200, reply.status
+    return body
+
+
+def closed_by_server(sock, timeout: float = 10.0) -> bool:
+    """Whether the server closed `sock` (EOF or a reset) within `timeout`."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_at_the_connection_cap_the_longest_idle_connection_makes_room(monkeypatch, capfd):
+    """Kept-alive connections hold a thread each: at MAX_CONNECTIONS a new
+    one closes the connection idle the longest (its scraper reconnects) and
+    is served; the others stay. Counted in the health metrics."""
+    import http.client
+
+    from ktui import exporter
+
+    monkeypatch.setattr(exporter, "MAX_CONNECTIONS", 2)
+    with serving_health() as server:
+        port = server.server_address[1]
+        first, second, third = (http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(3))
+        try:
+            get_page(first)
+            wait_for(lambda: server.connections().idle == 1, "the first connection idle")
+            get_page(second)
+            wait_for(lambda: server.connections().idle == 2, "both idle")
+            kept = second.sock
+            get_page(third)  # served at the cap
+            assert closed_by_server(first.sock)  # the one idle the longest
+            page = get_page(second)  # still open, on its own connection
+            assert second.sock is kept
+            assert "ktui_exporter_connections_closed_idle_total 1.0" in page, page
+            assert "ktui_exporter_connections_refused_total 0.0" in page
+            assert "ktui_exporter_connections_open 2.0" in page
+            counts = server.connections()
+            assert (counts.open, counts.refused, counts.closed_idle) == (2, 0, 1), counts
+        finally:
+            for conn in (first, second, third):
+                conn.close()
+        wait_for(lambda: server.connections().open == 0, "every connection's thread ended")
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""  # nothing said per connection
+
+
+def test_at_the_cap_with_every_connection_busy_a_new_one_is_refused_at_once(monkeypatch, capfd):
+    """Connections mid-request are not closed for room: a new one is closed
+    at once (counted), the accept loop never waits; once a request is
+    answered its connection is idle, and the next new one is served."""
+    import http.client
+
+    from ktui import exporter
+
+    monkeypatch.setattr(exporter, "MAX_CONNECTIONS", 2)
+    with serving_health() as server:
+        port = server.server_address[1]
+        busy = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+        try:
+            for sock in busy:
+                sock.sendall(b"GET /metr")  # a request line, cut short: they hang mid-request
+            wait_for(lambda: server.connections()[:2] == (2, 0), "both connections busy")
+            for n in (1, 2):
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as refused:
+                    assert closed_by_server(refused)  # not held until a busy one ends
+                assert server.connections().refused == n  # counted before it was closed
+            busy[0].sendall(b"ics HTTP/1.1\r\nHost: x\r\n\r\n")  # that request is whole: answered
+            reply = b""
+            while b"ktui_exporter_connections_refused_total 2.0" not in reply:
+                data = busy[0].recv(65536)
+                assert data, reply
+                reply += data
+            wait_for(lambda: server.connections().idle == 1, "the answered connection idle")
+            served = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                page = get_page(served)  # it made room
+            finally:
+                served.close()
+            assert "ktui_exporter_connections_closed_idle_total 1.0" in page, page
+            assert closed_by_server(busy[0])
+        finally:
+            for sock in busy:
+                sock.close()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_a_burst_of_connections_makes_no_more_threads_than_the_cap(monkeypatch):
+    """50 connections at once, each hanging mid-request: the server's
+    handler threads stay within the cap (and the connections it closed for
+    room, while their threads end: at most the cap again), and every
+    connection is served, closed for room or refused."""
+    from ktui import exporter
+
+    cap, burst = 4, 50
+    monkeypatch.setattr(exporter, "MAX_CONNECTIONS", cap)
+    with serving_health() as server:
+        port = server.server_address[1]
+        baseline = threading.active_count()
+        peak = {"threads": 0}
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                peak["threads"] = max(peak["threads"], threading.active_count() - baseline - 1)  # not this one
+                time.sleep(0.001)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        clients = []
+        try:
+            for _ in range(burst):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                clients.append(sock)
+                sock.sendall(b"GET /metr")
+            wait_for(lambda: sum(server.connections()[i] for i in (0, 2, 3)) == burst,
+                     "every connection served, closed for room or refused")
+            counts = server.connections()
+            assert counts.open == cap and counts.idle == 0, counts
+            wait_for(lambda: threading.active_count() - baseline - 1 <= cap,
+                     "only the served connections' threads left")
+        finally:
+            done.set()
+            watcher.join(10)
+            for sock in clients:
+                sock.close()
+        # handler threads: the cap's, and those closed for room while they end
+        # (at most the cap again), and one or two in their last instant
+        assert peak["threads"] <= 2 * cap + 2, peak
+        wait_for(lambda: server.connections().open == 0, "every connection's thread ended")
 
 
 @pytest.mark.parametrize("fails", [False, True])

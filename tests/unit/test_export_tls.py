@@ -364,3 +364,49 @@ def test_without_a_web_config_it_is_plain_http_without_auth(serve):
     port = serve(None)
     status, challenge, body = fetch(port, tls=False)
     assert (status, challenge) == (200, None) and METRICS in body
+
+
+def test_at_the_connection_cap_tls_connections_make_room_or_are_refused(pki, tmp_path, monkeypatch, capsys):
+    """Over TLS as over plain HTTP: at MAX_CONNECTIONS a kept-alive
+    connection left idle is closed to make room for a new scrape; a
+    connection mid-handshake is busy, so with it alone at the cap a new one
+    is refused at once (not held until that handshake's timeout)."""
+    from ktui import exporter
+
+    stderr = Stderr(capsys)
+    monkeypatch.setattr(exporter, "MAX_CONNECTIONS", 1)
+    server = open_server(Listen("127.0.0.1", 0, socket.AF_INET), lambda: (METRICS.encode() + b" 1.0\n", "text/plain"),
+                         load_web_config(write_config(tmp_path / "web.yml", pki, {"p": "pw"})))
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # its shutdown waits one poll
+    auth = {"Authorization": "Basic " + base64.b64encode(b"p:pw").decode()}
+    kept = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                       context=ssl.create_default_context(cafile=str(pki.server[0])))
+    silent = None
+    try:
+        kept.request("GET", "/metrics", headers=auth)
+        assert kept.getresponse().read().decode().startswith(METRICS)
+        until(lambda: server.connections().idle == 1, "the kept-alive connection idle")
+        assert fetch(port, auth=("p", "pw"), ca=pki.server[0])[0] == 200  # it made room
+        kept.sock.settimeout(10)
+        try:
+            assert kept.sock.recv(1) == b""
+        except (ConnectionResetError, ssl.SSLEOFError):
+            pass  # closed by the server either way
+        until(lambda: server.connections().open == 0, "the scrape's connection closed")
+        silent = socket.create_connection(("127.0.0.1", port))  # connected, never says hello
+        until(lambda: server.connections()[:2] == (1, 0), "the silent connection busy in its handshake")
+        with pytest.raises(OSError):  # refused: EOF or a reset in the handshake, within fetch's timeout
+            fetch(port, auth=("p", "pw"), ca=pki.server[0], timeout=5)
+        assert server.connections().refused == 1
+        silent.close()
+        until(lambda: server.connections().open == 0, "the silent connection's thread ended")
+        assert fetch(port, auth=("p", "pw"), ca=pki.server[0])[0] == 200
+        assert server.connections().closed_idle == 1
+    finally:
+        kept.close()
+        if silent is not None:
+            silent.close()
+        server.shutdown()
+        server.server_close()
+    assert str(stderr) == ""
