@@ -64,6 +64,12 @@ KEEP_ALIVE_IDLE = 300.0
 # At the cap a new connection first closes the longest idle one (the
 # scraper reconnects); if every one is busy it is closed at once.
 MAX_CONNECTIONS = 64
+# A request once begun (its first byte in) is read whole and answered within
+# this, or its connection is closed: a client that sends a byte and stalls
+# would otherwise hold one of MAX_CONNECTIONS busy for KEEP_ALIVE_IDLE, and
+# 64 of them would turn every scraper away. Prometheus sends a request in
+# one write and reads the answer at once. (Each socket operation gets it.)
+REQUEST_TIMEOUT = 10.0
 
 # (the probe set, probe name -> the name of the set it came from)
 Loaded = tuple[ProbeSet, dict[str, str]]
@@ -137,10 +143,18 @@ def _handler(render: Callable[[], tuple[bytes, str]]):
             if not started or not self.server.busy(self.request):  # closed, or closed for room
                 self.close_connection = True
                 return
+            self._bound(REQUEST_TIMEOUT)
             try:
-                super().handle_one_request()
+                super().handle_one_request()  # a timeout: closed quietly (log_message)
             finally:
+                self._bound(self.timeout)  # idle again: the keep-alive bound
                 self.server.idle(self.request)
+
+        def _bound(self, seconds: float) -> None:
+            try:
+                self.connection.settimeout(seconds)
+            except OSError:  # closed meanwhile (to make room): the read ends anyway
+                pass
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             web = self.server.web  # the running web config: a reload applies from the next request

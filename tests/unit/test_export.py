@@ -562,6 +562,7 @@ def test_at_the_cap_with_every_connection_busy_a_new_one_is_refused_at_once(monk
 
     from ktui import exporter
 
+    monkeypatch.setattr(exporter, "REQUEST_TIMEOUT", 300.0)  # mid-request for as long as the test needs
     monkeypatch.setattr(exporter, "MAX_CONNECTIONS", 2)
     with serving_health() as server:
         port = server.server_address[1]
@@ -594,6 +595,35 @@ def test_at_the_cap_with_every_connection_busy_a_new_one_is_refused_at_once(monk
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
+def test_a_request_begun_and_stalled_is_closed_but_an_idle_connection_is_kept(monkeypatch, capfd):
+    """A client that sends part of a request and stalls would hold a busy
+    connection (one of MAX_CONNECTIONS) for the whole keep-alive bound:
+    past REQUEST_TIMEOUT it is closed, quietly. An idle kept-alive
+    connection keeps the keep-alive bound: the shorter one is the
+    request's alone."""
+    import http.client
+
+    from ktui import exporter
+
+    monkeypatch.setattr(exporter, "REQUEST_TIMEOUT", 0.5)
+    with serving_health() as server:
+        port = server.server_address[1]
+        kept = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            get_page(kept)
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as stalled:
+                stalled.sendall(b"GET /metr")  # and nothing more
+                assert closed_by_server(stalled, timeout=60)
+            wait_for(lambda: server.connections().open == 1, "the stalled connection gone")
+            time.sleep(1.0)  # the kept one idle past REQUEST_TIMEOUT: still open
+            assert server.connections().open == 1
+            page = get_page(kept)  # the same connection
+            assert "ktui_exporter_connections_open 1.0" in page, page
+        finally:
+            kept.close()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
 
 def test_a_burst_of_connections_makes_no_more_threads_than_the_cap(monkeypatch):
     """50 connections at once, each hanging mid-request: the server's
@@ -603,6 +633,7 @@ def test_a_burst_of_connections_makes_no_more_threads_than_the_cap(monkeypatch):
     from ktui import exporter
 
     cap, burst = 4, 50
+    monkeypatch.setattr(exporter, "REQUEST_TIMEOUT", 300.0)  # mid-request for as long as the test needs
     monkeypatch.setattr(exporter, "MAX_CONNECTIONS", cap)
     with serving_health() as server:
         port = server.server_address[1]
