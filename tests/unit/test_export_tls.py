@@ -373,8 +373,13 @@ def test_at_the_connection_cap_tls_connections_make_room_or_are_refused(pki, tmp
     is refused at once (not held until that handshake's timeout)."""
     from ktui import exporter
 
+    from ktui import web_config
+
     stderr = Stderr(capsys)
     monkeypatch.setattr(exporter, "MAX_CONNECTIONS", 1)
+    # the silent client below stays mid-handshake however slow a loaded host
+    # makes the test (at 10 s its handshake would time out, logged, and free the slot)
+    monkeypatch.setattr(web_config, "HANDSHAKE_TIMEOUT", 300.0)
     server = open_server(Listen("127.0.0.1", 0, socket.AF_INET), lambda: (METRICS.encode() + b" 1.0\n", "text/plain"),
                          load_web_config(write_config(tmp_path / "web.yml", pki, {"p": "pw"})))
     port = server.server_address[1]
