@@ -30,6 +30,7 @@ from ktui.pipeline.prometheus import BUCKET_BOUNDS, ProbeCollector, ProbeView, l
 from ktui.record.feed import ProbeStats
 from ktui.record.histogram import HIST_SLOTS, slot_bounds
 from tests.fakekernel import FakeLoader
+from tests.waiting import until
 
 GOLDEN = Path(__file__).parent / "golden" / "export.prom"
 
@@ -472,15 +473,6 @@ def test_scrapes_share_a_kept_alive_connection_that_an_idle_spell_closes(monkeyp
     assert out == "" and err == ""
 
 
-def wait_for(cond, what: str, timeout: float = 20.0) -> None:
-    """Until cond() is true, or fail saying `what` never came."""
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out: {what}")
-        time.sleep(0.02)
-
-
 @contextmanager
 def serving_health():
     """An open_server whose pages are the exporter's health, its connection
@@ -533,9 +525,9 @@ def test_at_the_connection_cap_the_longest_idle_connection_makes_room(monkeypatc
         first, second, third = (http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(3))
         try:
             get_page(first)
-            wait_for(lambda: server.connections().idle == 1, "the first connection idle")
+            until(lambda: server.connections().idle == 1, "the first connection idle")
             get_page(second)
-            wait_for(lambda: server.connections().idle == 2, "both idle")
+            until(lambda: server.connections().idle == 2, "both idle")
             kept = second.sock
             get_page(third)  # served at the cap
             assert closed_by_server(first.sock)  # the one idle the longest
@@ -549,7 +541,7 @@ def test_at_the_connection_cap_the_longest_idle_connection_makes_room(monkeypatc
         finally:
             for conn in (first, second, third):
                 conn.close()
-        wait_for(lambda: server.connections().open == 0, "every connection's thread ended")
+        until(lambda: server.connections().open == 0, "every connection's thread ended")
     out, err = capfd.readouterr()
     assert out == "" and err == ""  # nothing said per connection
 
@@ -570,7 +562,7 @@ def test_at_the_cap_with_every_connection_busy_a_new_one_is_refused_at_once(monk
         try:
             for sock in busy:
                 sock.sendall(b"GET /metr")  # a request line, cut short: they hang mid-request
-            wait_for(lambda: server.connections()[:2] == (2, 0), "both connections busy")
+            until(lambda: server.connections()[:2] == (2, 0), "both connections busy")
             for n in (1, 2):
                 with socket.create_connection(("127.0.0.1", port), timeout=10) as refused:
                     assert closed_by_server(refused)  # not held until a busy one ends
@@ -581,7 +573,7 @@ def test_at_the_cap_with_every_connection_busy_a_new_one_is_refused_at_once(monk
                 data = busy[0].recv(65536)
                 assert data, reply
                 reply += data
-            wait_for(lambda: server.connections().idle == 1, "the answered connection idle")
+            until(lambda: server.connections().idle == 1, "the answered connection idle")
             served = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             try:
                 page = get_page(served)  # it made room
@@ -614,7 +606,7 @@ def test_a_request_begun_and_stalled_is_closed_but_an_idle_connection_is_kept(mo
             with socket.create_connection(("127.0.0.1", port), timeout=10) as stalled:
                 stalled.sendall(b"GET /metr")  # and nothing more
                 assert closed_by_server(stalled, timeout=60)
-            wait_for(lambda: server.connections().open == 1, "the stalled connection gone")
+            until(lambda: server.connections().open == 1, "the stalled connection gone")
             time.sleep(1.0)  # the kept one idle past REQUEST_TIMEOUT: still open
             assert server.connections().open == 1
             page = get_page(kept)  # the same connection
@@ -654,11 +646,11 @@ def test_a_burst_of_connections_makes_no_more_threads_than_the_cap(monkeypatch):
                 sock = socket.create_connection(("127.0.0.1", port), timeout=30)
                 clients.append(sock)
                 sock.sendall(b"GET /metr")
-            wait_for(lambda: sum(server.connections()[i] for i in (0, 2, 3)) == burst,
+            until(lambda: sum(server.connections()[i] for i in (0, 2, 3)) == burst,
                      "every connection served, closed for room or refused")
             counts = server.connections()
             assert counts.open == cap and counts.idle == 0, counts
-            wait_for(lambda: threading.active_count() - baseline - 1 <= cap,
+            until(lambda: threading.active_count() - baseline - 1 <= cap,
                      "only the served connections' threads left")
         finally:
             done.set()
@@ -668,7 +660,7 @@ def test_a_burst_of_connections_makes_no_more_threads_than_the_cap(monkeypatch):
         # handler threads: the cap's, and those closed for room while they end
         # (at most the cap again), and one or two in their last instant
         assert peak["threads"] <= 2 * cap + 2, peak
-        wait_for(lambda: server.connections().open == 0, "every connection's thread ended")
+        until(lambda: server.connections().open == 0, "every connection's thread ended")
 
 
 @pytest.mark.parametrize("fails", [False, True])

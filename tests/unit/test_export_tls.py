@@ -18,7 +18,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -33,6 +32,7 @@ from ktui.lang.probeset import load_probeset
 from ktui.web_config import load_web_config
 from tests.fakekernel import FakeLoader
 from tests.pki import Pki, bcrypt_hash, make_pki
+from tests.waiting import until
 
 METRICS = 'ktui_probe_hits_total{probe="reads",set="s"}'
 
@@ -46,18 +46,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def until(cond, what: str, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if cond():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out: {what}")
 
 
 class Stderr:
