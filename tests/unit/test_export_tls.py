@@ -359,9 +359,7 @@ def test_at_the_connection_cap_tls_connections_make_room_or_are_refused(pki, tmp
     connection left idle is closed to make room for a new scrape; a
     connection mid-handshake is busy, so with it alone at the cap a new one
     is refused at once (not held until that handshake's timeout)."""
-    from ktui import exporter
-
-    from ktui import web_config
+    from ktui import exporter, web_config
 
     stderr = Stderr(capsys)
     monkeypatch.setattr(exporter, "MAX_CONNECTIONS", 1)
