@@ -14,7 +14,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import kprobe_entries, ktui_bpf_programs
+from .conftest import wait_for as wait_until
 
 KTUI = str(Path(".venv/bin/ktui").resolve())
 SESSION = "ktui-e2e"
@@ -38,17 +41,13 @@ def screen() -> str:
 
 
 def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        asked = time.monotonic()
-        last = predicate()
-        if last:
-            return last
-        # a look is a tmux capture (a process under emulation): at most a
-        # fifth of the guest's time goes to looking, as conftest.wait_for
-        time.sleep(max(0.1, 4 * (time.monotonic() - asked)))
-    raise AssertionError(f"timed out waiting for {what}; screen:\n{screen()}")
+    """conftest.wait_for (a look at most every 0.1 s: a tmux capture is a
+    process under emulation, so the looks are spaced by their cost), the
+    screen added to its failure."""
+    try:
+        return wait_until(predicate, what, timeout=timeout, every=0.1)
+    except pytest.fail.Exception:
+        raise AssertionError(f"timed out waiting for {what}; screen:\n{screen()}") from None
 
 
 def row(label: str) -> list[str] | None:
