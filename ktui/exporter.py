@@ -4,8 +4,10 @@ The HTTP socket is bound first (a port in use or an address this machine
 does not have fails before anything is compiled), then the probes are
 attached, then /metrics is served from a thread. Each scrape reads the BPF
 maps once (pipeline.prometheus); nothing is counted per event in Python.
-Probes with fetches emit events: they are drained and dropped (export is
-for counting sets).
+Events are off (SessionOptions.events): a probe with fetches is counted and
+aggregated but writes no record on the generic engine, so an exported set
+costs less than a stream of it. On the compiled engine, which has no such
+switch, its events are drained and dropped.
 
 Signals: SIGINT and SIGTERM detach every probe and exit 0 (it runs under
 systemd); SIGHUP loads the probe set file(s) again and applies the
@@ -26,6 +28,7 @@ none is idle), counted in the exporter's health metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import ipaddress
 import select
@@ -41,7 +44,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ktui.exits import EXIT_ENVIRONMENT, EXIT_OK
 from ktui.lang.model import Kind, KtuiError, ProbeSet
-from ktui.record.feed import FeedError, ProbeStats
+from ktui.record.feed import FeedError, ProbeState, ProbeStats
 
 if TYPE_CHECKING:
     from ktui.web_config import WebConfig
@@ -359,9 +362,17 @@ class Exporter:
             self._stopped = True
 
     def emits(self) -> bool:
-        """Whether a probe of the running set writes events (it has fetches):
-        then its buffer must be drained, or the kernel counts them lost."""
-        return self.probeset.emits_events
+        """Whether a probe running writes events: then its buffer must be
+        drained, or the kernel counts them lost. run_export turns events
+        off, so only a probe with fetches on the compiled engine writes any;
+        while a probe is still pending or loading it may yet be compiled,
+        and the drain keeps its pace until every one is in."""
+        if not self.probeset.emits_events:
+            return False
+        waiting = (ProbeState.PENDING, ProbeState.LOADING)
+        if any(st.state in waiting for st in self.session.statuses().values()):
+            return True
+        return self.session.writes_events()
 
     def views(self):
         with self._lock:
@@ -372,7 +383,9 @@ class Exporter:
     def _read_views(self):
         from ktui.pipeline.prometheus import ProbeView, probe_state, value_shape
 
-        stats = self.session.stats().probes
+        # detail=False: not the distinct lost keys nor the stacks, which no
+        # metric carries and whose reads walk whole maps every scrape
+        stats = self.session.stats(detail=False).probes
         out = []
         for pid_, st in sorted(self.session.statuses().items()):
             name = st.probe.name
@@ -489,6 +502,9 @@ def run_export(loaded: Loaded, load: Callable[[], Loaded], options, listen: List
     from ktui.headless import _open_session_or_status
     from ktui.pipeline.prometheus import ProbeCollector
 
+    # Counters only: no probe writes an event nobody reads (a hit of a probe
+    # with fetches is counted and aggregated, then its record is not written)
+    options = dataclasses.replace(options, events=False)
     registry = CollectorRegistry(auto_describe=False)
     try:
         server = open_server(listen, lambda: (generate_latest(registry), CONTENT_TYPE_LATEST), web)

@@ -227,7 +227,7 @@ class FakeFeed:
             self._emitted[pid] += n - lost
         return batch
 
-    def stats(self) -> StatsSnapshot:
+    def stats(self, detail: bool = True) -> StatsSnapshot:
         if self._clock is not None:
             now = self._clock()
         else:

@@ -205,7 +205,7 @@ class ReplayFeed:
     def _visible(self, batch: RecordBatch | InterleavedBatch) -> EventBatch:
         return batch.without(self._hidden) if self._hidden else batch
 
-    def stats(self) -> StatsSnapshot:
+    def stats(self, detail: bool = True) -> StatsSnapshot:
         return self._stats
 
     def statuses(self) -> dict[int, ProbeStatus]:

@@ -117,6 +117,12 @@ def test_a_full_count_map_counts_its_drops(workload, session):
     assert stats.values_dropped == 12
     assert stats.keys_dropped == 6
     assert stats.keys_dropped_unknown == 0
+    # what the exporter reads (detail=False): every count and drop the
+    # same, the lost keys' map not walked (no metric carries keys_dropped)
+    brief = session.stats(detail=False).probes[by_label(session)["small"]]
+    assert (brief.hits, brief.value_keys, sorted(brief.top_values), brief.values_dropped) == \
+        (20, 4, sorted(stats.top_values), 12)
+    assert brief.keys_dropped == 0
 
 
 def test_stacks_of_two_syscalls_reaching_vfs_read(workload, session):
@@ -139,3 +145,6 @@ def test_stacks_of_two_syscalls_reaching_vfs_read(workload, session):
     # folded: root first, the probed function last, then the count
     assert all(line.rsplit(" ", 1)[0].endswith(";vfs_read") for line in folded), folded
     assert sum(int(line.rsplit(" ", 1)[1]) for line in folded) == 16
+    # what the exporter reads (detail=False): the hits, no stacks walked
+    brief = session.stats(detail=False).probes[who]
+    assert (brief.hits, brief.stacks) == (16, ())

@@ -242,6 +242,11 @@ def test_prometheus_scrapes_a_least_privileged_exporter_exactly_over_tls_through
     done = time.time()
     assert growth(prom.scraped_after(calls, done), start) == READS + BADREADS
     assert growth(prom.scraped_after(kcalls, done), start) == READS + BADREADS
+    # kcalls fetches a3, yet the exporter has no use for its events: none
+    # is written (none lost), where a stream of the set writes one a hit
+    for events in ("emitted", "lost"):
+        written = prom.scraped_after(f'ktui_probe_events_{events}_total{{probe="kcalls"}}', done)
+        assert {v for _, v in written} == {0.0}, (events, written)
     assert growth(prom.scraped_after(count, done), start) == READS + BADREADS
     assert growth(prom.scraped_after(inf_bucket, done), start) == READS + BADREADS
     ebadf = prom.scraped_after('ktui_probe_errno_total{probe="rets",errno="EBADF"}', done)

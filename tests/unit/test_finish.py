@@ -65,7 +65,7 @@ class BusyKernelFeed:
         self.buffered.clear()
         return RecordBatch(self.decoder, records)
 
-    def stats(self) -> StatsSnapshot:
+    def stats(self, detail: bool = True) -> StatsSnapshot:
         self._fire()
         self.calls.append("stats")
         return StatsSnapshot(0.0, {i: ProbeStats(i, hits=self.emitted[i], emitted=self.emitted[i])

@@ -260,6 +260,36 @@ def test_a_filter_known_in_advance_is_its_truth_table_alone():
         assert (plan.ncmps, plan.truth & 1) == (0, passes), probe
 
 
+def test_with_events_off_a_hit_is_counted_and_aggregated_but_written_nowhere():
+    """`ktui export` (SessionOptions.events off): no F_EMITS, so the program
+    returns after the count and the aggregations; a call no longer takes
+    the time or the CPU an event's header needed, what the filter and the
+    aggregations read is read as before, and a probe whose fetches were
+    only the header's (comm, pid) becomes bare: a counter's program."""
+    from ktui.lang.spec import parse_probe_text
+
+    def off(spec, filt=None):
+        probe = parse_probe_text(spec)
+        if filt is not None:
+            probe = dataclasses.replace(probe, filter=parse_filter(filt))
+        return build_plan(probe, gen=1, events=False), build_plan(probe, gen=1)
+
+    quiet, loud = off("f:c:a3")
+    assert loud.flags & abi.F_EMITS and not quiet.flags & abi.F_EMITS
+    assert quiet.flags & (abi.F_REGS | abi.F_ARGS | abi.F_TIME | abi.F_CPU) == abi.F_REGS
+    quiet, loud = off("f:c:comm,pid")
+    assert quiet.flags & abi.F_BARE and not loud.flags & abi.F_BARE
+    quiet, loud = off("f:r:retval")
+    # a return's value is the bare path's too (its errnos): it counts and times
+    assert quiet.flags & (abi.F_TIME | abi.F_CPU | abi.F_EMITS | abi.F_BARE) == abi.F_TIME | abi.F_BARE
+    # a filter and an aggregation read what they read, events or not
+    quiet, loud = off("f:c:a1,a3 count(a3)", "a1 == 5")
+    assert not quiet.flags & abi.F_EMITS
+    for field in ("ncmps", "agg", "fetch_before", "fetch_agg", "nfetch"):
+        assert getattr(quiet, field) == getattr(loud, field), field
+    assert quiet.flags & ~abi.F_EMITS & ~(abi.F_TIME | abi.F_CPU) == loud.flags & ~abi.F_EMITS & ~(abi.F_TIME | abi.F_CPU)
+
+
 def test_a_rate_limit_needs_the_time():
     assert _work("f:c:pid", rate_limit=5) & abi.F_TIME
     assert _work("f:c:pid", sample=3) & abi.F_TIME  # it emits

@@ -66,7 +66,7 @@ def test_the_exporters_attached_gauge_is_0_for_a_waiting_fentry_probe():
     from ktui.lang.model import ProbeSet
 
     class Session(Statuses):
-        def stats(self):
+        def stats(self, detail=True):
             return StatsSnapshot(1.0, {0: ProbeStats(0), 1: ProbeStats(1, hits=5, counted_only=5)})
 
     session = Session(ProbeStatus(0, parse_spec("a=vfs_read:c"), ProbeState.LOADING, via="fentry"),

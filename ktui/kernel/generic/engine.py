@@ -196,6 +196,7 @@ class GenericEngine:
         self.tracepoint = None  # the tracepoint variant's CompiledProgram, once loaded (tracepoint slots)
         self.slots: dict[int, Slot] = {}
         self._lost_keys = None  # aggregates.LostKeys, made at the first read of a probe losing keys
+        self.events = True  # False: no plan writes events (SessionOptions.events)
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
         # sites held by wildcards; site 0 means "not a wildcard"
         self._sites_used = bytearray(abi.MAX_SITES)
@@ -273,7 +274,8 @@ class GenericEngine:
                         span_end=span_end, gate_side=gate_side,
                         gate_key=gate_start.index if gate_start is not None else index if gate_side else -1)
             # NotGeneric (or a filter's CgroupError) before anything is taken
-            plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
+            plan = build_plan(probe, gen=gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot),
+                              events=self.events)
             members = probe.members or ()
             base = self._free_sites(len(members)) if members else 0
             if base is None:
@@ -314,7 +316,8 @@ class GenericEngine:
         return at if at > 0 else None
 
     def _write_plan(self, slot: Slot) -> None:
-        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot))
+        plan = build_plan(slot.probe, gen=slot.gen, tracing=slot.tracing, cgroup_id=slot_cgroup_id(slot),
+                          events=self.events)
         plan.site_base = slot.sites[0] if slot.sites else 0
         if slot.gate:  # its hits keep depths: no event, never the bare paths (which keep none)
             plan.flags = (plan.flags | abi.F_GATE) & ~(abi.F_BARE | abi.F_EMITS)
@@ -685,9 +688,11 @@ class GenericEngine:
         """The decoder of records of `size` bytes (for tests and benchmarks)."""
         return self._decoders_now().decoder(size)
 
-    def stats(self, timed: bool = False) -> dict[int, ProbeStats]:
+    def stats(self, timed: bool = False, *, detail: bool = True) -> dict[int, ProbeStats]:
         """Counters of every slot, by the session's probe id; with `timed`
-        (the run-time statistics are on) run_ns and run_count too."""
+        (the run-time statistics are on) run_ns and run_count too.
+        `detail=False` leaves out keys_dropped and the stacks (see
+        _aggregates)."""
         import numpy as np
 
         with self._lock:
@@ -712,7 +717,7 @@ class GenericEngine:
                                  "ktui_nested", "ktui_errno_rest", "ktui_replaced", "ktui_matched",
                                  "ktui_unmatched")}
         hitters = hitters_by_slot(self._map("ktui_comms")) if slots else {}
-        aggregates = self._aggregates(slots, count, np)
+        aggregates = self._aggregates(slots, count, np, detail)
         members = self._members(slots, np)
         for i, slot in slots.items():
             hist: tuple[int, ...] = ()
@@ -810,10 +815,15 @@ class GenericEngine:
             out[err] = int(counts[bucket])
         return out
 
-    def _aggregates(self, slots: dict[int, Slot], count: int, np) -> dict[int, dict]:
+    def _aggregates(self, slots: dict[int, Slot], count: int, np, detail: bool = True) -> dict[int, dict]:
         """ProbeStats fields of every slot's aggregations: one pass over
         each shared map a probe uses, entries of other tags (a removed
-        probe's, not yet deleted) left out."""
+        probe's, not yet deleted) left out. Without `detail`, two reads
+        are skipped: the lost keys' map (keys_dropped, the distinct keys
+        of the dropped hits: a walk of up to KTUI_AGG_MAP_KEYS keys, and
+        their decoded copies kept) and the stacks (a walk and a
+        symbolization): the exporter exports neither, and it reads every
+        second, where the dashboard's reader is a person."""
         mine = {i: s for i, s in slots.items() if s.probe.agg is not None}
         if not mine:
             return {}
@@ -834,10 +844,13 @@ class GenericEngine:
             entries, hists = read.agg_entries(self._map("ktui_aggs"), {t: mine[i].probe for t, i in counting.items()},
                                               self.cgroup_names)
             lost_full = self._sum_counters(self._map("ktui_lost_full"), count, np)
-            losing = {t: i for t, i in counting.items() if dropped[i]}
-            if self._lost_keys is None:
-                self._lost_keys = read.LostKeys()
-            lost = self._lost_keys.read(self._map("ktui_agg_lost"), {t: mine[i].probe for t, i in losing.items()})
+            losing = {t: i for t, i in counting.items() if dropped[i]} if detail else {}
+            lost = {}
+            if losing:
+                if self._lost_keys is None:
+                    self._lost_keys = read.LostKeys()
+                lost = self._lost_keys.read(self._map("ktui_agg_lost"),
+                                            {t: mine[i].probe for t, i in losing.items()})
             for tag, i in counting.items():
                 if mine[i].probe.agg.counts:
                     out[i].update(read.count_fields(mine[i].probe, entries.get(tag, {})))
@@ -846,7 +859,7 @@ class GenericEngine:
                 if tag in losing:
                     out[i]["keys_dropped"] = lost.get(tag, 0)
                     out[i]["keys_dropped_unknown"] = int(lost_full[i])
-        stacking = {t: i for t, i in tags.items() if mine[i].probe.agg.stack is not None}
+        stacking = {t: i for t, i in tags.items() if mine[i].probe.agg.stack is not None} if detail else {}
         if stacking:
             stacks = read.stacks(self._map("ktui_stacks"), self._map("ktui_ustacks"), stacking,
                                  {mine[i].probe.agg.stack for i in stacking.values()}, self.user_symbols)

@@ -74,13 +74,15 @@ def record_size(probe: Probe) -> int:
 
 
 def build_plan(probe: Probe, *, gen: int, tracing: bool = False,
-               cgroup_id: Callable[[str], int] | None = None) -> abi.Plan:
+               cgroup_id: Callable[[str], int] | None = None, events: bool = True) -> abi.Plan:
     """The plan of `probe`. `tracing`: the probe goes by fentry/fexit, whose
     program has the arguments (st->args), not the registers, in a call
     probe too. `cgroup_id`: a filter's cgroup path -> the id the kernel
     gives its tasks (default: attach.cgroup_scope.cgroup_id, on this
     machine); CgroupError, one line, where the path is no cgroup v2
-    directory."""
+    directory. `events=False`: no hit is written out (no F_EMITS): the
+    fetches only an event holds are never read, and neither the time nor
+    the CPU is taken for a call; hits, aggregations and latencies as ever."""
     layout = probe_layout(probe)
     size = record_size(probe)
     if size > abi.RECORD_MAX or len(probe.fetches) > abi.MAX_FETCHES:
@@ -90,7 +92,7 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False,
     flags = abi.F_RETURN if ret else 0
     ret = ret or tracing  # where arguments are read from: st->args
     user = probe.target.is_user  # a uprobe: its memory is the process's
-    if probe.emits_events:
+    if probe.emits_events and events:
         flags |= abi.F_EMITS
     # a span's end: the values of its start it reads (start.X), by their
     # place in what the start stores (SRC_START)

@@ -51,6 +51,7 @@ class EngineStartMixin:
             raise KtuiError(f"the generic engine needs attach cookies on kprobe links, and on this kernel "
                             f"they {state}: {cookies.detail} (see `ktui doctor`)")
         if made is not None:
+            made.events = self.options.events
             log_line(self._log_fd, f"ktui: dispatcher loaded in {time.monotonic() - started:.2f} s")
             if made.counters_refused:
                 log_line(self._log_fd, f"ktui: probes that only count go through the dispatcher: "

@@ -27,6 +27,12 @@ class SessionOptions:
     # (`attach:`): "auto" (fentry/fexit where the kernel allows, the
     # default), "kprobe" or "fentry" (see kernel/attach/attach_choice)
     attach: str = "auto"
+    # False: the generic engine's probes write no events, whatever they
+    # fetch (`ktui export`, which exports counters only): a hit is counted
+    # and aggregated as ever, then written nowhere, so no record is copied
+    # and no reader wakes. The compiled engine has no such switch: its
+    # fetching probes still write (Session.writes_events says so).
+    events: bool = True
 
 
 ENGINES = ("auto", "generic", "compiled")

@@ -37,6 +37,16 @@ class ReadingMixin:
         # several buffers: one batch in time order, each buffer's own order kept
         return parts[0] if len(parts) == 1 else merged_by_time(parts)
 
+    def writes_events(self) -> bool:
+        """Whether a probe running now writes events, so that a drain has
+        work: a probe with fetches does, but with SessionOptions.events off
+        only a compiled unit's (the compiled engine has no such switch)."""
+        if any(unit.program.probes[local].emits_events for unit in self._units for local in unit.live):
+            return True
+        engine = self._engine
+        return engine is not None and engine.events and any(
+            slot.probe.emits_events for slot in list(engine.slots.values()))
+
     def drain_capacity(self) -> int | None:
         """Records the smallest event buffer holds, so a collector can drain
         a flood less often without letting any buffer fill (drain_pacing);
@@ -47,7 +57,7 @@ class ReadingMixin:
         sizes = [s for s in sizes if s]
         return min(sizes) if sizes else None
 
-    def stats(self) -> StatsSnapshot:
+    def stats(self, detail: bool = True) -> StatsSnapshot:
         now = time.monotonic()
         timed = self._timing.on
         out: dict[int, ProbeStats] = {}
@@ -55,7 +65,7 @@ class ReadingMixin:
             out.update(unit.read_stats(self.loader, timed))
         engine = self._engine
         if engine is not None:
-            out.update(engine.stats(timed))
+            out.update(engine.stats(timed, detail=detail))
             self._gate_health(out)
             self._span_health(out)
         self._add_missed_returns(out)
