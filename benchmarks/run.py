@@ -467,6 +467,8 @@ COMPARE_GOALS = (
      "stack(kernel) no slower than stackcount-bpfcc or bpftrace @[kstack] = count() (issue 14)"),
     ("export", "ktui_export", ("ktui_stream_set",), 1.0,
      "ktui export scraped every second no slower than ktui stream --no-stats of the same set (issue 16)"),
+    ("export", "ktui_export_fetch", ("ktui_stream_fetch",), 1.0,
+     "ktui export of a set with a fetch, scraped every second, below ktui stream --no-stats of it (issue 33)"),
 )
 
 

@@ -86,6 +86,9 @@ EXIT_TIMEOUT = 20.0
 
 
 COMPARE_ROWS = ("fentry", "fexit", "hist", "stack", "export")
+# the compare part's exporters that are scraped every second (the memory run
+# follows the first; the unscraped one is what an exporter costs by itself)
+SCRAPED_EXPORTS = ("ktui_export", "ktui_export_fetch")
 SPAN_ROWS = ("block", "syscall")
 # the block span (issue 32): a block request from its start to its end,
 # joined by its struct request *, as biolatency-bpfcc pairs them
@@ -226,8 +229,9 @@ class Scraper:
     scraper's own thread took (it runs in the same guest as the workload,
     where a real Prometheus would not: its share of a row's slowdown)."""
 
-    def __init__(self, url: str, every: float = 1.0) -> None:
+    def __init__(self, url: str, every: float = 1.0, status: Path | None = None) -> None:
         self.url, self.every = url, every
+        self.status = status  # a host's scraper: its summary, written after each scrape (HostScraperView)
         self.hits: float | None = None
         self.durations: list[float] = []
         self.sizes: list[int] = []
@@ -271,6 +275,10 @@ class Scraper:
                     conn.close()
                 conn = None
             self.cpu_s += time.thread_time() - cpu0
+            if self.status is not None:
+                tmp = self.status.with_suffix(".tmp")
+                tmp.write_text(json.dumps(self.summary()))
+                tmp.replace(self.status)  # whole: the guest never reads half of it
             self._stop.wait(max(0.0, self.every - (time.monotonic() - t0)))
         if conn is not None:
             conn.close()
@@ -285,6 +293,60 @@ class Scraper:
                 "median_s": d[len(d) // 2] if d else None, "max_s": d[-1] if d else None,
                 "bytes": self.sizes[-1] if self.sizes else None, "hits_last": self.hits,
                 "scraper_cpu_s": round(self.cpu_s, 3)}
+
+
+class HostScraperView:
+    """The host's scraper (benchmarks/export_host_scraped.py), seen from the
+    guest through the status file it rewrites after each scrape in the
+    shared tree: the rows' Scraper interface, none of its work on the
+    guest's CPU. Its counts are the host's since the VM started: start()
+    takes the ones before this tool's exporter answered, and the summary is
+    this tool's share."""
+
+    def __init__(self, status: Path) -> None:
+        self.status = status
+        self._before: dict = {}
+
+    def _now(self) -> dict:
+        try:
+            return json.loads(self.status.read_text())
+        except (OSError, ValueError):  # not written yet, or mid-replace on 9p
+            return {}
+
+    def start(self) -> None:
+        self._before = self._now()
+        # live once two scrapes of this exporter were answered
+        deadline = time.monotonic() + 120
+        while self._now().get("scrapes", 0) < self._before.get("scrapes", 0) + 2:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the host's scraper got no answer from the exporter: {self._now()}")
+            time.sleep(0.5)
+
+    @property
+    def hits(self):
+        return self._now().get("hits_last")
+
+    def stop(self) -> None:
+        pass
+
+    def summary(self) -> dict:
+        now = self._now()
+        out = dict(now, scrapes=now.get("scrapes", 0) - self._before.get("scrapes", 0),
+                   errors=now.get("errors", 0) - self._before.get("errors", 0), scraped_from="host")
+        out["scraper_cpu_s"] = None  # the host's, not the guest's: not this row's cost
+        return out
+
+
+def guest_nic_up() -> str:
+    """The guest's NIC (QEMU's user network: the guest is 10.0.2.15, the
+    host forwards a port to it) up and addressed; its name."""
+    nics = sorted(p.name for p in Path("/sys/class/net").iterdir() if (p / "device").exists())
+    if not nics:
+        raise RuntimeError("no network device in the guest: boot it with the host's hostfwd QEMU options")
+    ip = shutil.which("ip") or "/usr/sbin/ip"
+    subprocess.run([ip, "link", "set", nics[0], "up"], check=True)
+    subprocess.run([ip, "addr", "replace", "10.0.2.15/24", "dev", nics[0]], check=True)
+    return nics[0]
 
 
 def _alarm(signum, frame):
@@ -894,8 +956,22 @@ class Suite:
         setfile = work / "bench-export.yaml"
         setfile.write_text("# one counting probe: what `ktui export` and `ktui stream` both run\n"
                            "name: bench\nprobes:\n  - spec: vfs_read:c\n")
+        # a probe with a fetch: a stream writes an event a hit, the exporter none
+        fetchset = work / "bench-export-fetch.yaml"
+        fetchset.write_text("name: bench\nprobes:\n  - spec: vfs_read:c:a3\n")
+        host = self.args.export_scraped_from == "host"
+        if host and "export" in rows:
+            self.note(f"guest NIC {guest_nic_up()} up: the host scrapes the exporter")
+        # scraped from the host: on the guest's NIC, which QEMU forwards to;
+        # the unscraped exporter on loopback, where the host's scraper cannot reach
+        scraped_at = f"{'0.0.0.0' if host else '127.0.0.1'}:{self.args.export_port}"
+
+        def export(fileset: Path, listen: str):
+            return lambda p: [KTUI, "export", str(fileset), "--log", self.log_path, "--pid", str(p),
+                              "--listen", listen]
         self.folded = str(work / "stacks.folded")
-        self.results["compare_meta"] = {"rows": rows, "set": setfile.read_text(),
+        self.results["compare_meta"] = {"rows": rows, "set": setfile.read_text(), "fetch_set": fetchset.read_text(),
+                                        "export_scraped_from": self.args.export_scraped_from,
                                         "export_port": self.args.export_port,
                                         "export_mem_seconds": self.args.export_mem_seconds}
 
@@ -942,14 +1018,17 @@ class Suite:
                  1, kprobe_count),
             ],
             "export": [
-                ("ktui_export", lambda p: [KTUI, "export", str(setfile), "--log", self.log_path, "--pid", str(p),
-                                           "--listen", f"127.0.0.1:{self.args.export_port}"], 1, attached_count),
+                ("ktui_export", export(setfile, scraped_at), 1, attached_count),
                 ("ktui_stream_set", lambda p: [KTUI, "stream", str(setfile), "--log", self.log_path,
                                                "--pid", str(p), "--no-stats"], 1, attached_count),
                 # the exporter with nobody scraping it: what it costs by itself
-                ("ktui_export_unscraped", lambda p: [KTUI, "export", str(setfile), "--log", self.log_path,
-                                                     "--pid", str(p), "--listen",
-                                                     f"127.0.0.1:{self.args.export_port}"], 1, attached_count),
+                ("ktui_export_unscraped", export(setfile, f"127.0.0.1:{self.args.export_port}"), 1,
+                 attached_count),
+                # the set with a fetch: the stream writes (and formats) an
+                # event a hit, the exporter counts it and writes nothing
+                ("ktui_export_fetch", export(fetchset, scraped_at), 1, attached_count),
+                ("ktui_stream_fetch", lambda p: [KTUI, "stream", str(fetchset), "--log", self.log_path,
+                                                 "--pid", str(p), "--no-stats"], 1, attached_count),
             ],
         }
         self.results.setdefault("compare", {})
@@ -968,9 +1047,9 @@ class Suite:
 
     def _compare_tool(self, row: str, name: str, argv_of, k: int, count) -> None:
         n, rounds = self.args.n, self.args.rounds
-        export = name == "ktui_export"
+        export = name in SCRAPED_EXPORTS
         # the exporter's memory run drives one more round every 10 s
-        extra = self.args.export_mem_seconds // 10 + 1 if export else 0
+        extra = self.args.export_mem_seconds // 10 + 1 if name == "ktui_export" else 0
         w = Workload(self.wl, "rounds", str(n), str(rounds + extra))
         t = Tool(name, argv_of(w.pid), k, count=count)
         entry: dict = {"row": row, "argv": t.argv, "probes": k,
@@ -988,7 +1067,10 @@ class Suite:
                 entry["kprobes_listed"] = KPROBES_LIST.read_text().splitlines()
             entry["settle_s"] = t.wait_settled()
             if export:
-                scraper = Scraper(f"http://127.0.0.1:{self.args.export_port}/metrics")
+                if self.args.export_scraped_from == "host":
+                    scraper = HostScraperView(Path(self.args.host_scraper_status))
+                else:
+                    scraper = Scraper(f"http://127.0.0.1:{self.args.export_port}/metrics")
                 scraper.start()
                 time.sleep(1.5)  # the first scrapes are in: the rounds see a scraped exporter
                 entry["rss_kb_start"] = rss_kb(t.proc.pid)
@@ -1005,7 +1087,8 @@ class Suite:
                 time.sleep(1.5)  # a scrape after the last round
                 entry["rss_kb_after_rounds"] = rss_kb(t.proc.pid)
                 entry["hits_after_rounds"] = scraper.hits
-                entry["memory"] = self._export_memory(t, w, scraper, extra)
+                if extra:
+                    entry["memory"] = self._export_memory(t, w, scraper, extra)
         finally:
             if scraper is not None:
                 scraper.stop()
@@ -1014,7 +1097,7 @@ class Suite:
             time.sleep(0.3)
             entry.update(t.stop())
             self.note(f"{name}: {self._compare_line(entry, n)}")
-        if name.startswith("ktui") and not export:
+        if name.startswith("ktui") and not name.startswith("ktui_export"):
             entry["summary"] = ktui_summary(t.stderr())
             probe = next(iter(entry["summary"]["probes"].values()), {})
             entry["hits"], entry["via"] = probe.get("hits"), probe.get("via")
@@ -1371,6 +1454,11 @@ def main() -> int:
                     help="compare: kernel.bpf_stats_enabled=1 and each program's ns per run from bpftool "
                          "(slows every program: for the why, not the slowdowns)")
     ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
+    ap.add_argument("--export-scraped-from", choices=("guest", "host"), default="guest",
+                    help="compare/export: who scrapes the exporter: a thread of this suite, on the guest's "
+                         "CPU, or the host (benchmarks/export_host_scraped.py, through QEMU's hostfwd)")
+    ap.add_argument("--host-scraper-status", default=".vmout/host-scraper.json",
+                    help="compare/export scraped from the host: the status file its scraper rewrites")
     ap.add_argument("--export-hour-seconds", type=int, default=3600,
                     help="export_hour: how long the exporter is scraped while the keys churn")
     ap.add_argument("--export-hour-every", type=int, default=60, help="export_hour: seconds between samples")
