@@ -175,6 +175,9 @@ def slot_cgroup_id(slot: Slot):
 
 
 class GenericEngine:
+    # False: no plan writes events (SessionOptions.events; the session sets it)
+    events: bool = True
+
     def __init__(self, *, exclude_pids: tuple[int, ...], pid: int | None, comm: str | None) -> None:
         """`exclude_pids`: ktui's own processes (itself, its compile helper),
         whose hits no count takes; `pid`, `comm`: the set-wide filters."""
@@ -196,7 +199,6 @@ class GenericEngine:
         self.tracepoint = None  # the tracepoint variant's CompiledProgram, once loaded (tracepoint slots)
         self.slots: dict[int, Slot] = {}
         self._lost_keys = None  # aggregates.LostKeys, made at the first read of a probe losing keys
-        self.events = True  # False: no plan writes events (SessionOptions.events)
         self._gens = [0] * abi.MAX_PROBES  # a slot's generation: 0 = never used
         # sites held by wildcards; site 0 means "not a wildcard"
         self._sites_used = bytearray(abi.MAX_SITES)
