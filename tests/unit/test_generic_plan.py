@@ -274,11 +274,14 @@ def test_with_events_off_a_hit_is_counted_and_aggregated_but_written_nowhere():
             probe = dataclasses.replace(probe, filter=parse_filter(filt))
         return build_plan(probe, gen=1, events=False), build_plan(probe, gen=1)
 
-    quiet, loud = off("f:c:a3")
-    assert loud.flags & abi.F_EMITS and not quiet.flags & abi.F_EMITS
-    assert quiet.flags & (abi.F_REGS | abi.F_ARGS | abi.F_TIME | abi.F_CPU) == abi.F_REGS
-    quiet, loud = off("f:c:comm,pid")
-    assert quiet.flags & abi.F_BARE and not loud.flags & abi.F_BARE
+    gathers = abi.F_REGS | abi.F_ARGS | abi.F_TIME | abi.F_CPU
+    for spec in ("f:c:a3", "f:c:comm,pid", "f:c:a1,a2"):  # a counter's program, whatever it fetched
+        quiet, loud = off(spec)
+        assert loud.flags & abi.F_EMITS and not quiet.flags & (abi.F_EMITS | gathers), spec
+        assert quiet.flags & abi.F_BARE and not loud.flags & abi.F_BARE, spec
+        assert quiet.fetch_after == 0, spec
+    quiet, _ = off("f:c:a3", "a1 == 5")  # the filter's register still gathered
+    assert quiet.flags & gathers == abi.F_REGS and not quiet.flags & abi.F_BARE
     quiet, loud = off("f:r:retval")
     # a return's value is the bare path's too (its errnos): it counts and times
     assert quiet.flags & (abi.F_TIME | abi.F_CPU | abi.F_EMITS | abi.F_BARE) == abi.F_TIME | abi.F_BARE

@@ -99,6 +99,22 @@ def test_the_start_reads_its_key_first_and_writes_nothing_and_the_end_reads_its_
     assert bare.waits_for_program and start.waits_for_program and bare.in_span and start.in_span
 
 
+def test_with_events_off_a_span_still_gathers_what_its_keys_and_values_read(monkeypatch):
+    """`ktui export` writes no events: an end's and a start's fetches are
+    then read by no pass when build_plan derives the plan's flags, and only
+    the span made of them reads its key and values: the registers must
+    still be gathered for them, or the key would be read from nothing."""
+    end = Slot(7, 3, parse_probe_text("f:c:a1,a2,a3 since(g:c:a2,a1,a4)"), 4)
+    start = Slot(9, 1, end.probe.since, -2, span_end=end)
+    plan = _plan(start, monkeypatch, events=False)
+    assert plan.flags & abi.F_REGS and not plan.flags & (abi.F_BARE | abi.F_EMITS)
+    assert plan.fetch_before == 0b111
+    plan = _plan(end, monkeypatch, events=False)
+    assert plan.flags & (abi.F_SPAN_END | abi.F_REGS) == abi.F_SPAN_END | abi.F_REGS
+    assert not plan.flags & (abi.F_BARE | abi.F_EMITS)
+    assert (plan.fetch_before & 0b11, plan.fetch_after) == (0b11, 0)  # its key; a3 only an event held
+
+
 def test_a_span_is_never_compiled():
     assert never_compiled(parse_probe_text("f:c since(g:c)"))
 

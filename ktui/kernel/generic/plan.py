@@ -106,7 +106,7 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False,
     plan.truth = 1  # no filter: every hit passes (a filter's table replaces this)
     if probe.filter is not None:
         _fill_filter(plan, probe, layout, scratch, tracing, cgroup_id)
-    _fetch_passes(plan)
+    _fetch_passes(plan, emits=bool(flags & abi.F_EMITS))
     plan.sample = max(1, probe.sample)
     plan.rate_limit = probe.rate_limit or 0
     plan.flags = flags | work_flags(plan, flags)
@@ -116,11 +116,12 @@ def build_plan(probe: Probe, *, gen: int, tracing: bool = False,
     return plan
 
 
-def _fetch_passes(plan: abi.Plan) -> None:
+def _fetch_passes(plan: abi.Plan, emits: bool = True) -> None:
     """Which fetches run before the filter (those its comparisons read),
     which after it for the aggregations, and which only for a hit that
     passed and is written out: a hit the filter turns away reads nothing it
-    does not need (a user string of a hit nobody asked for, say)."""
+    does not need (a user string of a hit nobody asked for, say). A plan
+    that writes no event (events off) reads none of the last."""
     needed = 0
     for c in plan.cmps[:plan.ncmps]:
         for src, reg in ((c.lsrc, c.lreg), (c.rsrc, c.rreg)):
@@ -134,7 +135,7 @@ def _fetch_passes(plan: abi.Plan) -> None:
     plan.fetch_before = needed & real
     aggregated = _aggregate_fetches(plan) & real & ~needed
     plan.fetch_agg = aggregated
-    plan.fetch_after = real & ~needed & ~aggregated
+    plan.fetch_after = real & ~needed & ~aggregated if emits else 0
 
 
 def _aggregate_fetches(plan: abi.Plan) -> int:
@@ -226,8 +227,11 @@ def _fill_aggregate(plan: abi.Plan, agg: Aggregate, layout: ProbeLayout, scratch
 
 
 def sources(plan: abi.Plan) -> set[int]:
-    """Every SRC_* the plan's fetches and comparisons read."""
-    used = {f.src for f in plan.fetch[:plan.nfetch] if f.kind != abi.K_HEADER}
+    """Every SRC_* the plan's fetches and comparisons read: the fetches
+    one of its passes runs (a fetch only an event holds is read by none
+    when the plan writes no event)."""
+    run = plan.fetch_before | plan.fetch_agg | plan.fetch_after
+    used = {f.src for i, f in enumerate(plan.fetch[:plan.nfetch]) if f.kind != abi.K_HEADER and run >> i & 1}
     for c in plan.cmps[:plan.ncmps]:
         used.add(c.lsrc)
         if c.kind == abi.CMP_INT:
@@ -559,6 +563,7 @@ def as_span_start(plan: abi.Plan, end_index: int, end_gen: int, nkeys: int | Non
     plan.span_nvals = plan.nfetch - nkeys
     plan.fetch_before = (1 << plan.nfetch) - 1
     plan.fetch_agg = plan.fetch_after = 0
+    plan.flags |= _gathers(plan)
 
 
 def as_span_end(plan: abi.Plan, index: int, gen: int, nkeys: int) -> None:
@@ -572,6 +577,14 @@ def as_span_end(plan: abi.Plan, index: int, gen: int, nkeys: int) -> None:
     plan.fetch_before |= keys
     plan.fetch_agg &= ~keys
     plan.fetch_after &= ~keys
+    plan.flags |= _gathers(plan)
+
+
+def _gathers(plan: abi.Plan) -> int:
+    """What the hit must gather for the fetches it now runs: a span's
+    start or end reads fetches that, with events off, no pass ran when
+    build_plan derived its flags."""
+    return work_flags(plan, 0) & (abi.F_REGS | abi.F_ARGS | abi.F_CPU)
 
 
 def _span_keys(plan: abi.Plan, nkeys: int, limit: int = abi.SPAN_KEYS) -> None:
