@@ -20,6 +20,10 @@ bpftrace, export scraped every second vs stream (and the exporter's RSS):
 
     --parts warm_up,compare [--compare-rows fentry,export] [--export-mem-seconds 180]
 
+The export row's scraper runs in this suite by default, on the guest's CPU
+beside the workload; benchmarks/export_host_scraped.py runs the row with
+the scraper on the host, as a real Prometheus would be (run 13 on).
+
 `spans` alone is issue 32's rows: a span's cost per pair, by struct request *
 over O_DIRECT reads of a loop device against biolatency-bpfcc and a bpftrace
 kprobe pair, and by the thread between the read syscall's tracepoints
