@@ -25,7 +25,6 @@ import subprocess
 import sys
 import ssl
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -36,7 +35,7 @@ import pytest
 
 from tests.pki import bcrypt_hash, self_signed
 
-from .conftest import kprobe_entries, wait_for
+from .conftest import LineReader, kprobe_entries, wait_for
 from .test_exit_paths import check_clean
 
 KTUI = [sys.executable, "-m", "ktui"]
@@ -92,22 +91,14 @@ def scrape_job(name: str, port: int, cert: str, password: str) -> str:
             f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
 
 
-class Lines:
-    """A process's stderr, gathered by a thread (so it never blocks)."""
-
-    def __init__(self, stream) -> None:
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line.decode(errors="replace").rstrip("\n"))
+class Lines(LineReader):
+    """A process's stderr (read by conftest's thread, so it never blocks), as text."""
 
     def has(self, text: str) -> bool:
-        return any(text in ln for ln in self.lines)
+        return text in str(self)
 
     def __str__(self) -> str:
-        return "\n".join(self.lines)
+        return b"".join(self.lines).decode(errors="replace")
 
 
 class Prom:
