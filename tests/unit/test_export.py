@@ -389,6 +389,31 @@ def test_export_drains_only_sets_that_emit_and_a_signal_ends_the_wait(tmp_path, 
     assert waited < exporter_mod.IDLE_WAKE / 2, f"SIGTERM took {waited:.1f} s to end the loop"
 
 
+def test_with_events_off_only_a_compiled_probe_with_fetches_gives_a_drain_work():
+    """The exporter's loop drains only while Session.writes_events(): the
+    generic engine with events off writes none, whatever its probes fetch
+    (its plans have no F_EMITS: test_generic_plan); a compiled unit's
+    fetching probe still writes (the compiled engine has no switch)."""
+    from types import SimpleNamespace
+
+    from ktui.kernel.session.reading import ReadingMixin
+
+    fetching, counting = parse_spec("vfs_read:c:a3"), parse_spec("vfs_read:c")
+    engine = SimpleNamespace(events=False, slots={0: SimpleNamespace(probe=fetching)})
+    session = ReadingMixin()
+    session._units, session._engine = (), engine
+    assert not session.writes_events()
+    engine.events = True  # the dashboard's and a stream's session
+    assert session.writes_events()
+    engine.events, engine.slots = True, {0: SimpleNamespace(probe=counting)}
+    assert not session.writes_events()
+    unit = SimpleNamespace(program=SimpleNamespace(probes=(counting, fetching)), live={0, 1})
+    session._units = (unit,)
+    assert session.writes_events()
+    unit.live = {0}  # the fetching one removed
+    assert not session.writes_events()
+
+
 def export_until_sigterm(ps, open_feed, send) -> tuple[int, float]:
     """run_export of `ps` on a free port; 0.6 s in (its main loop asleep by
     then: a later signal only ends it sooner), `send()` from another thread.

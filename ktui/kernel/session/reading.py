@@ -41,11 +41,13 @@ class ReadingMixin:
         """Whether a probe running now writes events, so that a drain has
         work: a probe with fetches does, but with SessionOptions.events off
         only a compiled unit's (the compiled engine has no such switch)."""
-        if any(unit.program.probes[local].emits_events for unit in self._units for local in unit.live):
+        # (copies taken in one step: a probe added or removed meanwhile
+        # changes the set or dict, never what is being looked at)
+        if any(unit.program.probes[local].emits_events for unit in self._units for local in tuple(unit.live)):
             return True
         engine = self._engine
         return engine is not None and engine.events and any(
-            slot.probe.emits_events for slot in list(engine.slots.values()))
+            slot.probe.emits_events for slot in tuple(engine.slots.values()))
 
     def drain_capacity(self) -> int | None:
         """Records the smallest event buffer holds, so a collector can drain
