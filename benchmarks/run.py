@@ -24,6 +24,8 @@ run at 100k events/s, 90; 600 for the 10-minute run), KTUI_BENCH_REUSE_VM=1
 parts, e.g. "warm_up,compare": only the rows of issues 13, 14 and 16),
 KTUI_BENCH_HOST=0 (skip the host part), KTUI_BENCH_EXPORT_MEM_SECONDS (how
 long `ktui export` is scraped for its memory after its rounds, 180),
+KTUI_BENCH_EXPORT_N (reads a round of the export row, 1000000: a round
+must hold a scrape; the row's scraper runs on the host, host_scrape.py),
 KTUI_BENCH_BASE=REV (a git revision: its ktui runs the stats-only part's
 return probes too, in the same VM, for a before/after row; e.g. the commit
 before a change to the kernel side), KTUI_BENCH_BASE_FIRST=1 (each of the
@@ -45,6 +47,8 @@ import sys
 import time
 from pathlib import Path
 from statistics import median
+
+from benchmarks.host_scrape import scraped_from_host
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench-out"
@@ -75,6 +79,7 @@ def run_vm(binary: Path) -> dict:
            f"--out {out.relative_to(ROOT)} --n {env_int('KTUI_BENCH_N', 100_000)} "
            f"--rounds {env_int('KTUI_BENCH_ROUNDS', 3)} --flood {env_int('KTUI_BENCH_FLOOD', 1_000_000)} "
            f"--export-mem-seconds {env_int('KTUI_BENCH_EXPORT_MEM_SECONDS', 180)} "
+           f"--export-n {env_int('KTUI_BENCH_EXPORT_N', 1_000_000)} "
            f"--span-n {env_int('KTUI_BENCH_SPAN_N', 5000)} --span-cycles {env_int('KTUI_BENCH_SPAN_CYCLES', 3)}")
     if os.environ.get("KTUI_BENCH_PARTS"):  # e.g. warm_up,compare: only those parts of the VM suite
         cmd += f" --parts {os.environ['KTUI_BENCH_PARTS']}"
@@ -92,7 +97,11 @@ def run_vm(binary: Path) -> dict:
     # the spans part took 25 minutes on a loaded host (run 10)
     env = {**os.environ, "KTUI_VM_TIMEOUT": os.environ.get("KTUI_VM_TIMEOUT", "4200" if base is None else "6300")}
     t0 = time.monotonic()
-    proc = sh(["scripts/vm.sh", "--", cmd], env=env)
+    # the export row's scraper on the host, as a real Prometheus would be
+    # (in the guest it ran on the workload's one emulated CPU: run 13)
+    with scraped_from_host(ROOT) as scraping:
+        env["KTUI_VM_QEMU_OPTS"] = scraping.qemu_opts
+        proc = sh(["scripts/vm.sh", "--", cmd + scraping.suite_args], env=env)
     print(f"bench: VM part took {time.monotonic() - t0:.0f} s (exit {proc.returncode})", flush=True)
     if not out.exists():
         return {"errors": [f"the VM suite wrote no results (exit {proc.returncode})"]}
@@ -533,7 +542,8 @@ def analyse_compare(vm: dict, row, goal) -> dict:
             took = [x[3] for x in samples if len(x) > 3]
             if took:  # one round every 10 s while scraped: the exporter's steady state
                 row("7 compare/export", "ktui_export ns/read in the memory run's rounds (median)",
-                    median(took) / vm["params"]["n"], "{:.0f}", f"{len(took)} rounds, scraped every second")
+                    median(took) / (mem["reads_done"] // mem["rounds_done"]), "{:.0f}",
+                    f"{len(took)} rounds, scraped every second")
             goal("exporter memory flat while scraped every second (< 5% RSS growth)", last / first - 1 < 0.05,
                  f"{first / 1024:.1f} -> {last / 1024:.1f} MiB over {mem['seconds']} s")
             goal("exporter's hits == reads (scraped)", mem.get("hits_served") == mem.get("reads_done"),

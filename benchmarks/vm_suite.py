@@ -1041,6 +1041,8 @@ class Suite:
         try:
             self.baseline(self.args.n, self.args.rounds, "compare:before")
             for row in rows:
+                if self._row_n(row) != self.args.n:  # its own untraced rounds before it, of its length
+                    self.baseline(self._row_n(row), self.args.rounds, f"compare:before {row}")
                 for name, argv_of, k, count in table[row]:
                     if self.args.compare_tools and name not in self.args.compare_tools.split(","):
                         continue
@@ -1049,8 +1051,13 @@ class Suite:
             if self.args.bpf_stats:
                 Path("/proc/sys/kernel/bpf_stats_enabled").write_text("0\n")
 
+    def _row_n(self, row: str) -> int:
+        """Reads a round of `row`: the export row's rounds hold a scrape a
+        second only if they last a second or more (--export-n)."""
+        return self.args.export_n if row == "export" and self.args.export_n else self.args.n
+
     def _compare_tool(self, row: str, name: str, argv_of, k: int, count) -> None:
-        n, rounds = self.args.n, self.args.rounds
+        n, rounds = self._row_n(row), self.args.rounds
         export = name in SCRAPED_EXPORTS
         # the exporter's memory run drives one more round every 10 s
         extra = self.args.export_mem_seconds // 10 + 1 if name == "ktui_export" else 0
@@ -1092,7 +1099,7 @@ class Suite:
                 entry["rss_kb_after_rounds"] = rss_kb(t.proc.pid)
                 entry["hits_after_rounds"] = scraper.hits
                 if extra:
-                    entry["memory"] = self._export_memory(t, w, scraper, extra)
+                    entry["memory"] = self._export_memory(t, w, scraper, extra, n)
         finally:
             if scraper is not None:
                 scraper.stop()
@@ -1118,7 +1125,7 @@ class Suite:
                 f"{[round(t / n) for t in entry['ns']]} ns/read, exit {entry.get('exit_s')}, "
                 f"left {entry.get('probes_left')}")
 
-    def _export_memory(self, t: "Tool", w: Workload, scraper: "Scraper", extra_rounds: int) -> dict:
+    def _export_memory(self, t: "Tool", w: Workload, scraper: "Scraper", extra_rounds: int, n: int) -> dict:
         """The exporter scraped every second for export_mem_seconds, one more
         round of reads every 10 s: its RSS (and the hits it serves) sampled."""
         samples = []
@@ -1132,7 +1139,7 @@ class Suite:
             time.sleep(max(0.0, 10.0 - (time.monotonic() - t0) % 10.0))
             samples.append([round(time.monotonic() - t0, 1), rss_kb(t.proc.pid), scraper.hits, took])
         time.sleep(1.5)
-        return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * self.args.n,
+        return {"seconds": round(time.monotonic() - t0), "rounds_done": done, "reads_done": done * n,
                 "hits_served": scraper.hits, "samples": samples}
 
     # ---------------------------------------------------------------- 9
@@ -1458,6 +1465,9 @@ def main() -> int:
                     help="compare: kernel.bpf_stats_enabled=1 and each program's ns per run from bpftool "
                          "(slows every program: for the why, not the slowdowns)")
     ap.add_argument("--export-port", type=int, default=19436, help="compare/export: the exporter's port")
+    ap.add_argument("--export-n", type=int, default=0,
+                    help="compare/export: reads a round (0: --n); a round must last a second or more to "
+                         "hold a scrape a second (run 13: 1000000)")
     ap.add_argument("--export-scraped-from", choices=("guest", "host"), default="guest",
                     help="compare/export: who scrapes the exporter: a thread of this suite, on the guest's "
                          "CPU, or the host (benchmarks/export_host_scraped.py, through QEMU's hostfwd)")
