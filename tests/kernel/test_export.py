@@ -40,6 +40,12 @@ from .test_exit_paths import check_clean
 
 KTUI = [sys.executable, "-m", "ktui"]
 READS, BADREADS, OPENS, READS_AFTER_RELOAD = 40, 5, 3, 10
+# `sizes` (count(a3) of vfs_write, max_keys 11): size 20+i written i+1
+# times. The first 11 sizes fill its map; the 12th (12 writes) and the
+# workload's "done\n" (5 bytes) find no room: 13 hits dropped, counted. Of
+# the 11 keys kept, the exporter's cap of 10 series per probe leaves out
+# the smallest (size 20, 1 write): one key omitted, counted.
+WRITE_SIZES = [["write", 20 + i, i + 1] for i in range(12)]
 # A sample is stamped with its scrape's start, but its value is whatever the
 # exporter answered up to scrape_timeout later (a slower answer is dropped).
 # So only a sample older than this at a phase's start shows the state before it.
@@ -53,6 +59,8 @@ probes:
   - spec: kcalls=vfs_read:c:a3
     attach: kprobe
   - spec: bytes=vfs_read:r count(comm) sum(retval) hist(a3)
+  - spec: sizes=vfs_write:c count(a3)
+    max_keys: 11
 """
 SET_WITH_OPENS = SET + """  - spec: do_sys_openat2:c
     label: opens
@@ -171,7 +179,7 @@ def test_prometheus_scrapes_a_least_privileged_exporter_exactly_over_tls_through
     home = Path(tempfile.mkdtemp(prefix="ktui-export-"))  # in /tmp: nobody may pass (tmp_path's parent is 0700)
     home.chmod(0o777)
     opened = str(home / "opened")
-    w = workload([[["comm", "ktui-exp"], ["read", 7, READS], ["badread", BADREADS]],
+    w = workload([[["comm", "ktui-exp"], ["read", 7, READS], ["badread", BADREADS], *WRITE_SIZES],
                   [["open", opened]] * OPENS + [["read", 7, READS_AFTER_RELOAD]]])
     set_file = home / "exp.yaml"
     set_file.write_text(SET)
@@ -254,6 +262,13 @@ def test_prometheus_scrapes_a_least_privileged_exporter_exactly_over_tls_through
     by_comm = '{probe="bytes",comm="ktui-exp"}'
     assert prom.scraped_after(f"ktui_probe_key_hits_total{by_comm}", done)[-1][1] == READS + BADREADS
     assert prom.scraped_after(f"ktui_probe_key_sum_total{by_comm}", done)[-1][1] == 7 * READS
+    # the caps: a full map's hits dropped and counted, a key past the 10
+    # series a probe exports counted as omitted
+    assert prom.scraped_after('ktui_probe_key_hits_dropped_total{probe="sizes"}', done)[-1][1] == 12 + 1
+    assert prom.scraped_after('ktui_probe_keys_omitted{probe="sizes"}', done)[-1][1] == 1
+    sizes = sorted(int(float(line.rsplit(" ", 1)[1])) for line in metrics().splitlines()
+                   if line.startswith("ktui_probe_key_hits_total{") and 'probe="sizes"' in line)
+    assert sizes == list(range(2, 12)), sizes  # sizes 21-30, the ten most written
 
     # 2. SIGHUP with a changed file: the new probe shows and counts exactly
     set_file.write_text(SET_WITH_OPENS)
