@@ -21,8 +21,9 @@ bpftrace, export scraped every second vs stream (and the exporter's RSS):
     --parts warm_up,compare [--compare-rows fentry,export] [--export-mem-seconds 180]
 
 The export row's scraper runs in this suite by default, on the guest's CPU
-beside the workload; benchmarks/export_host_scraped.py runs the row with
-the scraper on the host, as a real Prometheus would be (run 13 on).
+beside the workload; `make bench` and benchmarks/export_host_scraped.py run
+it on the host (benchmarks/host_scrape.py), as a real Prometheus would be
+(run 13 on).
 
 `spans` alone is issue 32's rows: a span's cost per pair, by struct request *
 over O_DIRECT reads of a loop device against biolatency-bpfcc and a bpftrace
@@ -300,7 +301,7 @@ class Scraper:
 
 
 class HostScraperView:
-    """The host's scraper (benchmarks/export_host_scraped.py), seen from the
+    """The host's scraper (benchmarks/host_scrape.py), seen from the
     guest through the status file it rewrites after each scrape in the
     shared tree: the rows' Scraper interface, none of its work on the
     guest's CPU. Its counts are the host's since the VM started: start()
@@ -1470,7 +1471,7 @@ def main() -> int:
                          "hold a scrape a second (run 13: 1000000)")
     ap.add_argument("--export-scraped-from", choices=("guest", "host"), default="guest",
                     help="compare/export: who scrapes the exporter: a thread of this suite, on the guest's "
-                         "CPU, or the host (benchmarks/export_host_scraped.py, through QEMU's hostfwd)")
+                         "CPU, or the host (benchmarks/host_scrape.py, through QEMU's hostfwd)")
     ap.add_argument("--host-scraper-status", default=".vmout/host-scraper.json",
                     help="compare/export scraped from the host: the status file its scraper rewrites")
     ap.add_argument("--export-hour-seconds", type=int, default=3600,
