@@ -213,30 +213,21 @@ def test_run_export_scrapes_reloads_on_sighup_and_stops_on_sigterm(tmp_path, cap
         with urllib.request.urlopen(url, timeout=10) as r:
             return r.read().decode()
 
-    def until(cond, what):
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            try:
-                if cond():
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"timed out: {what}")
-
     def drive():
         try:
-            until(lambda: 'probe="reads"' in scrape(), "the first scrape")
+            until(lambda: 'probe="reads"' in scrape(), "the first scrape", timeout=20)
             seen["first"] = scrape()
             path.write_text(path.read_text() + "  - spec: vfs_write:c\n    label: writes\n")
             os.kill(os.getpid(), signal.SIGHUP)
-            until(lambda: 'probe="writes"' in scrape(), "the reloaded probe")
-            until(lambda: 'ktui_exporter_reloads_total{result="success"} 1.0' in scrape(), "the reload counted")
+            until(lambda: 'probe="writes"' in scrape(), "the reloaded probe", timeout=20)
+            until(lambda: 'ktui_exporter_reloads_total{result="success"} 1.0' in scrape(), "the reload counted",
+                  timeout=20)
             seen["after_good"] = scrape()
             path.write_text("name: s\nprobes: [\n")
             os.kill(os.getpid(), signal.SIGHUP)
-            until(lambda: "keeping the running" in capsys.readouterr().err, "the reload error")
-            until(lambda: 'ktui_exporter_reloads_total{result="failure"} 1.0' in scrape(), "the failure counted")
+            until(lambda: "keeping the running" in capsys.readouterr().err, "the reload error", timeout=20)
+            until(lambda: 'ktui_exporter_reloads_total{result="failure"} 1.0' in scrape(), "the failure counted",
+                  timeout=20)
             seen["after_bad"] = scrape()
         finally:
             os.kill(os.getpid(), signal.SIGTERM)
